@@ -1,0 +1,328 @@
+"""Analysis of run records: the reference's summaries and comparisons, paired statistics, lossless checks."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench._errors import BenchError
+from bench._records import Run, SampleResult, latest_by_key
+
+OVERALL = "overall"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A compared metric and the direction that counts as better."""
+
+    key: str
+    label: str
+    higher_is_better: bool
+    kind: str
+
+
+DECODE_SPEEDUP = Metric("decode_speedup", "decode speedup", True, "speedup")
+LATENCY_SPEEDUP = Metric("latency_speedup", "latency speedup", True, "speedup")
+ACCEPT_RATE = Metric("accept_rate", "accept rate", True, "rate")
+ACCEPTANCE_LENGTH = Metric("acceptance_length", "acceptance length", True, "speed")
+LATENCY = Metric("avg_latency", "mean latency", False, "seconds")
+DECODE_RATE = Metric("avg_pred_t_s", "decode t/s", True, "speed")
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.mean(values) if values else None
+
+
+def summarize_group(category: str, results: Sequence[SampleResult]) -> dict[str, Any]:
+    """One summary row with the reference's aggregation (plain means over successful samples, pooled rate)."""
+    ok = [result for result in results if result.ok]
+    draft_n = sum(result.draft_n for result in ok)
+    accepted = sum(result.draft_n_accepted for result in ok)
+    return {
+        "category": category,
+        "requests": len(ok),
+        "turns": sum(result.turns for result in ok),
+        "failed": len(results) - len(ok),
+        "avg_prompt_t_s": _mean([r.prompt_per_second for r in ok if r.prompt_per_second is not None]),
+        "avg_pred_t_s": _mean([r.predicted_per_second for r in ok if r.predicted_per_second is not None]),
+        "avg_latency": _mean([result.latency_s for result in ok]),
+        "draft_n": draft_n,
+        "accepted": accepted,
+        "accept_rate": (accepted / draft_n) if draft_n > 0 else None,
+    }
+
+
+def summarize(results: Iterable[SampleResult], categories: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Per-category summary rows in first-seen order, then `overall`, as `speed_bench.py` computes them."""
+    results = list(results)
+    order = list(categories) if categories is not None else list(dict.fromkeys(r.category for r in results))
+    groups: dict[str, list[SampleResult]] = {category: [] for category in order}
+    for result in results:
+        groups.setdefault(result.category, []).append(result)
+    rows = [summarize_group(category, group) for category, group in groups.items()]
+    rows.append(summarize_group(OVERALL, results))
+    return rows
+
+
+def _ratio(numerator: Any, denominator: Any) -> float | None:
+    if not numerator or not denominator:
+        return None
+    return float(numerator) / float(denominator)
+
+
+def compare_summaries(
+    baseline: Sequence[Mapping[str, Any]], speculative: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The reference's comparison rows: speculative order, categories missing from the baseline dropped."""
+    baseline_by_category = {row.get("category"): row for row in baseline}
+    rows = []
+    for row in speculative:
+        base = baseline_by_category.get(row.get("category"))
+        if not base:
+            continue
+        rows.append(
+            {
+                "category": row.get("category"),
+                "base_avg_pred_t_s": base.get("avg_pred_t_s"),
+                "spec_avg_pred_t_s": row.get("avg_pred_t_s"),
+                "decode_speedup": _ratio(row.get("avg_pred_t_s"), base.get("avg_pred_t_s")),
+                "base_avg_latency": base.get("avg_latency"),
+                "spec_avg_latency": row.get("avg_latency"),
+                "latency_speedup": _ratio(base.get("avg_latency"), row.get("avg_latency")),
+                "accept_rate": row.get("accept_rate"),
+            }
+        )
+    return rows
+
+
+def compare_runs(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
+    """Comparison rows of two runs, from their saved summaries (as the reference compare does)."""
+    return compare_summaries(baseline.summary, speculative.summary)
+
+
+# ---------------------------------------------------------------- paired statistics
+
+
+def results_frame(run: Run) -> pd.DataFrame:
+    """One row per (sample, repeat) of a run, the last attempt of each kept."""
+    rows = [
+        {
+            "id": r.id,
+            "repeat": r.repeat,
+            "category": r.category,
+            "ok": r.ok,
+            "latency_s": r.latency_s,
+            "pred_t_s": r.predicted_per_second if r.predicted_per_second is not None else r.client_decode_t_s,
+            "draft_n": r.draft_n,
+            "accepted": r.draft_n_accepted,
+            "output": "\n\n".join(r.outputs) if r.outputs else None,
+        }
+        for r in latest_by_key(run.results)
+    ]
+    columns = ["id", "repeat", "category", "ok", "latency_s", "pred_t_s", "draft_n", "accepted", "output"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """Index of the first differing character, or None when the strings are identical."""
+    if a == b:
+        return None
+    limit = min(len(a), len(b))
+    for index in range(limit):
+        if a[index] != b[index]:
+            return index
+    return limit
+
+
+def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.DataFrame:
+    """Match successful samples of two runs by (id, repeat) and compute per-sample speedups."""
+    base = results_frame(baseline)
+    spec = results_frame(speculative)
+    base = base[base["ok"]]
+    spec = spec[spec["ok"]]
+    merged = base.merge(spec, on=["id", "repeat"], suffixes=("_base", "_spec"))
+    if len(merged) < min_pairs:
+        raise BenchError(
+            f"only {len(merged)} successful samples match between the runs "
+            f"(baseline {len(base)}, speculative {len(spec)}); at least {min_pairs} needed: "
+            "run both over the same prompts"
+        )
+    merged = merged.rename(columns={"category_spec": "category"}).drop(columns=["category_base"])
+    merged["decode_speedup"] = merged["pred_t_s_spec"] / merged["pred_t_s_base"]
+    merged["latency_speedup"] = merged["latency_s_base"] / merged["latency_s_spec"]
+    identical = []
+    first_diff = []
+    for out_base, out_spec in zip(merged["output_base"], merged["output_spec"], strict=True):
+        if out_base is None or out_spec is None:
+            identical.append(None)
+            first_diff.append(None)
+            continue
+        index = first_difference(out_base, out_spec)
+        identical.append(index is None)
+        first_diff.append(index)
+    merged["identical"] = pd.array(identical, dtype="boolean")
+    merged["first_diff"] = pd.array(first_diff, dtype="Int64")
+    return merged
+
+
+def bootstrap_geomean_ci(
+    values: Sequence[float] | np.ndarray, *, resamples: int = 4000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """Geometric mean of positive ratios with a seeded percentile-bootstrap CI: (geomean, low, high)."""
+    logs = np.log(np.asarray(values, dtype=float))
+    logs = logs[np.isfinite(logs)]
+    if logs.size == 0:
+        return (math.nan, math.nan, math.nan)
+    point = float(np.exp(logs.mean()))
+    if logs.size == 1:
+        return (point, math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    chunk = max(1, 2_000_000 // logs.size)
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        index = rng.integers(0, logs.size, size=(stop - start, logs.size))
+        means[start:stop] = logs[index].mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return (point, float(np.exp(low)), float(np.exp(high)))
+
+
+def verdict(point: float, low: float, high: float, metric: Metric, threshold: float) -> str:
+    """`better`/`worse` only when the CI excludes no-change and the change exceeds the threshold."""
+    if any(math.isnan(x) for x in (point, low, high)):
+        return "not enough data"
+    improved = low > 1.0 and point > 1.0 + threshold
+    degraded = high < 1.0 and point < 1.0 / (1.0 + threshold)
+    if not metric.higher_is_better:
+        improved, degraded = degraded, improved
+    if improved:
+        return "better"
+    if degraded:
+        return "worse"
+    return "no significant change"
+
+
+SPEED_VERDICT_WORDS = {"better": "faster", "worse": "slower"}
+
+
+def _per_sample_logmean(frame: pd.DataFrame, column: str) -> np.ndarray:
+    values = frame[["id", column]].copy()
+    values = values[values[column] > 0]
+    values["log"] = np.log(values[column].astype(float))
+    return np.exp(values.groupby("id", sort=False)["log"].mean().to_numpy())
+
+
+def paired_stats(
+    baseline: Run,
+    speculative: Run,
+    *,
+    threshold: float = 0.02,
+    resamples: int = 4000,
+    seed: int = 0,
+    min_pairs: int = 1,
+) -> list[dict[str, Any]]:
+    """Per category and overall: geomean decode and latency speedups with bootstrap CIs and a verdict."""
+    paired = pair_runs(baseline, speculative, min_pairs=min_pairs)
+    spec_summary = {row.get("category"): row for row in speculative.summary}
+    acceptance_length = _acceptance_length_by_category(speculative)
+    order = list(dict.fromkeys(paired["category"]))
+    rows = []
+    for category in [*order, OVERALL]:
+        group = paired if category == OVERALL else paired[paired["category"] == category]
+        row: dict[str, Any] = {"category": category, "n": int(group["id"].nunique()), "pairs": len(group)}
+        for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP):
+            per_sample = _per_sample_logmean(group, metric.key)
+            point, low, high = bootstrap_geomean_ci(per_sample, resamples=resamples, seed=seed)
+            row[metric.key] = point
+            row[f"{metric.key}_low"] = low
+            row[f"{metric.key}_high"] = high
+            row[f"{metric.key}_verdict"] = verdict(point, low, high, metric, threshold)
+        summary_row = spec_summary.get(category, {})
+        row["accept_rate"] = summary_row.get("accept_rate")
+        row["acceptance_length"] = acceptance_length.get(category)
+        known = group["identical"].dropna()
+        row["identical"] = int(known.sum()) if len(known) else None
+        row["compared_outputs"] = len(known)
+        row["identical_share"] = float(known.mean()) if len(known) else None
+        decode_verdict = row["decode_speedup_verdict"]
+        row["verdict"] = SPEED_VERDICT_WORDS.get(decode_verdict, decode_verdict)
+        rows.append(row)
+    return rows
+
+
+def _acceptance_length_by_category(run: Run) -> dict[str, float]:
+    """Mean acceptance length per category from per-request engine data (`spec.acceptance_length`)."""
+    sums: dict[str, list[float]] = {}
+    for result in run.results:
+        steps = result.spec.get("steps") if result.ok else None
+        if not steps:
+            continue
+        for category in (result.category, OVERALL):
+            pair = sums.setdefault(category, [0.0, 0.0])
+            pair[0] += result.draft_n_accepted + steps
+            pair[1] += steps
+    lengths = {category: total / steps for category, (total, steps) in sums.items() if steps}
+    run_wide = run.meta.get("acceptance") or {}
+    if OVERALL not in lengths and isinstance(run_wide, Mapping) and run_wide.get("acceptance_length"):
+        lengths[OVERALL] = float(run_wide["acceptance_length"])
+    return lengths
+
+
+def lossless_check(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
+    """Per category: how many speculative outputs are byte-identical to the baseline's, and where others differ."""
+    paired = pair_runs(baseline, speculative, min_pairs=0)
+    rows = []
+    order = list(dict.fromkeys(paired["category"]))
+    for category in [*order, OVERALL]:
+        group = paired if category == OVERALL else paired[paired["category"] == category]
+        known = group[group["identical"].notna()]
+        differing = known[~known["identical"].astype(bool)]
+        rows.append(
+            {
+                "category": category,
+                "compared": len(known),
+                "identical": int(known["identical"].astype(bool).sum()),
+                "first_diff": ", ".join(
+                    f"{sample}@{int(index)}"
+                    for sample, index in zip(differing["id"], differing["first_diff"], strict=True)
+                ),
+            }
+        )
+    return rows
+
+
+def repeat_cv(run: Run) -> list[dict[str, Any]]:
+    """Run-to-run coefficient of variation per category across repeats of mean decode t/s and latency."""
+    frame = results_frame(run)
+    frame = frame[frame["ok"]]
+    if frame.empty or frame["repeat"].nunique() < 2:
+        return []
+    rows = []
+    order = list(dict.fromkeys(frame["category"]))
+    for category in [*order, OVERALL]:
+        group = frame if category == OVERALL else frame[frame["category"] == category]
+        per_repeat = group.groupby("repeat")[["pred_t_s", "latency_s"]].mean()
+        row: dict[str, Any] = {"category": category, "repeats": len(per_repeat)}
+        for column, key in (("pred_t_s", "pred_t_s_cv"), ("latency_s", "latency_cv")):
+            series = per_repeat[column].dropna()
+            row[key] = float(series.std(ddof=1) / series.mean()) if len(series) >= 2 and series.mean() else None
+        rows.append(row)
+    return rows
+
+
+def config_differences(baseline: Run, speculative: Run) -> list[str]:
+    """Warnings for settings that should match between two compared runs."""
+    warnings = []
+    for key in ("bench", "osl", "extra_inputs", "category", "dataset"):
+        base_value = baseline.config.get(key)
+        spec_value = speculative.config.get(key)
+        if base_value != spec_value:
+            warnings.append(f"runs differ in {key}: baseline={base_value!r} speculative={spec_value!r}")
+    return warnings

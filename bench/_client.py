@@ -1,0 +1,275 @@
+"""Send one sample (all its turns) to an OpenAI-compatible endpoint and record what happened."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench._engines import Engine, ResponseError, TurnStats
+from bench._prompts import Sample
+from bench._records import SampleResult
+from bench._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """How each request is built: endpoint, model, output length, extra fields, streaming, retries."""
+
+    endpoint: str
+    model: str | None = None
+    osl: int = 4096
+    extra_inputs: Mapping[str, Any] = field(default_factory=lambda: {"temperature": 0})
+    stream: bool = False
+    retries: int = 0
+    api: str = "chat"
+
+
+class SampleFailure(Exception):
+    """A turn failed: `kind` says how (connect, timeout, http_5xx, invalid_json, ...)."""
+
+    def __init__(self, kind: str, message: str, retry_after: float = 1.0) -> None:
+        """Record the error kind, message and how long the server asked us to wait."""
+        super().__init__(message)
+        self.kind = kind
+        self.retry_after = retry_after
+
+
+@dataclass
+class _Turn:
+    stats: TurnStats
+    latency_s: float
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    decode_span_s: float | None = None
+    retries: int = 0
+
+
+def build_payload(
+    settings: RequestSettings, engine: Engine, messages: list[dict[str, str]]
+) -> dict[str, Any]:
+    """The request body, built as the reference builds it (extra inputs cannot override max_tokens)."""
+    payload: dict[str, Any] = {"max_tokens": settings.osl, "stream": settings.stream}
+    if settings.api == "completions":
+        payload["prompt"] = "\n\n".join(message["content"] for message in messages)
+    else:
+        payload["messages"] = messages
+    if settings.model:
+        payload["model"] = settings.model
+    if settings.stream:
+        payload["stream_options"] = {"include_usage": True}
+    payload.update(engine.request_fields())
+    payload.update(settings.extra_inputs)
+    payload["max_tokens"] = settings.osl
+    return payload
+
+
+def _http_failure(response: Response) -> SampleFailure:
+    body = response.body[:500].decode("utf-8", errors="replace").replace("\n", "\\n")
+    if response.status == 429:
+        kind = "http_429"
+    elif 400 <= response.status < 500:
+        kind = "http_4xx"
+    else:
+        kind = "http_5xx"
+    return SampleFailure(kind, f"HTTP {response.status}: {body}", retry_after_seconds(response.headers))
+
+
+def _parse_json(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SampleFailure("invalid_json", f"response is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SampleFailure("invalid_json", "response is not a JSON object")
+    return data
+
+
+def _delta_text(chunk: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return "", "", None
+    choice = choices[0]
+    delta = choice.get("delta") if isinstance(choice.get("delta"), Mapping) else {}
+    content = delta.get("content") if isinstance(delta.get("content"), str) else choice.get("text")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    finish = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+    return (
+        content if isinstance(content, str) else "",
+        reasoning if isinstance(reasoning, str) else "",
+        finish,
+    )
+
+
+async def _stream_turn(
+    transport: Transport, settings: RequestSettings, engine: Engine, body: bytes
+) -> _Turn:
+    start = time.perf_counter()
+    merged: dict[str, Any] = {}
+    content: list[str] = []
+    reasoning: list[str] = []
+    finish_reason = None
+    token_times: list[float] = []
+    done = False
+    async for event in transport.stream(settings.endpoint, body):
+        if isinstance(event, Response):
+            raise _http_failure(event)
+        assert isinstance(event, StreamEvent)
+        if event.data == "[DONE]":
+            done = True
+            break
+        try:
+            chunk = json.loads(event.data)
+        except json.JSONDecodeError:
+            raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {event.data[:120]!r}") from None
+        if not isinstance(chunk, dict):
+            raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
+        if isinstance(chunk.get("error"), Mapping | str):
+            raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
+        text, thought, finish = _delta_text(chunk)
+        if text or thought:
+            token_times.append(event.at)
+        content.append(text)
+        reasoning.append(thought)
+        finish_reason = finish or finish_reason
+        for key, value in chunk.items():
+            if key != "choices":
+                merged[key] = value
+    end = time.perf_counter()
+    if not done:
+        raise SampleFailure("stream_incomplete", "stream ended without [DONE]")
+    message = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
+    merged["choices"] = [{"message": message, "finish_reason": finish_reason}]
+    stats = engine.parse(merged)
+    ttft = token_times[0] - start if token_times else None
+    itl = [later - earlier for earlier, later in itertools.pairwise(token_times)]
+    span = token_times[-1] - token_times[0] if len(token_times) >= 2 else None
+    return _Turn(stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span)
+
+
+async def _plain_turn(
+    transport: Transport, settings: RequestSettings, engine: Engine, body: bytes
+) -> _Turn:
+    response = await transport.post(settings.endpoint, body)
+    if response.status != 200:
+        raise _http_failure(response)
+    return _Turn(stats=engine.parse(_parse_json(response.body)), latency_s=response.elapsed_s)
+
+
+async def send_turn(
+    transport: Transport, settings: RequestSettings, engine: Engine, payload: Mapping[str, Any]
+) -> _Turn:
+    """Send one request, retrying transport errors and 429s up to `settings.retries` times."""
+    body = json.dumps(payload).encode("utf-8")
+    attempt = 0
+    while True:
+        try:
+            turn = await (_stream_turn if settings.stream else _plain_turn)(transport, settings, engine, body)
+            turn.retries = attempt
+            return turn
+        except TransportError as exc:
+            if attempt >= settings.retries:
+                raise SampleFailure(exc.kind, str(exc)) from None
+            delay = min(8.0, 0.25 * 2**attempt)
+        except ResponseError as exc:
+            raise SampleFailure(exc.kind, str(exc)) from None
+        except SampleFailure as exc:
+            if exc.kind != "http_429" or attempt >= settings.retries:
+                raise
+            delay = exc.retry_after
+        attempt += 1
+        await asyncio.sleep(delay)
+
+
+def _positive(value: float) -> float | None:
+    return value if value > 0 else None
+
+
+async def run_sample(
+    transport: Transport, engine: Engine, sample: Sample, settings: RequestSettings, *, repeat: int = 0
+) -> SampleResult:
+    """Send a sample's turns in order (each reply appended to the history) and aggregate as the reference does."""
+    messages: list[dict[str, str]] = []
+    turns: list[_Turn] = []
+    total_latency = 0.0
+    try:
+        for text in sample.turns:
+            messages.append({"role": "user", "content": text})
+            turn = await send_turn(transport, settings, engine, build_payload(settings, engine, messages))
+            turns.append(turn)
+            total_latency += turn.latency_s
+            messages.append({"role": "assistant", "content": turn.stats.content})
+    except SampleFailure as exc:
+        return SampleResult(
+            id=sample.id,
+            category=sample.category,
+            ok=False,
+            turns=len(sample.turns),
+            latency_s=total_latency,
+            error=str(exc),
+            error_kind=exc.kind,
+            repeat=repeat,
+            sub_category=sample.sub_category,
+            retries=sum(turn.retries for turn in turns),
+        )
+    return _aggregate(sample, turns, total_latency, repeat)
+
+
+def _aggregate(sample: Sample, turns: list[_Turn], total_latency: float, repeat: int) -> SampleResult:
+    stats = [turn.stats for turn in turns]
+    prompt_tokens = sum(s.prompt_tokens for s in stats)
+    completion_tokens = sum(s.completion_tokens for s in stats)
+    total_tokens = sum(s.total_tokens for s in stats) or prompt_tokens + completion_tokens
+    prompt_ms = sum(s.prompt_ms or 0.0 for s in stats)
+    predicted_ms = sum(s.predicted_ms or 0.0 for s in stats)
+    if len(stats) == 1:
+        prompt_per_second = stats[0].prompt_per_second
+        predicted_per_second = stats[0].predicted_per_second
+    else:
+        prompt_per_second = prompt_tokens / (prompt_ms / 1000) if prompt_ms > 0 else None
+        predicted_per_second = completion_tokens / (predicted_ms / 1000) if predicted_ms > 0 else None
+    spans = [turn.decode_span_s for turn in turns]
+    client_decode = None
+    if all(span for span in spans):
+        decoded = sum(max(0, s.completion_tokens - 1) for s in stats)
+        client_decode = decoded / sum(span for span in spans if span) if decoded else None
+    steps = [s.spec_steps for s in stats]
+    spec: dict[str, Any] = {}
+    if all(step is not None for step in steps):
+        spec["steps"] = sum(step for step in steps if step is not None)
+    cache = [s.cache_n for s in stats]
+    ttft = turns[0].ttft_s
+    return SampleResult(
+        id=sample.id,
+        category=sample.category,
+        ok=True,
+        turns=len(turns),
+        latency_s=total_latency,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=total_tokens,
+        finish_reason=stats[-1].finish_reason,
+        draft_n=sum(s.draft_n or 0 for s in stats),
+        draft_n_accepted=sum(s.draft_n_accepted or 0 for s in stats),
+        prompt_ms=_positive(prompt_ms),
+        predicted_ms=_positive(predicted_ms),
+        prompt_per_second=prompt_per_second,
+        predicted_per_second=predicted_per_second,
+        error=None,
+        repeat=repeat,
+        sub_category=sample.sub_category,
+        outputs=tuple(s.content for s in stats),
+        reasoning=tuple(s.reasoning for s in stats) if any(s.reasoning for s in stats) else (),
+        cache_n=sum(c for c in cache if c is not None) if any(c is not None for c in cache) else None,
+        ttft_s=ttft,
+        itl_s=tuple(round(x, 6) for turn in turns for x in turn.itl_s),
+        e2e_s=total_latency if ttft is not None else None,
+        client_decode_t_s=client_decode if client_decode and math.isfinite(client_decode) else None,
+        retries=sum(turn.retries for turn in turns),
+        spec=spec,
+    )

@@ -1,0 +1,338 @@
+"""Engine adapters: how each server family reports timings and speculative acceptance, behind one interface.
+
+Every adapter turns one chat or completion response (or a stream's merged final state) into
+`TurnStats`, adds any request fields the engine needs to report acceptance, and reads
+acceptance counters or gauges from the engine's Prometheus `/metrics` text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bench._metrics import by_label, parse_prometheus, value_of
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    """What one response says about itself: tokens, server timings, acceptance and the text."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    spec_steps: int | None = None
+    prompt_ms: float | None = None
+    predicted_ms: float | None = None
+    prompt_per_second: float | None = None
+    predicted_per_second: float | None = None
+    cache_n: int | None = None
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+
+
+class ResponseError(Exception):
+    """A response that parsed but cannot be trusted: `kind` is missing_fields or bad_timings."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        """Record the error kind and message."""
+        super().__init__(message)
+        self.kind = kind
+
+
+MAX_TOKENS_PER_SECOND = 1e7
+"""Server rates above this are treated as corrupt timings, not as speed."""
+
+
+def _checked_timings(timings: Mapping[str, Any]) -> None:
+    """Refuse NaN, infinite, negative or absurd timing values (a missing key is fine)."""
+    for key in ("prompt_ms", "predicted_ms", "prompt_per_second", "predicted_per_second", "prompt_n", "predicted_n"):
+        if key not in timings or timings[key] is None:
+            continue
+        value = timings[key]
+        if _number(value) is None:
+            raise ResponseError("bad_timings", f"timings.{key} is {value!r}")
+        if key.endswith("per_second") and value > MAX_TOKENS_PER_SECOND:
+            raise ResponseError("bad_timings", f"timings.{key} is {value!r}, beyond any real server")
+
+
+def _number(value: Any) -> float | None:
+    """A finite, non-negative number or None (rejects bools, NaN, infinities, negatives)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def _count(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None else None
+
+
+def _openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason."""
+    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
+    content = ""
+    reasoning = ""
+    finish_reason = None
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise ResponseError("missing_fields", "response has no choices")
+    choice = choices[0]
+    finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+    message = choice.get("message")
+    if isinstance(message, Mapping):
+        if isinstance(message.get("content"), str):
+            content = message["content"]
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(message.get(key), str):
+                reasoning = message[key]
+                break
+    elif isinstance(choice.get("text"), str):
+        content = choice["text"]
+    prompt_tokens = _count(usage.get("prompt_tokens")) or 0
+    completion_tokens = _count(usage.get("completion_tokens")) or 0
+    total_tokens = _count(usage.get("total_tokens")) or prompt_tokens + completion_tokens
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": total_tokens,
+        "content": content,
+        "reasoning": reasoning,
+        "finish_reason": finish_reason,
+    }
+
+
+class Engine:
+    """Base adapter: a plain OpenAI-compatible server (client timing only, acceptance n/a)."""
+
+    name: ClassVar[str] = "openai"
+    metric_prefix: ClassVar[str | None] = None
+
+    def request_fields(self) -> dict[str, Any]:
+        """Extra request body fields this engine needs to report acceptance."""
+        return {}
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Read one response (or a stream's merged final state)."""
+        return TurnStats(**_openai_fields(data))
+
+    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+        """Cumulative acceptance counters {drafts, draft_tokens, accepted, per_position} from /metrics."""
+        return None
+
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+        """Time-averaged acceptance gauges {acceptance_length, accept_rate} from /metrics, if the engine has them."""
+        return None
+
+    @classmethod
+    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+        """Whether a first response or the /metrics text identify this engine."""
+        return bool(cls.metric_prefix and f"{cls.metric_prefix}:" in metrics_text)
+
+
+class LlamaCpp(Engine):
+    """llama.cpp server: per-request `timings` (with draft counts) and `llamacpp:spec_decode_*` counters."""
+
+    name = "llamacpp"
+    metric_prefix = "llamacpp"
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Read usage, text and the `timings` object."""
+        fields = _openai_fields(data)
+        timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
+        _checked_timings(timings)
+        prompt_n = _count(timings.get("prompt_n"))
+        predicted_n = _count(timings.get("predicted_n"))
+        if not fields["prompt_tokens"] and prompt_n:
+            fields["prompt_tokens"] = prompt_n
+        if not fields["completion_tokens"] and predicted_n:
+            fields["completion_tokens"] = predicted_n
+        if not fields["total_tokens"]:
+            fields["total_tokens"] = fields["prompt_tokens"] + fields["completion_tokens"]
+        return TurnStats(
+            **fields,
+            draft_n=_count(timings.get("draft_n")),
+            draft_n_accepted=_count(timings.get("draft_n_accepted")),
+            prompt_ms=_number(timings.get("prompt_ms")),
+            predicted_ms=_number(timings.get("predicted_ms")),
+            prompt_per_second=_number(timings.get("prompt_per_second")),
+            predicted_per_second=_number(timings.get("predicted_per_second")),
+            cache_n=_count(timings.get("cache_n")),
+        )
+
+    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+        """Read the `llamacpp:spec_decode_*` counters."""
+        series = parse_prometheus(metrics_text)
+        drafts = value_of(series, "llamacpp:spec_decode_num_drafts")
+        if drafts is None:
+            return None
+        return {
+            "drafts": drafts,
+            "draft_tokens": value_of(series, "llamacpp:spec_decode_num_draft_tokens"),
+            "accepted": value_of(series, "llamacpp:spec_decode_num_accepted_tokens"),
+            "per_position": by_label(series, "position", "llamacpp:spec_decode_num_accepted_tokens_per_pos"),
+        }
+
+    @classmethod
+    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+        """llama.cpp answers with a `timings` object."""
+        return super().claims(response, metrics_text) or bool(response and isinstance(response.get("timings"), Mapping))
+
+
+class VLLM(Engine):
+    """vLLM: per-request `metrics.speculative_decoding` and `vllm:spec_decode_*` counters."""
+
+    name = "vllm"
+    metric_prefix = "vllm"
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Read usage, text and `metrics.speculative_decoding` when the server sends it."""
+        fields = _openai_fields(data)
+        metrics = data.get("metrics") if isinstance(data.get("metrics"), Mapping) else {}
+        spec = metrics.get("speculative_decoding") if isinstance(metrics.get("speculative_decoding"), Mapping) else {}
+        return TurnStats(
+            **fields,
+            draft_n=_count(spec.get("num_draft_tokens")),
+            draft_n_accepted=_count(spec.get("num_accepted_draft_tokens")),
+            spec_steps=_count(spec.get("num_spec_steps")),
+        )
+
+    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+        """Read the `vllm:spec_decode_*` counters."""
+        series = parse_prometheus(metrics_text)
+        drafts = value_of(series, "vllm:spec_decode_num_drafts")
+        if drafts is None:
+            return None
+        return {
+            "drafts": drafts,
+            "draft_tokens": value_of(series, "vllm:spec_decode_num_draft_tokens"),
+            "accepted": value_of(series, "vllm:spec_decode_num_accepted_tokens"),
+            "per_position": by_label(series, "position", "vllm:spec_decode_num_accepted_tokens_per_pos"),
+        }
+
+    @classmethod
+    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+        """vLLM exposes `vllm:` metrics or per-request `metrics.speculative_decoding`."""
+        metrics = response.get("metrics") if response else None
+        return super().claims(response, metrics_text) or (
+            isinstance(metrics, Mapping) and "speculative_decoding" in metrics
+        )
+
+
+class SGLang(Engine):
+    """SGLang: asks for `return_spec_tokens_details`, reads `sglext.spec_tokens_details` and its gauges."""
+
+    name = "sglang"
+    metric_prefix = "sglang"
+
+    def request_fields(self) -> dict[str, Any]:
+        """Ask SGLang for per-request speculative details."""
+        return {"return_spec_tokens_details": True}
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Read usage, text and `sglext.spec_tokens_details`."""
+        fields = _openai_fields(data)
+        ext = data.get("sglext") if isinstance(data.get("sglext"), Mapping) else {}
+        spec = ext.get("spec_tokens_details") if isinstance(ext.get("spec_tokens_details"), Mapping) else {}
+        return TurnStats(
+            **fields,
+            draft_n=_count(spec.get("spec_num_proposed_drafts")),
+            draft_n_accepted=_count(spec.get("spec_num_correct_drafts")),
+            spec_steps=_count(spec.get("spec_verify_ct")),
+        )
+
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+        """Read `sglang:spec_accept_length` and `sglang:spec_accept_rate` (time-averaged)."""
+        return _gauges(metrics_text, "sglang")
+
+    @classmethod
+    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+        """SGLang exposes `sglang:` metrics or answers with `sglext`."""
+        return super().claims(response, metrics_text) or bool(response and "sglext" in response)
+
+
+class TensorRTLLM(Engine):
+    """TensorRT-LLM: client timing per request, acceptance from its `trtllm:spec_*` gauges."""
+
+    name = "trtllm"
+    metric_prefix = "trtllm"
+
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+        """Read `trtllm:spec_accept_length` and `trtllm:spec_accept_rate`."""
+        return _gauges(metrics_text, "trtllm")
+
+
+def _gauges(metrics_text: str, prefix: str) -> dict[str, float] | None:
+    series = parse_prometheus(metrics_text)
+    length = value_of(series, f"{prefix}:spec_accept_length")
+    rate = value_of(series, f"{prefix}:spec_accept_rate")
+    if length is None and rate is None:
+        return None
+    return {"acceptance_length": length, "accept_rate": rate}
+
+
+ENGINES: dict[str, type[Engine]] = {
+    engine.name: engine for engine in (LlamaCpp, VLLM, SGLang, TensorRTLLM, Engine)
+}
+"""Known adapters by name; `auto` picks one with `detect_engine`."""
+ENGINE_NAMES = ("auto", *ENGINES)
+
+
+def detect_engine(response: Mapping[str, Any] | None, metrics_text: str) -> Engine:
+    """Pick the adapter that claims a first response or the /metrics text; plain OpenAI otherwise."""
+    for engine in (LlamaCpp, SGLang, VLLM, TensorRTLLM):
+        if engine.claims(None, metrics_text):
+            return engine()
+    for engine in (LlamaCpp, SGLang, VLLM, TensorRTLLM):
+        if engine.claims(response, ""):
+            return engine()
+    return Engine()
+
+
+class AutoEngine(Engine):
+    """Detects the engine from /metrics, else from the first response, then behaves as that adapter."""
+
+    def __init__(self, metrics_text: str = "") -> None:
+        """Decide from the /metrics text if it identifies an engine."""
+        chosen = detect_engine(None, metrics_text)
+        self._chosen: Engine | None = chosen if type(chosen) is not Engine else None
+
+    @property
+    def chosen(self) -> Engine:
+        """The adapter in use (plain OpenAI until something identifies the engine)."""
+        return self._chosen or Engine()
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """The detected engine's name."""
+        return self.chosen.name
+
+    def request_fields(self) -> dict[str, Any]:
+        """The detected adapter's request fields."""
+        return self.chosen.request_fields()
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Detect from the first response if still undecided, then parse with that adapter."""
+        if self._chosen is None:
+            self._chosen = detect_engine(data, "")
+        return self._chosen.parse(data)
+
+    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+        """The detected adapter's counters."""
+        return self.chosen.acceptance_counters(metrics_text)
+
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+        """The detected adapter's gauges."""
+        return self.chosen.acceptance_gauges(metrics_text)
+
+
+def engine_by_name(name: str) -> Engine:
+    """The adapter called `name` (not `auto`)."""
+    return ENGINES[name]()

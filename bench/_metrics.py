@@ -1,0 +1,88 @@
+"""Prometheus text parsing and counter differencing for server-side acceptance metrics."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus(text: str) -> Series:
+    """Parse Prometheus text exposition into {(name, sorted labels): value}; bad lines are skipped."""
+    series: Series = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _LINE.match(line)
+        if not match:
+            continue
+        name, labels_text, value_text = match.groups()
+        try:
+            value = float(value_text)
+        except ValueError:
+            continue
+        labels = tuple(sorted(_LABEL.findall(labels_text or "")))
+        series[(name, labels)] = value
+    return series
+
+
+def value_of(series: Series, *names: str) -> float | None:
+    """The unlabelled value of the first name present (with or without a `_total` suffix)."""
+    for name in names:
+        for candidate in (name, f"{name}_total"):
+            total = [value for (key, _), value in series.items() if key == candidate]
+            if total:
+                return float(sum(total))
+    return None
+
+
+def by_label(series: Series, label: str, *names: str) -> dict[str, float]:
+    """Values of the first name present, keyed by one label's value (e.g. `position`)."""
+    for name in names:
+        for candidate in (name, f"{name}_total"):
+            found = {
+                dict(labels).get(label, ""): value for (key, labels), value in series.items() if key == candidate
+            }
+            if found:
+                return found
+    return {}
+
+
+def counter_acceptance(
+    before: Mapping[str, Any], after: Mapping[str, Any], *, server_wide: bool
+) -> dict[str, Any] | None:
+    """Acceptance over a run from counter snapshots {drafts, draft_tokens, accepted, per_position}."""
+    drafts = _delta(before, after, "drafts")
+    draft_tokens = _delta(before, after, "draft_tokens")
+    accepted = _delta(before, after, "accepted")
+    if drafts is None or accepted is None:
+        return None
+    result: dict[str, Any] = {
+        "source": "metrics",
+        "drafts": drafts,
+        "draft_tokens": draft_tokens,
+        "accepted": accepted,
+        "acceptance_length": (1.0 + accepted / drafts) if drafts > 0 else None,
+        "accept_rate": (accepted / draft_tokens) if draft_tokens else None,
+        "server_wide": server_wide,
+    }
+    positions_before = before.get("per_position") or {}
+    positions_after = after.get("per_position") or {}
+    if drafts > 0 and positions_after:
+        keys = sorted(positions_after, key=lambda key: int(key) if str(key).isdigit() else math.inf)
+        result["per_position"] = [
+            (positions_after[key] - positions_before.get(key, 0.0)) / drafts for key in keys
+        ]
+    return result
+
+
+def _delta(before: Mapping[str, Any], after: Mapping[str, Any], key: str) -> float | None:
+    if after.get(key) is None:
+        return None
+    return float(after[key]) - float(before.get(key) or 0.0)

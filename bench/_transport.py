@@ -1,0 +1,143 @@
+"""The one HTTP transport: aiohttp over a single pooled session.
+
+Chosen by measurement on a 2-core machine against a static loopback server (FORMATS.md section 4):
+one pooled `httpx.AsyncClient` reached ~1,085 req/s at concurrency 1 and ~310 req/s at 64 (pool
+contention); one `aiohttp.ClientSession` reached ~7,100 req/s at 64. `make perf` re-measures this
+harness end to end. Nothing else in speedbench opens HTTP connections to the server under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+
+class TransportError(Exception):
+    """A request failed below HTTP: `kind` is connect, timeout or disconnect."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        """Record the error kind and message."""
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A complete HTTP response: status, body, headers and the client-side time to the last byte."""
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One server-sent event's data and the perf_counter time it arrived."""
+
+    data: str
+    at: float
+
+
+def _classify(exc: BaseException) -> TransportError:
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return TransportError("timeout", f"timed out ({exc.__class__.__name__})")
+    if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
+        return TransportError("connect", f"cannot connect: {exc}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | ConnectionResetError):
+        return TransportError("disconnect", f"server disconnected: {exc}")
+    return TransportError("disconnect", f"{exc.__class__.__name__}: {exc}")
+
+
+class Transport:
+    """A pooled aiohttp session with per-request timeouts and SSE reading."""
+
+    def __init__(
+        self, *, timeout: float = 600.0, connections: int = 1, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Configure the pool size, default headers and per-request total timeout."""
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 30.0))
+        self._connections = max(1, connections)
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Transport:
+        """Open the session."""
+        connector = aiohttp.TCPConnector(limit=self._connections, ttl_dns_cache=300, force_close=False)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=True
+        )
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The open session."""
+        if self._session is None:
+            raise RuntimeError("Transport used outside 'async with'")
+        return self._session
+
+    async def post(self, url: str, body: bytes) -> Response:
+        """POST a JSON body and read the whole response."""
+        start = time.perf_counter()
+        try:
+            async with self.session.post(url, data=body) as response:
+                payload = await response.read()
+                return Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _classify(exc) from exc
+
+    async def get(self, url: str, timeout: float = 10.0) -> Response:
+        """GET a URL (metrics, props) with a short timeout."""
+        start = time.perf_counter()
+        try:
+            async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+                payload = await response.read()
+                return Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _classify(exc) from exc
+
+    async def stream(self, url: str, body: bytes) -> AsyncIterator[Response | StreamEvent]:
+        """POST and yield server-sent events as they arrive; a non-200 answer is yielded as a Response."""
+        start = time.perf_counter()
+        try:
+            async with self.session.post(url, data=body) as response:
+                if response.status != 200:
+                    payload = await response.read()
+                    yield Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
+                    return
+                buffer = b""
+                async for chunk in response.content.iter_any():
+                    arrived = time.perf_counter()
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        line = line.rstrip(b"\r")
+                        if line.startswith(b"data:"):
+                            yield StreamEvent(line[5:].strip().decode("utf-8", errors="replace"), arrived)
+                if buffer.startswith(b"data:"):
+                    yield StreamEvent(buffer[5:].strip().decode("utf-8", errors="replace"), time.perf_counter())
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _classify(exc) from exc
+
+
+def retry_after_seconds(headers: Mapping[str, Any], default: float = 1.0) -> float:
+    """Seconds to wait from a Retry-After header (delta seconds), bounded to [0, 60]."""
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return min(60.0, max(0.0, float(value))) if value is not None else default
+    except (TypeError, ValueError):
+        return default

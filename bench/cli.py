@@ -1,0 +1,275 @@
+"""The `speedbench` command line: parse arguments, call the library, map outcomes to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench._errors import BenchError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _json_object(value: str) -> dict[str, Any]:
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return data
+
+
+def _header(value: str) -> tuple[str, str]:
+    if ":" not in value:
+        raise argparse.ArgumentTypeError("use K:V")
+    key, _, val = value.partition(":")
+    return key.strip(), val.strip()
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url", default="localhost:8080", help="server URL; scheme and /v1 optional; comma list = round-robin"
+    )
+    parser.add_argument("--model", default=None, help="optional model field sent in each request")
+    parser.add_argument("--bench", default="qualitative", help="SPEED-Bench config (qualitative, throughput_1k, ...)")
+    parser.add_argument("--category", default="all", help="'all' or a comma-separated list of categories")
+    parser.add_argument("--osl", type=int, default=4096, help="output sequence length, sent as max_tokens")
+    parser.add_argument(
+        "--extra-inputs", type=_json_object, default={"temperature": 0}, help="extra request fields (JSON object)"
+    )
+    parser.add_argument("--concurrency", type=int, default=1, help="requests in flight")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many samples per category")
+    parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout in seconds")
+    parser.add_argument(
+        "--dataset", default="categories",
+        help="'categories' (shipped), 'speed-bench' (hub), or a local .jsonl/.json/.parquet file",
+    )
+    parser.add_argument("--revision", default=None, help="hub dataset revision (default: the pinned one)")
+    parser.add_argument("--repeat", type=int, default=1, help="send every sample N times, interleaved")
+    parser.add_argument("--warmup", type=int, default=0, help="untimed requests sent first")
+    parser.add_argument("--stream", action="store_true", help="stream responses: TTFT, ITL, client decode t/s")
+    parser.add_argument("--engine", default="auto", help="auto, llamacpp, vllm, sglang, trtllm or openai")
+    parser.add_argument("--api", default="chat", choices=["chat", "completions"], help="endpoint to call")
+    parser.add_argument("--api-key", default=None, help="bearer token (default $OPENAI_API_KEY); never written")
+    parser.add_argument("--header", type=_header, action="append", default=[], help="extra HTTP header K:V")
+    parser.add_argument("--retries", type=int, default=0, help="retry transport errors and 429s N times")
+
+
+def _progress(quiet: bool) -> Any:
+    from bench._progress import LineProgress, SilentProgress
+
+    if quiet:
+        return SilentProgress()
+    if sys.stderr.isatty():
+        from bench._rich import RichProgress
+
+        return RichProgress()
+    return LineProgress(sys.stderr.write)
+
+
+def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
+    from bench._prompts import HUB_REVISION, load_prompts
+    from bench._render import summary_text
+    from bench._runner import RunConfig, run_benchmark
+
+    config = RunConfig(
+        url=args.url, model=args.model, bench=args.bench, category=args.category, osl=args.osl,
+        extra_inputs=args.extra_inputs, concurrency=args.concurrency, limit=args.limit, timeout=args.timeout,
+        dataset=args.dataset, revision=args.revision, repeat=args.repeat, warmup=args.warmup, stream=args.stream,
+        engine=args.engine, api=args.api, retries=args.retries, label=args.label,
+        api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
+    )
+    config.validate()
+    prompts = load_prompts(
+        args.dataset, bench=args.bench, category=args.category, limit=args.limit,
+        revision=args.revision or HUB_REVISION,
+    )
+    if prompts.skipped:
+        out(f"speedbench: skipped {prompts.skipped} rows without usable turns\n")
+    out(f"speedbench: loaded {len(prompts.samples)} samples from bench={args.bench} category={args.category}\n")
+    output = args.output or _default_output(args.label)
+    run, interrupted = run_benchmark(
+        prompts, config, output=output, progress=_progress(args.quiet), resume=args.resume, force=args.force
+    )
+    out(f"\nSummary (elapsed={run.meta.get('elapsed_s', 0.0):.2f}s)\n")
+    out(summary_text(run.summary))
+    out(f"\nspeedbench: wrote {output}\n")
+    if interrupted:
+        out(f"speedbench: interrupted; {len(run.results)} samples saved, continue with --resume\n")
+        return EXIT_INTERRUPTED
+    if run.failed_samples:
+        first_error = next((result.error for result in run.results if result.error), None)
+        sys.stderr.write(f"speedbench: {run.failed_samples} samples failed\n")
+        if first_error:
+            sys.stderr.write(f"first error: {first_error}\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _default_output(label: str | None) -> str:
+    import datetime as dt
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join("results", f"{stamp}-{label or 'run'}.json")
+
+
+def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
+    from bench._analysis import compare_runs, config_differences, lossless_check, paired_stats
+    from bench._records import load_run
+    from bench._render import comparison_markdown, comparison_text, json_rows
+    from bench._stats_render import lossless_text, stats_markdown, stats_text
+
+    baseline = load_run(args.baseline)
+    speculative = load_run(args.speculative)
+    rows = compare_runs(baseline, speculative)
+    stats = None
+    if args.stats:
+        for warning in config_differences(baseline, speculative):
+            sys.stderr.write(f"speedbench: warning: {warning}\n")
+        stats = paired_stats(
+            baseline, speculative, threshold=args.threshold, resamples=args.resamples, seed=args.seed,
+            min_pairs=args.min_pairs,
+        )
+    if args.format == "json":
+        payload: dict[str, Any] = {"comparison": json.loads(json_rows(rows))}
+        if stats is not None:
+            payload["stats"] = json.loads(json_rows(stats))
+            payload["lossless"] = lossless_check(baseline, speculative)
+        out(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        return EXIT_OK
+    if args.format == "markdown":
+        out(comparison_markdown(rows))
+        if stats is not None:
+            out("\n" + stats_markdown(stats))
+        return EXIT_OK
+    out(comparison_text(rows, args.baseline, args.speculative))
+    if stats is not None:
+        out("\n" + stats_text(stats, args.threshold))
+        out("\n" + lossless_text(lossless_check(baseline, speculative)))
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench serve`: run an embedded llama.cpp server until Ctrl-C."""
+    import signal
+    import threading
+    from pathlib import Path
+
+    from bench._server import EmbeddedServer, ServerConfig, ServerError
+
+    config = ServerConfig(
+        mode=args.mode,
+        model_path=Path(args.model) if args.model else None,
+        draft_model_path=Path(args.draft_model) if args.draft_model else None,
+        n_threads=args.threads,
+        port=args.port,
+        ctx_size=args.ctx_size,
+    )
+    stopped = threading.Event()
+    try:
+        with EmbeddedServer(config) as server:
+            out(f"speedbench: {args.mode} server at {server.url} (Ctrl-C to stop)\n")
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: stopped.set())
+            while not stopped.wait(0.5):
+                if not server.is_running():
+                    sys.stderr.write("speedbench: server died:\n" + "\n".join(server.log_tail()) + "\n")
+                    return EXIT_FAILED
+    except ServerError as exc:
+        raise BenchError(str(exc)) from None
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench bench`: baseline and speculative runs, comparison, lossless check, plots, under results/."""
+    from bench._pipeline import PipelineConfig, run_pipeline
+
+    config = PipelineConfig(
+        limit=args.limit, osl=args.osl, spec=args.spec, model=args.model, draft=args.draft,
+        base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
+        results_dir=args.results_dir, label=args.label, concurrency=args.concurrency,
+    )
+    return run_pipeline(config, out=out, progress=_progress(args.quiet))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    from bench._version import __version__
+
+    parser = argparse.ArgumentParser(prog="speedbench", description="Benchmark speculative decoding in LLM servers.")
+    parser.add_argument("--version", action="version", version=f"speedbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a prompt set against one endpoint")
+    _add_run_options(run)
+    run.add_argument("--output", default=None, help="run file (JSON); default results/<UTC time>-<label>.json")
+    run.add_argument("--label", default=None, help="a name for the run (progress and default file name)")
+    run.add_argument("--resume", action="store_true", help="continue an interrupted run from its journal")
+    run.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.set_defaults(handler=cmd_run)
+
+    compare = sub.add_parser("compare", help="compare a baseline run with a speculative run")
+    compare.add_argument("--baseline", required=True)
+    compare.add_argument("--speculative", required=True)
+    compare.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    compare.add_argument("--stats", action="store_true", help="add paired per-sample statistics with 95%% CIs")
+    compare.add_argument("--threshold", type=float, default=0.02, help="smallest change that counts (0.02 = 2%%)")
+    compare.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples")
+    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    compare.add_argument("--min-pairs", type=int, default=2, help="refuse with fewer matched samples")
+    compare.set_defaults(handler=cmd_compare)
+
+    serve = sub.add_parser("serve", help="serve a GGUF with the embedded llama.cpp server")
+    serve.add_argument("--mode", default="baseline", help="baseline, ngram-mod, ngram-simple or draft")
+    serve.add_argument("--model", default=None, help="GGUF to serve (default: the packaged gemma 270M)")
+    serve.add_argument("--draft-model", default=None, help="draft GGUF for --mode draft (default: the model)")
+    serve.add_argument("--port", type=int, default=None, help="port (default: a free one)")
+    serve.add_argument("--threads", type=int, default=1)
+    serve.add_argument("--ctx-size", type=int, default=4096)
+    serve.set_defaults(handler=cmd_serve)
+
+    bench = sub.add_parser("bench", help="baseline vs speculative on the embedded server (or two URLs)")
+    bench.add_argument("--limit", type=int, default=2, help="samples per category")
+    bench.add_argument("--osl", type=int, default=64, help="max_tokens per turn")
+    bench.add_argument("--spec", default="ngram-mod", help="speculative mode: ngram-mod, ngram-simple or draft")
+    bench.add_argument("--model", default=None, help="GGUF to serve (default: the packaged gemma 270M)")
+    bench.add_argument("--draft", default=None, help="draft GGUF for --spec draft")
+    bench.add_argument("--base-url", default=None, help="benchmark this baseline server instead")
+    bench.add_argument("--spec-url", default=None, help="benchmark this speculative server instead")
+    bench.add_argument("--category", default="all")
+    bench.add_argument("--threads", type=int, default=1, help="server CPU threads")
+    bench.add_argument("--concurrency", type=int, default=1)
+    bench.add_argument("--results-dir", default="results")
+    bench.add_argument("--label", default=None)
+    bench.add_argument("--quiet", action="store_true")
+    bench.set_defaults(handler=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run a subcommand; bad input exits 2 with one line, never a traceback."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = sys.stdout.write
+    try:
+        code = args.handler(args, out)
+    except BenchError as exc:
+        sys.stderr.write(f"speedbench: error: {exc}\n")
+        code = EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("speedbench: interrupted\n")
+        code = EXIT_INTERRUPTED
+    sys.stdout.flush()
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,246 @@
+"""A small loopback server that answers like llama.cpp (or other engines), with exact timings and injected faults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class FakeState:
+    """What the fake server does and what it saw."""
+
+    engine: str = "llamacpp"
+    drafting: bool = False
+    fault: Callable[[int, dict[str, Any]], str | None] = lambda index, body: None
+    decode_tps: float = 50.0
+    delay_s: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    extra_metrics: str = ""
+
+
+def reply_text(body: dict[str, Any]) -> str:
+    """A deterministic reply derived from the last user turn."""
+    messages = body.get("messages") or [{"content": body.get("prompt", "")}]
+    last = messages[-1]["content"]
+    return f"Answer to: {last[:40]}"
+
+
+def completion(state: FakeState, body: dict[str, Any]) -> dict[str, Any]:
+    """A non-streaming response in the state's engine shape."""
+    text = reply_text(body)
+    prompt_n = sum(len(m["content"].split()) for m in body.get("messages", [])) or 1
+    predicted_n = min(int(body.get("max_tokens", 16)), len(text.split()) + 4)
+    data: dict[str, Any] = {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "model": "fake",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": prompt_n, "completion_tokens": predicted_n, "total_tokens": prompt_n + predicted_n},
+    }
+    drafted = 4 * predicted_n if state.drafting else 0
+    accepted = 3 * predicted_n if state.drafting else 0
+    if state.drafting:
+        state.drafts += predicted_n
+        state.draft_tokens += drafted
+        state.accepted += accepted
+    if state.engine == "llamacpp":
+        timings = {
+            "cache_n": 0,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_n * 2.0,
+            "prompt_per_token_ms": 2.0,
+            "prompt_per_second": 500.0,
+            "predicted_n": predicted_n,
+            "predicted_ms": predicted_n * 1000.0 / state.decode_tps,
+            "predicted_per_token_ms": 1000.0 / state.decode_tps,
+            "predicted_per_second": state.decode_tps,
+        }
+        if state.drafting:
+            timings["draft_n"] = drafted
+            timings["draft_n_accepted"] = accepted
+        data["timings"] = timings
+    elif state.engine == "vllm" and state.drafting:
+        data["metrics"] = {
+            "speculative_decoding": {
+                "num_spec_steps": predicted_n,
+                "num_draft_tokens": drafted,
+                "num_accepted_draft_tokens": accepted,
+                "mean_acceptance_length": 1 + accepted / predicted_n,
+                "draft_acceptance_rate": accepted / drafted,
+            }
+        }
+    elif state.engine == "sglang" and state.drafting and body.get("return_spec_tokens_details"):
+        data["sglext"] = {
+            "spec_tokens_details": {
+                "spec_verify_ct": predicted_n,
+                "spec_num_proposed_drafts": drafted,
+                "spec_num_correct_drafts": accepted,
+                "spec_accept_length": 1 + accepted / predicted_n,
+                "spec_accept_rate": accepted / drafted,
+            }
+        }
+    return data
+
+
+def metrics_text(state: FakeState) -> str:
+    """Prometheus text for the state's engine."""
+    if state.engine == "llamacpp":
+        prefix = "llamacpp:spec_decode_"
+        lines = [
+            f"# TYPE {prefix}num_drafts_total counter",
+            f"{prefix}num_drafts_total {state.drafts}",
+            f"{prefix}num_draft_tokens_total {state.draft_tokens}",
+            f"{prefix}num_accepted_tokens_total {state.accepted}",
+            f'{prefix}num_accepted_tokens_per_pos_total{{position="0"}} {state.accepted // 2}',
+            f'{prefix}num_accepted_tokens_per_pos_total{{position="1"}} {state.accepted - state.accepted // 2}',
+        ]
+    elif state.engine == "vllm":
+        prefix = "vllm:spec_decode_"
+        lines = [
+            f'{prefix}num_drafts_total{{model_name="fake"}} {state.drafts}',
+            f'{prefix}num_draft_tokens_total{{model_name="fake"}} {state.draft_tokens}',
+            f'{prefix}num_accepted_tokens_total{{model_name="fake"}} {state.accepted}',
+        ]
+    elif state.engine == "sglang":
+        lines = ["sglang:spec_accept_length 3.5", "sglang:spec_accept_rate 0.62"]
+    elif state.engine == "trtllm":
+        lines = ["trtllm:spec_accept_length 2.5", "trtllm:spec_accept_rate 0.5"]
+    else:
+        return ""
+    return "\n".join(lines) + "\n" + state.extra_metrics
+
+
+class FakeServer:
+    """Runs the fake app on 127.0.0.1 in a background thread."""
+
+    def __init__(self, state: FakeState) -> None:
+        self.state = state
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._chat)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/props", self._props)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    async def _metrics(self, request: web.Request) -> web.StreamResponse:
+        if self.state.engine == "openai":
+            return web.Response(status=404)
+        return web.Response(text=metrics_text(self.state))
+
+    async def _props(self, request: web.Request) -> web.StreamResponse:
+        if self.state.engine != "llamacpp":
+            return web.Response(status=404)
+        return web.json_response({"model_path": "/models/fake.gguf", "build_info": "fake", "chat_template": "x"})
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"object": "list", "data": [{"id": "fake"}]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        index = len(self.state.requests)
+        self.state.requests.append(body)
+        self.state.headers.append(dict(request.headers))
+        if self.state.delay_s:
+            await asyncio.sleep(self.state.delay_s)
+        fault = self.state.fault(index, body)
+        if fault is not None:
+            return await self._fault(request, fault, body)
+        data = completion(self.state, body)
+        if not body.get("stream"):
+            return web.json_response(data)
+        return await self._stream(request, data)
+
+    async def _stream(self, request: web.Request, data: dict[str, Any], *, done: bool = True) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        words = data["choices"][0]["message"]["content"].split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            await asyncio.sleep(0.002)
+        final = {k: v for k, v in data.items() if k != "choices"}
+        final["choices"] = [{"index": 0, "delta": {}, "finish_reason": "length"}]
+        await response.write(f"data: {json.dumps(final)}\n\n".encode())
+        if done:
+            await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def _fault(self, request: web.Request, fault: str, body: dict[str, Any]) -> web.StreamResponse:
+        if fault == "http_500":
+            return web.Response(status=500, text="internal error")
+        if fault == "http_400":
+            return web.Response(status=400, text="bad request")
+        if fault == "http_429":
+            return web.Response(status=429, text="slow down", headers={"Retry-After": "0"})
+        if fault == "invalid_json":
+            return web.Response(text='{"choices": [', content_type="application/json")
+        if fault == "missing_fields":
+            return web.json_response({"id": "x", "usage": {}})
+        if fault == "nan_timings":
+            data = completion(self.state, body)
+            text = json.dumps(data).replace('"predicted_per_second": 50.0', '"predicted_per_second": NaN')
+            return web.Response(text=text, content_type="application/json")
+        if fault == "negative_timings":
+            data = completion(self.state, body)
+            data["timings"]["predicted_ms"] = -5.0
+            return web.json_response(data)
+        if fault == "absurd_timings":
+            data = completion(self.state, body)
+            data["timings"]["predicted_per_second"] = 1e12
+            return web.json_response(data)
+        if fault == "slow":
+            await asyncio.sleep(5)
+            return web.json_response(completion(self.state, body))
+        if fault == "disconnect":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        if fault == "no_done":
+            return await self._stream(request, completion(self.state, body), done=False)
+        if fault == "midstream_disconnect":
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            chunk = {"choices": [{"index": 0, "delta": {"content": "partial"}, "finish_reason": None}]}
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        raise AssertionError(f"unknown fault {fault}")

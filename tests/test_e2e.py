@@ -1,0 +1,96 @@
+"""End to end on the real embedded llama.cpp server: baseline and ngram-mod runs, comparison, lossless check."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench._analysis import lossless_check
+from bench._pipeline import PipelineConfig, run_pipeline, write_comparison
+from bench._progress import SilentProgress
+from bench._prompts import PromptSet, Sample
+from bench._records import load_run
+from bench._runner import RunConfig, run_benchmark
+from bench._server import EmbeddedServer, ServerConfig
+from bench.cli import main
+
+pytestmark = pytest.mark.e2e
+
+REPETITIVE = PromptSet(
+    samples=(
+        Sample(id="rep-1", category="coding", turns=(
+            "Repeat this line exactly five times: def add(a, b): return a + b  # add two numbers",)),
+        Sample(id="rep-2", category="qa", turns=("Say hello.", "Now say: one two three four five six seven eight")),
+    ),
+    source="test", bench="qualitative", categories=("coding", "qa"),
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+def _run(mode: str, output: Path, stream: bool = False) -> tuple:
+    server = EmbeddedServer(ServerConfig(mode=mode))
+    server.start()
+    pid = server.pid
+    try:
+        run, _ = run_benchmark(REPETITIVE, RunConfig(url=server.url, osl=32, stream=stream), output=output,
+                               install_signal_handlers=False)
+    finally:
+        server.stop()
+    assert pid is not None and not _alive(pid)
+    return run
+
+
+def test_baseline_and_ngram_mod_runs_compare(tmp_path: Path, capsys) -> None:
+    baseline = _run("baseline", tmp_path / "baseline.json")
+    speculative = _run("ngram-mod", tmp_path / "spec.json", stream=True)
+    assert baseline.failed_samples == 0 and speculative.failed_samples == 0
+    assert baseline.meta["engine"] == "llamacpp"
+    assert all(row["accept_rate"] is None for row in baseline.summary)
+    assert speculative.summary[-1]["accept_rate"] is not None
+    assert speculative.meta["acceptance"]["drafts"] > 0
+    # streaming on the real server: client-side decode rate agrees with the server's
+    for result in speculative.results:
+        assert result.ttft_s is not None and result.client_decode_t_s is not None
+    code = main(["compare", "--baseline", str(tmp_path / "baseline.json"),
+                 "--speculative", str(tmp_path / "spec.json"), "--stats", "--min-pairs", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith(f"Comparison: baseline={tmp_path / 'baseline.json'} speculative={tmp_path / 'spec.json'}\n")
+    assert "Lossless check" in out and "Paired statistics" in out
+    rows = lossless_check(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"))
+    assert rows[-1]["compared"] == 2
+    files = write_comparison(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"), tmp_path)
+    assert (tmp_path / "plots" / "speedup.png").stat().st_size > 10_000
+    assert files["files"][0].read_text().startswith("Comparison:")
+
+
+def test_pipeline_writes_results_folder(tmp_path: Path) -> None:
+    lines: list[str] = []
+    code = run_pipeline(
+        PipelineConfig(limit=1, osl=16, category="coding,qa", results_dir=str(tmp_path)),
+        out=lines.append, progress=SilentProgress(),
+    )
+    assert code == 0, "".join(lines)
+    (folder,) = tmp_path.iterdir()
+    names = {path.name for path in folder.iterdir()}
+    assert {"baseline.json", "speculative.json", "comparison.txt", "comparison.md", "plots"} <= names
+    assert folder.name.endswith("-ngram-mod")
+    assert "Comparison: baseline=" in "".join(lines)
+
+
+def test_missing_model_is_a_clear_error_before_anything_runs(tmp_path: Path, capsys) -> None:
+    code = main(["bench", "--model", str(tmp_path / "nope.gguf"), "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "model file not found" in err and len(err.strip().splitlines()) == 1
+    assert sys.exc_info() == (None, None, None)

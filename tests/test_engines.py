@@ -1,0 +1,106 @@
+"""Engine adapters read acceptance from each engine's documented response and metrics shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench._engines import VLLM, AutoEngine, Engine, LlamaCpp, ResponseError, SGLang, TensorRTLLM, detect_engine
+from bench._metrics import counter_acceptance, parse_prometheus
+from bench._runner import RunConfig, run_benchmark
+from tests.conftest import make_prompts
+from tests.fakeserver import FakeServer, FakeState, completion, metrics_text
+
+
+def _shaped(engine: str) -> dict:
+    return completion(FakeState(engine=engine, drafting=True), {"messages": [{"content": "hi there"}], "max_tokens": 8})
+
+
+def test_llamacpp_reads_timings() -> None:
+    stats = LlamaCpp().parse(_shaped("llamacpp"))
+    assert stats.draft_n == 4 * stats.completion_tokens and stats.draft_n_accepted == 3 * stats.completion_tokens
+    assert stats.predicted_per_second == 50.0 and stats.cache_n == 0
+
+
+def test_vllm_reads_per_request_metrics() -> None:
+    stats = VLLM().parse(_shaped("vllm"))
+    assert stats.draft_n_accepted / stats.draft_n == 0.75 and stats.spec_steps == stats.completion_tokens
+
+
+def test_sglang_asks_for_and_reads_spec_details() -> None:
+    assert SGLang().request_fields() == {"return_spec_tokens_details": True}
+    body = {"messages": [{"content": "hi"}], "max_tokens": 8, "return_spec_tokens_details": True}
+    stats = SGLang().parse(completion(FakeState(engine="sglang", drafting=True), body))
+    assert stats.draft_n and stats.draft_n_accepted and stats.spec_steps
+
+
+def test_plain_openai_has_no_acceptance() -> None:
+    stats = Engine().parse(_shaped("openai"))
+    assert stats.draft_n is None and stats.predicted_per_second is None
+
+
+def test_missing_choices_and_bad_timings_raise_typed_errors() -> None:
+    with pytest.raises(ResponseError) as info:
+        LlamaCpp().parse({"usage": {}})
+    assert info.value.kind == "missing_fields"
+    data = _shaped("llamacpp")
+    data["timings"]["prompt_ms"] = float("inf")
+    with pytest.raises(ResponseError) as info:
+        LlamaCpp().parse(data)
+    assert info.value.kind == "bad_timings"
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "vllm", "sglang", "trtllm"])
+def test_detection_from_metrics(engine: str) -> None:
+    state = FakeState(engine=engine, drafting=True)
+    assert detect_engine(None, metrics_text(state)).name == engine
+
+
+def test_detection_from_first_response() -> None:
+    auto = AutoEngine("")
+    assert auto.name == "openai"
+    auto.parse(_shaped("vllm"))
+    assert auto.name == "vllm"
+    assert detect_engine(_shaped("llamacpp"), "").name == "llamacpp"
+    assert detect_engine({"choices": []}, "").name == "openai"
+
+
+def test_counter_acceptance_and_gauges() -> None:
+    state = FakeState(engine="llamacpp")
+    before = LlamaCpp().acceptance_counters(metrics_text(state))
+    state.drafts, state.draft_tokens, state.accepted = 10, 40, 25
+    after = LlamaCpp().acceptance_counters(metrics_text(state))
+    acceptance = counter_acceptance(before, after, server_wide=False)
+    assert acceptance["acceptance_length"] == 3.5 and acceptance["accept_rate"] == 0.625
+    assert acceptance["per_position"] == [1.2, 1.3]
+    assert SGLang().acceptance_gauges(metrics_text(FakeState(engine="sglang"))) == {
+        "acceptance_length": 3.5, "accept_rate": 0.62}
+    assert TensorRTLLM().acceptance_gauges(metrics_text(FakeState(engine="trtllm")))["acceptance_length"] == 2.5
+
+
+def test_prometheus_parser_skips_junk() -> None:
+    series = parse_prometheus('# HELP x\nx_total{a="1",b="q\\"x"} 3\nbad line\ny NaN\nz notanumber\n')
+    assert series[("x_total", (("a", "1"), ("b", 'q\\"x')))] == 3.0
+    assert len(series) == 2
+
+
+@pytest.mark.parametrize(
+    ("engine", "expect_rate", "source"),
+    [("llamacpp", 0.75, "metrics"), ("vllm", 0.75, "metrics"), ("sglang", 0.75, "gauges"),
+     ("trtllm", None, "gauges"), ("openai", None, None)],
+)
+def test_run_reads_acceptance_from_every_engine(engine: str, expect_rate: float | None, source: str | None,
+                                                 tmp_path: Path) -> None:
+    server = FakeServer(FakeState(engine=engine, drafting=True))
+    server.start()
+    try:
+        run, _ = run_benchmark(make_prompts(1), RunConfig(url=server.url, osl=8), output=tmp_path / "r.json",
+                               install_signal_handlers=False)
+    finally:
+        server.stop()
+    assert run.meta["engine"] == engine
+    rate = run.summary[-1]["accept_rate"]
+    assert (rate is None) if expect_rate is None else rate == pytest.approx(expect_rate)
+    acceptance = run.meta["acceptance"]
+    assert (acceptance is None) if source is None else acceptance["source"] == source

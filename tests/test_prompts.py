@@ -1,0 +1,152 @@
+"""Prompt sources: the shipped categories, local files in three shapes, placeholders and bad input."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench._errors import BenchError
+from bench._prompts import PLACEHOLDER_PREFIX, categories_dir, load_prompts, rows_to_samples
+from tests.conftest import SPEC_BENCH
+
+QUALITATIVE = ["coding", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay", "stem",
+               "summarization", "writing"]
+ROW_KEYS = {"question_id", "category", "sub_category", "turns", "difficulty", "multiturn"}
+
+
+def _shipped_rows() -> dict[str, list[dict]]:
+    return {
+        path.stem: [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for path in sorted(categories_dir().glob("*.jsonl"))
+    }
+
+
+def test_every_qualitative_category_ships_with_24_or_more_samples() -> None:
+    rows = _shipped_rows()
+    assert sorted(rows) == QUALITATIVE
+    for category, items in rows.items():
+        assert len(items) >= 24, category
+        for row in items:
+            assert set(row) == ROW_KEYS, row["question_id"]
+            assert row["category"] == category
+            assert row["multiturn"] == (len(row["turns"]) > 1)
+            assert row["difficulty"] in {"easy", "medium", "hard"}
+            assert all(isinstance(turn, str) and turn.strip() for turn in row["turns"])
+    ids = Counter(row["question_id"] for items in rows.values() for row in items)
+    assert max(ids.values()) == 1
+
+
+def test_shipped_categories_are_shaped_like_speed_bench() -> None:
+    rows = _shipped_rows()
+    for category in ("coding", "math", "reasoning", "roleplay", "writing", "rag"):
+        assert sum(row["multiturn"] for row in rows[category]) >= 4, category
+
+    def words(row: dict) -> int:
+        return len(row["turns"][0].split())
+
+    def median(items: list[int]) -> int:
+        return sorted(items)[len(items) // 2]
+
+    for category in ("rag", "summarization"):
+        lengths = [words(row) for row in rows[category]]
+        assert min(lengths) >= 250 and max(lengths) <= 2200 and median(lengths) >= 400, category
+    assert median([words(row) for row in rows["qa"]]) <= 60
+    languages = {row["sub_category"].split("_")[0] for row in rows["multilingual"]}
+    assert len(languages) >= 6
+
+
+def test_load_shipped_with_category_and_limit() -> None:
+    prompts = load_prompts(category="math,qa", limit=3)
+    assert prompts.categories == ("math", "qa")
+    assert [s.category for s in prompts.samples] == ["math"] * 3 + ["qa"] * 3
+
+
+def test_unknown_category_lists_what_exists() -> None:
+    with pytest.raises(BenchError, match="available categories: all, coding, humanities"):
+        load_prompts(category="cooking")
+
+
+def test_unknown_bench_lists_what_exists() -> None:
+    with pytest.raises(BenchError, match="available benches: qualitative"):
+        load_prompts(bench="throughput_99k")
+
+
+def test_speed_bench_parquet_and_placeholders(tmp_path: Path) -> None:
+    rows = [
+        {"question_id": "a" * 32, "category": "coding", "sub_category": "x", "turns": ["Write a sort."],
+         "source": "s", "src_id": "1", "difficulty": "easy", "multiturn": False},
+        {"question_id": "b" * 32, "category": "qa", "sub_category": "x", "turns": ["Why?", "Really?"],
+         "source": "s", "src_id": "2", "difficulty": "easy", "multiturn": True},
+    ]
+    path = tmp_path / "speed.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    prompts = load_prompts(str(path))
+    assert [s.turns for s in prompts.samples] == [("Write a sort.",), ("Why?", "Really?")]
+    rows.append({**rows[0], "question_id": "c" * 32, "turns": [PLACEHOLDER_PREFIX + " USING SPECDEC_BENCH"]})
+    pd.DataFrame(rows).to_parquet(path)
+    with pytest.raises(BenchError, match="1 rows are SPEED-Bench placeholders"):
+        load_prompts(str(path))
+
+
+def test_prepared_messages_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "prepared.jsonl"
+    path.write_text(json.dumps({"question_id": "q1", "category": "rag", "messages": [
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "ignored"}, {"role": "user", "content": "second"}]}) + "\n")
+    (sample,) = load_prompts(str(path)).samples
+    assert sample.turns == ("first", "second") and sample.category == "rag"
+
+
+def test_rows_without_usable_turns_are_counted(tmp_path: Path) -> None:
+    samples, skipped, placeholders = rows_to_samples([
+        {"question_id": "1", "category": "qa", "turns": []},
+        {"question_id": "2", "category": "qa", "turns": ["  "]},
+        {"question_id": "3", "category": "", "turns": ["x"]},
+        {"question_id": "4", "category": "qa", "turns": "not a list"},
+        {"question_id": "5", "category": "qa", "turns": ["ok"]},
+        "not a row",
+    ])
+    assert [s.id for s in samples] == ["5"] and skipped == 5 and placeholders == 0
+
+
+def test_dataset_with_no_usable_rows_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text('{"question_id": "1", "category": "qa", "turns": []}\n')
+    with pytest.raises(BenchError, match="no usable rows"):
+        load_prompts(str(path))
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("bad.jsonl", "{oops\n", "not valid JSON"),
+    ("bad.json", '{"x": 1}', "expected a JSON list"),
+    ("bad.csv", "a,b\n", "unsupported file type"),
+])
+def test_bad_dataset_files(tmp_path: Path, name: str, content: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(BenchError, match=message):
+        load_prompts(str(path))
+
+
+def test_missing_dataset_file(tmp_path: Path) -> None:
+    with pytest.raises(BenchError, match="no such file"):
+        load_prompts(str(tmp_path / "nope.jsonl"))
+
+
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="../shared/datasets/spec-bench is not beside this clone")
+def test_spec_bench_question_jsonl_loads_with_category_mapping() -> None:
+    prompts = load_prompts(str(SPEC_BENCH))
+    assert len(prompts.samples) == 480
+    assert set(prompts.categories) <= set(QUALITATIVE)
+    by_category = Counter(s.category for s in prompts.samples)
+    assert by_category["multilingual"] == 80  # translation
+    assert by_category["math"] == 90  # math (10) + math_reasoning (80)
+    two_turn = [s for s in prompts.samples if len(s.turns) == 2]
+    assert len(two_turn) == 80
+    assert {s.sub_category for s in prompts.samples if s.category == "rag"} == {"rag", "extraction"}
+    limited = load_prompts(str(SPEC_BENCH), category="writing", limit=2)
+    assert len(limited.samples) == 2

@@ -1,0 +1,122 @@
+"""Run files: reference compatibility, versioning, atomic writes, journals and bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench._analysis import summarize
+from bench._errors import BenchError
+from bench._records import (
+    SCHEMA_VERSION,
+    Journal,
+    Run,
+    SampleResult,
+    dumps_run,
+    journal_path,
+    load_run,
+    read_journal,
+    save_run,
+)
+from tests.conftest import DATA
+
+
+def test_reference_file_loads_as_version_0() -> None:
+    run = load_run(DATA / "reference_speculative.json")
+    assert run.schema_version == 0
+    assert run.completed_samples == 29 and run.failed_samples == 1
+    assert run.summary[-1]["category"] == "overall"
+
+
+def test_summary_recomputed_from_reference_results_matches_reference_summary() -> None:
+    for name in ("reference_baseline.json", "reference_speculative.json"):
+        run = load_run(DATA / name)
+        assert summarize(run.results) == [dict(row) for row in run.summary]
+
+
+def test_roundtrip_keeps_reference_keys(tmp_path: Path) -> None:
+    run = load_run(DATA / "reference_baseline.json")
+    target = tmp_path / "copy.json"
+    save_run(run, target)
+    data = json.loads(target.read_text())
+    assert data["schema_version"] == SCHEMA_VERSION
+    original = json.loads((DATA / "reference_baseline.json").read_text())
+    for key in ("config", "selected_samples", "completed_samples", "failed_samples", "summary"):
+        assert data[key] == original[key]
+    for ours, theirs in zip(data["results"], original["results"], strict=True):
+        assert {k: ours[k] for k in theirs} == theirs
+    assert load_run(target).results == run.results
+
+
+def test_written_json_is_sorted_and_indented() -> None:
+    run = Run(config={"url": "x"}, selected_samples=0, results=(), summary=())
+    text = dumps_run(run)
+    assert text.startswith('{\n  "completed_samples": 0,')
+    assert list(json.loads(text)) == sorted(json.loads(text))
+
+
+def test_nan_is_written_as_null(tmp_path: Path) -> None:
+    result = SampleResult(id="a", category="c", ok=True, turns=1, latency_s=1.0, predicted_per_second=float("nan"))
+    run = Run(config={}, selected_samples=1, results=(result,), summary=tuple(summarize([result])))
+    save_run(run, tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["results"][0]["predicted_per_second"] is None
+
+
+def test_save_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    target.write_text("keep me")
+    run = Run(config={}, selected_samples=0, results=(), summary=())
+    with pytest.raises(BenchError, match="exists"):
+        save_run(run, target, force=False)
+    assert target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "not valid JSON"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a run file"),
+        ('{"results": []}', "does not contain a summary list"),
+        ('{"summary": {}}', "does not contain a summary list"),
+        ('{"summary": [], "results": [{"id": 1}]}', "lacks 'category'"),
+        ('{"summary": [], "schema_version": 99}', "newer speedbench"),
+        ('{"summary": [], "results": [{"id": "a", "category": "c", "ok": true, "latency_s": "x"}]}', "not a number"),
+    ],
+)
+def test_bad_files_give_one_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(BenchError, match=message) as info:
+        load_run(path)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(BenchError, match="no such file"):
+        load_run(tmp_path / "nope.json")
+
+
+def test_journal_survives_a_torn_last_line(tmp_path: Path) -> None:
+    path = journal_path(tmp_path / "run.json")
+    journal = Journal(path, {"config": {"osl": 8}, "selected_samples": 3})
+    for index in range(2):
+        journal.append(SampleResult(id=f"s{index}", category="c", ok=True, turns=1, latency_s=0.5))
+    journal.close()
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"type": "result", "id": "s2", "cat')
+    header, results = read_journal(path)
+    assert header["config"] == {"osl": 8}
+    assert [r.id for r in results] == ["s0", "s1"]
+    run = load_run(path)
+    assert run.completed_samples == 2 and run.summary[-1]["requests"] == 2
+
+
+def test_journal_with_damage_in_the_middle_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "run.json.jsonl"
+    path.write_text('{"type": "header"}\nnot json\n{"type": "result", "id": "a", "category": "c", "ok": true}\n')
+    with pytest.raises(BenchError, match="line 2"):
+        read_journal(path)
