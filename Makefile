@@ -35,6 +35,9 @@ bench: $(STAMP)
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL))
 
+report: $(STAMP)
+	$(BIN)/speedbench report --latest results
+
 lint: $(STAMP)
 	$(BIN)/ruff check bench tests
 

@@ -171,8 +171,17 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
     return merged
 
 
+MIN_SAMPLES_FOR_CI = 5
+"""Below this many paired samples a bootstrap interval is not trustworthy: no CI and no verdict."""
+
+
 def bootstrap_geomean_ci(
-    values: Sequence[float] | np.ndarray, *, resamples: int = 4000, confidence: float = 0.95, seed: int = 0
+    values: Sequence[float] | np.ndarray,
+    *,
+    resamples: int = 4000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    min_samples: int = MIN_SAMPLES_FOR_CI,
 ) -> tuple[float, float, float]:
     """Geometric mean of positive ratios with a seeded percentile-bootstrap CI: (geomean, low, high)."""
     logs = np.log(np.asarray(values, dtype=float))
@@ -180,7 +189,7 @@ def bootstrap_geomean_ci(
     if logs.size == 0:
         return (math.nan, math.nan, math.nan)
     point = float(np.exp(logs.mean()))
-    if logs.size == 1:
+    if logs.size < max(2, min_samples):
         return (point, math.nan, math.nan)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
@@ -258,15 +267,20 @@ def paired_stats(
 
 
 def _acceptance_length_by_category(run: Run) -> dict[str, float]:
-    """Mean acceptance length per category from per-request engine data (`spec.acceptance_length`)."""
+    """Acceptance length per category: tokens per verify step, from per-sample counter deltas or engine data."""
     sums: dict[str, list[float]] = {}
     for result in run.results:
-        steps = result.spec.get("steps") if result.ok else None
-        if not steps:
+        if not result.ok:
+            continue
+        if result.spec.get("drafts"):
+            tokens, steps = result.spec["drafts"] + result.spec.get("accepted", 0.0), result.spec["drafts"]
+        elif result.spec.get("steps"):
+            tokens, steps = result.draft_n_accepted + result.spec["steps"], result.spec["steps"]
+        else:
             continue
         for category in (result.category, OVERALL):
             pair = sums.setdefault(category, [0.0, 0.0])
-            pair[0] += result.draft_n_accepted + steps
+            pair[0] += tokens
             pair[1] += steps
     lengths = {category: total / steps for category, (total, steps) in sums.items() if steps}
     run_wide = run.meta.get("acceptance") or {}

@@ -73,6 +73,27 @@ def _server_config(mode: str, config: PipelineConfig) -> Any:
     )
 
 
+def server_tags(server: Any) -> dict[str, str]:
+    """What to record about an embedded server: its model files, threads and the wheel version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    model, draft = server.check_models()
+    try:
+        wheel = version("xllamacpp")
+    except PackageNotFoundError:
+        wheel = "unknown"
+    tags = {
+        "server": f"embedded llama.cpp (xllamacpp {wheel})",
+        "model": model.name,
+        "threads": str(server.config.n_threads),
+    }
+    if draft is not None:
+        tags["draft_model"] = draft.name
+    if server.config.mode != "baseline":
+        tags["draft_max"] = str(server.config.draft_max)
+    return tags
+
+
 def check_servers(config: PipelineConfig) -> None:
     """Validate modes and model files of the servers to embed, before anything runs."""
     from bench._server import EmbeddedServer, ServerError
@@ -93,9 +114,12 @@ def _one_side(
     """Run one side; return (run, interrupted, server died)."""
     output = folder / f"{side}.json"
     with _endpoint(url, mode, config, out) as (endpoint, server):
+        tags = {"mode": mode}
+        if server is not None:
+            tags.update(server_tags(server))
         run_config = RunConfig(
             url=endpoint, osl=config.osl, category=config.category, limit=config.limit,
-            concurrency=config.concurrency, label=side, timeout=600.0,
+            concurrency=config.concurrency, label=side, timeout=600.0, tags=tags,
         )
         run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress)
         died = server is not None and not server.is_running()
@@ -138,8 +162,6 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
 
 def write_comparison(baseline: Run, speculative: Run, folder: Path, *, threshold: float = 0.02) -> dict[str, Any]:
     """Write comparison.txt/.md and the plots for two runs into `folder`; return the text and the files."""
-    from bench._plots import accept_vs_speedup, latency_distributions, position_acceptance, speedup_bars
-
     base_label = str(baseline.path) if baseline.path else "baseline"
     spec_label = str(speculative.path) if speculative.path else "speculative"
     rows = compare_runs(baseline, speculative)
@@ -156,19 +178,7 @@ def write_comparison(baseline: Run, speculative: Run, folder: Path, *, threshold
     files = [folder / "comparison.txt", folder / "comparison.md"]
     files[0].write_text(text, encoding="utf-8")
     files[1].write_text(markdown, encoding="utf-8")
-    plots = folder / "plots"
-    files += speedup_bars(stats, plots, formats=("png",))
-    files += accept_vs_speedup(stats, plots, formats=("png",))
-    files += latency_distributions(_latencies(baseline), _latencies(speculative), plots, formats=("png",))
-    per_position = (speculative.meta.get("acceptance") or {}).get("per_position")
-    if per_position:
-        files += position_acceptance(per_position, plots, formats=("png",))
+    from bench._plots import plot_all
+
+    files += plot_all(baseline, speculative, stats, folder / "plots", formats=("png",))
     return {"text": text, "markdown": markdown, "files": files, "stats": stats, "lossless": lossless}
-
-
-def _latencies(run: Run) -> dict[str, list[float]]:
-    by_category: dict[str, list[float]] = {}
-    for result in run.results:
-        if result.ok:
-            by_category.setdefault(result.category, []).append(result.latency_s)
-    return by_category

@@ -9,8 +9,11 @@ from typing import Any
 
 import matplotlib
 
+from bench._records import Run
+
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+matplotlib.rcParams["svg.hashsalt"] = "speedbench"  # stable SVG ids: same inputs, same bytes
+import matplotlib.pyplot as plt  # noqa: E402
 
 # Okabe-Ito colour-blind-safe palette
 BLUE, ORANGE, GREEN, VERMILLION, GREY = "#0072B2", "#E69F00", "#009E73", "#D55E00", "#999999"
@@ -41,6 +44,7 @@ def speedup_bars(
     categories = [str(row["category"]) for row in rows]
     figure, axis = plt.subplots(figsize=(max(7.0, 0.75 * len(rows) + 3), 4.6))
     width = 0.38
+    missing_ci = False
     for offset, key, colour, label in (
         (-width / 2, "decode_speedup", BLUE, "decode speedup (t/s)"),
         (width / 2, "latency_speedup", ORANGE, "latency speedup (end to end)"),
@@ -48,17 +52,27 @@ def speedup_bars(
         values = [row.get(key) if _finite(row.get(key)) else 0.0 for row in rows]
         lows = [row.get(f"{key}_low") for row in rows]
         highs = [row.get(f"{key}_high") for row in rows]
-        errors = [
-            [max(0.0, v - lo) if _finite(lo) else 0.0 for v, lo in zip(values, lows, strict=True)],
-            [max(0.0, hi - v) if _finite(hi) else 0.0 for v, hi in zip(values, highs, strict=True)],
-        ]
         positions = [index + offset for index in range(len(rows))]
-        axis.bar(positions, values, width, color=colour, label=label, yerr=errors, capsize=3,
-                 error_kw={"elinewidth": 1, "ecolor": "#333333"})
+        axis.bar(positions, values, width, color=colour, label=label)
+        with_ci = [i for i, (lo, hi) in enumerate(zip(lows, highs, strict=True)) if _finite(lo) and _finite(hi)]
+        if with_ci:
+            axis.errorbar(
+                [positions[i] for i in with_ci],
+                [values[i] for i in with_ci],
+                yerr=[
+                    [max(0.0, values[i] - lows[i]) for i in with_ci],
+                    [max(0.0, highs[i] - values[i]) for i in with_ci],
+                ],
+                fmt="none", ecolor="#333333", elinewidth=1, capsize=3,
+            )
+        missing_ci = missing_ci or len(with_ci) < len(rows)
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1, label="no change (1.0x)")
     axis.set_xticks(range(len(rows)), categories, rotation=30, ha="right")
     axis.set_ylabel("speedup, speculative vs baseline (x)")
     axis.set_title(title or "Speedup per category (geometric mean of per-sample speedups, 95% CI)")
+    if missing_ci:
+        figure.text(0.01, -0.02, "Bars without whiskers: fewer than 5 paired samples, no confidence interval.",
+                    fontsize=8, color="#555555")
     axis.legend(loc="best", fontsize="small")
     axis.grid(axis="y", alpha=0.3)
     return _save(figure, out_dir, "speedup", formats)
@@ -104,7 +118,8 @@ def latency_distributions(
         (positions_spec, [speculative[c] for c in categories], ORANGE),
     ):
         if data:
-            boxes = axis.boxplot(data, positions=positions, widths=0.8, patch_artist=True, showfliers=True)
+            boxes = axis.boxplot(data, positions=positions, widths=0.8, patch_artist=True, showfliers=True,
+                                 medianprops={"color": "black", "linewidth": 1.5})
             for patch in boxes["boxes"]:
                 patch.set_facecolor(colour)
                 patch.set_alpha(0.75)
@@ -130,3 +145,24 @@ def position_acceptance(
     axis.set_title("Per-position acceptance (server counters over the run)")
     axis.grid(axis="y", alpha=0.3)
     return _save(figure, out_dir, "position_acceptance", formats)
+
+
+def plot_all(
+    baseline: Run, speculative: Run, stats: list[dict[str, Any]], out_dir: Path, *, formats: tuple[str, ...]
+) -> list[Path]:
+    """Every plot of a comparison: speedup bars, accept rate vs speedup, latencies, per-position acceptance."""
+    files = speedup_bars(stats, out_dir, formats=formats)
+    files += accept_vs_speedup(stats, out_dir, formats=formats)
+    files += latency_distributions(_latencies(baseline), _latencies(speculative), out_dir, formats=formats)
+    per_position = (speculative.meta.get("acceptance") or {}).get("per_position")
+    if per_position:
+        files += position_acceptance(per_position, out_dir, formats=formats)
+    return files
+
+
+def _latencies(run: Run) -> dict[str, list[float]]:
+    by_category: dict[str, list[float]] = {}
+    for result in run.results:
+        if result.ok:
+            by_category.setdefault(result.category, []).append(result.latency_s)
+    return by_category

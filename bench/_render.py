@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -82,16 +83,9 @@ def _escape_cell(text: str) -> str:
 
 
 def markdown_escape(text: str) -> str:
-    """Escape text for Markdown so model output or file names cannot inject markup or HTML."""
-    out = []
-    for char in text:
-        if char in "\\`*_{}[]<>()#+!|~":
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append(" ")
-        else:
-            out.append(char)
-    return "".join(out)
+    """Escape text for Markdown so model output or file names cannot inject markup, links or HTML."""
+    text = re.sub(r"[\\`*<>\[\]|~]", lambda match: "\\" + match.group(0), text.replace("\r", " ").replace("\n", " "))
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
 
 
 def json_rows(rows: Sequence[Mapping[str, Any]]) -> str:

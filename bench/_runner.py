@@ -10,7 +10,7 @@ import platform
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -72,6 +72,8 @@ class RunConfig:
     api: str = "chat"
     retries: int = 0
     label: str | None = None
+    per_sample_metrics: bool = True
+    tags: Mapping[str, str] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -104,6 +106,7 @@ class RunConfig:
         data.pop("api_key")
         data["headers"] = sorted(data["headers"])
         data["extra_inputs"] = dict(self.extra_inputs)
+        data["tags"] = dict(self.tags)
         return data
 
 
@@ -147,6 +150,48 @@ def _trim_props(props: Any) -> Any:
     if isinstance(props, dict):
         return {key: value for key, value in props.items() if key not in {"chat_template", "chat_template_tool_use"}}
     return props
+
+
+class _SampleMeter:
+    """Scrapes /metrics around each sample (one request in flight) to attribute acceptance counters per sample."""
+
+    def __init__(self, transport: Transport, engine: Engine, metrics_url: str) -> None:
+        self.transport = transport
+        self.engine = engine
+        self.metrics_url = metrics_url
+        self.last_after: dict[str, Any] | None = None
+        self.moved_between = False
+        self.enabled = True
+
+    async def _counters(self) -> dict[str, Any] | None:
+        text = await _get_text(self.transport, self.metrics_url)
+        return self.engine.acceptance_counters(text) if text else None
+
+    async def measure(self, send: Any) -> SampleResult:
+        """Run `send()` between two scrapes and add the counter deltas to the result's `spec`."""
+        if not self.enabled:
+            return await send()
+        before = await self._counters()
+        if before is None:
+            self.enabled = False
+            return await send()
+        if self.last_after is not None and _core(before) != _core(self.last_after):
+            self.moved_between = True
+        result = await send()
+        after = await self._counters()
+        self.last_after = after
+        if after is None or not result.ok:
+            return result
+        delta = {
+            key: float(after[key]) - float(before.get(key) or 0.0)
+            for key in ("drafts", "draft_tokens", "accepted")
+            if after.get(key) is not None
+        }
+        return replace(result, spec={**result.spec, **delta})
+
+
+def _core(counters: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (counters.get("drafts"), counters.get("draft_tokens"), counters.get("accepted"))
 
 
 class _Stop:
@@ -272,13 +317,20 @@ async def execute(
             if config.warmup:
                 metrics_before = await _get_text(transport, roots[0] + "/metrics")
             progress.start(len(plan.jobs), config.label or "speedbench")
+            meter = (
+                _SampleMeter(transport, engine, roots[0] + "/metrics")
+                if config.per_sample_metrics and config.concurrency == 1 and len(base_urls) == 1 and metrics_before
+                else None
+            )
             new_results = await _drive(
-                transport, engine, plan.jobs, settings, config.concurrency, stop, progress, journal
+                transport, engine, plan.jobs, settings, config.concurrency, stop, progress, journal, meter
             )
             results.extend(new_results)
             progress.finish()
             metrics_after = await _get_text(transport, roots[0] + "/metrics")
             acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
+            if acceptance is not None and meter is not None and meter.moved_between:
+                acceptance["server_wide"] = True
     finally:
         if install_signal_handlers:
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -351,6 +403,7 @@ async def _drive(
     stop: _Stop,
     progress: Progress,
     journal: Journal | None,
+    meter: _SampleMeter | None = None,
 ) -> list[SampleResult]:
     """Run jobs with `concurrency` workers; on a stop request finish in-flight work within a grace period."""
     queue: asyncio.Queue[tuple[int, Sample, int]] = asyncio.Queue()
@@ -364,7 +417,12 @@ async def _drive(
                 index, sample, repeat = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            result = await run_sample(transport, engine, sample, settings[index % len(settings)], repeat=repeat)
+            request_settings = settings[index % len(settings)]
+
+            async def send() -> SampleResult:
+                return await run_sample(transport, engine, sample, request_settings, repeat=repeat)  # noqa: B023
+
+            result = await (meter.measure(send) if meter is not None else send())
             results.append(result)
             if journal is not None:
                 journal.append(result)

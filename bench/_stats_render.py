@@ -36,6 +36,8 @@ def ci_cell(point: Any, low: Any, high: Any) -> str:
     """`1.23x [1.10, 1.37]`, or `n/a` parts where a bound is missing."""
     if point is None or point != point:
         return "n/a"
+    if low is None or high is None or low != low or high != high:
+        return format_value(point, "speedup")
     bounds = f"[{format_value(low, 'speed')}, {format_value(high, 'speed')}]"
     return f"{format_value(point, 'speedup')} {bounds}"
 

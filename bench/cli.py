@@ -199,6 +199,59 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     return run_pipeline(config, out=out, progress=_progress(args.quiet))
 
 
+def cmd_report(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench report`: a PR-ready report.md with plots."""
+    from bench._records import load_run
+    from bench._report import write_report
+
+    baseline, speculative = _report_inputs(args)
+    report = write_report(load_run(baseline), load_run(speculative), args.out, title=args.title,
+                          threshold=args.threshold)
+    out(f"speedbench: wrote {report}\n")
+    return EXIT_OK
+
+
+def _report_inputs(args: argparse.Namespace) -> tuple[str, str]:
+    if args.latest:
+        folder = _latest_results(args.latest)
+        args.out = args.out or str(folder)
+        return str(folder / "baseline.json"), str(folder / "speculative.json")
+    if not (args.baseline and args.speculative and args.out):
+        raise BenchError("report needs --baseline, --speculative and --out (or --latest RESULTS_DIR)")
+    return args.baseline, args.speculative
+
+
+def _latest_results(results_dir: str) -> Any:
+    from pathlib import Path
+
+    folders = sorted(
+        path for path in Path(results_dir).glob("*") if (path / "baseline.json").exists()
+        and (path / "speculative.json").exists() and path.name != "sample"
+    )
+    if not folders:
+        raise BenchError(f"{results_dir}: no benchmark results yet; run 'make bench' first")
+    return folders[-1]
+
+
+def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench regress`: exit 1 when a metric got significantly worse by more than its threshold."""
+    from bench._regress import regress, regress_markdown, regress_text
+
+    thresholds = {
+        "decode_speedup": args.threshold_decode, "decode_rate": args.threshold_decode,
+        "latency_speedup": args.threshold_latency, "latency": args.threshold_latency,
+        "accept_rate": args.threshold_accept,
+    }
+    thresholds = {key: (value if value is not None else args.threshold) for key, value in thresholds.items()}
+    rows = regress(args.reference, args.candidate, thresholds=thresholds, resamples=args.resamples, seed=args.seed)
+    out(regress_text(rows))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(regress_markdown(rows) + "\n")
+    return EXIT_FAILED if any(row["status"] == "REGRESSED" for row in rows) else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     from bench._version import __version__
@@ -251,6 +304,26 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--label", default=None)
     bench.add_argument("--quiet", action="store_true")
     bench.set_defaults(handler=cmd_bench)
+    report = sub.add_parser("report", help="write a PR-ready report.md with plots")
+    report.add_argument("--baseline", default=None)
+    report.add_argument("--speculative", default=None)
+    report.add_argument("--out", default=None, help="output folder")
+    report.add_argument("--title", default=None)
+    report.add_argument("--latest", default=None, metavar="RESULTS_DIR",
+                        help="use the newest make-bench folder under RESULTS_DIR (and write there)")
+    report.add_argument("--threshold", type=float, default=0.02)
+    report.set_defaults(handler=cmd_report)
+
+    gate = sub.add_parser("regress", help="CI gate: exit 1 on a significant regression over the threshold")
+    gate.add_argument("--reference", required=True, help="comparison folder or run file")
+    gate.add_argument("--candidate", required=True, help="comparison folder or run file")
+    gate.add_argument("--threshold", type=float, default=0.05, help="default for every metric (0.05 = 5%%)")
+    gate.add_argument("--threshold-decode", type=float, default=None)
+    gate.add_argument("--threshold-latency", type=float, default=None)
+    gate.add_argument("--threshold-accept", type=float, default=None)
+    gate.add_argument("--resamples", type=int, default=2000)
+    gate.add_argument("--seed", type=int, default=0)
+    gate.set_defaults(handler=cmd_regress)
     return parser
 
 

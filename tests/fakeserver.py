@@ -27,6 +27,7 @@ class FakeState:
     draft_tokens: int = 0
     accepted: int = 0
     extra_metrics: str = ""
+    on_metrics: Callable[[FakeState], None] | None = None
 
 
 def reply_text(body: dict[str, Any]) -> str:
@@ -161,6 +162,8 @@ class FakeServer:
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         if self.state.engine == "openai":
             return web.Response(status=404)
+        if self.state.on_metrics is not None:
+            self.state.on_metrics(self.state)
         return web.Response(text=metrics_text(self.state))
 
     async def _props(self, request: web.Request) -> web.StreamResponse:

@@ -153,3 +153,21 @@ def test_config_differences_warn() -> None:
     base = _run([], {"osl": 64, "bench": "qualitative"})
     spec = _run([], {"osl": 128, "bench": "qualitative"})
     assert config_differences(base, spec) == ["runs differ in osl: baseline=64 speculative=128"]
+
+
+def test_too_few_samples_get_no_interval_and_no_verdict() -> None:
+    point, low, high = bootstrap_geomean_ci([1.5, 1.6, 1.4, 1.5])
+    assert point == pytest.approx(float(np.exp(np.log([1.5, 1.6, 1.4, 1.5]).mean())))
+    assert math.isnan(low) and math.isnan(high)
+    assert verdict(point, low, high, DECODE_SPEEDUP, 0.02) == "not enough data"
+    assert not math.isnan(bootstrap_geomean_ci([1.5, 1.6, 1.4, 1.5, 1.55])[1])
+
+
+def test_acceptance_length_from_per_sample_counters() -> None:
+    spec = [SampleResult(id=f"s{i}", category="x", ok=True, turns=1, latency_s=1.0, predicted_per_second=10.0,
+                         outputs=("o",), draft_n=40, draft_n_accepted=30, spec={"drafts": 10.0, "accepted": 30.0})
+            for i in range(5)]
+    base = [_result(f"s{i}", "x", 8.0, 1.2) for i in range(5)]
+    rows = {row["category"]: row for row in paired_stats(_run(base), _run(spec))}
+    assert rows["x"]["acceptance_length"] == pytest.approx(4.0)
+    assert rows["overall"]["acceptance_length"] == pytest.approx(4.0)

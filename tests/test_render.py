@@ -117,8 +117,8 @@ def test_markdown_table() -> None:
         [{"category": "qa", "avg_pred_t_s": 15.0, "avg_latency": 1.0, "accept_rate": 0.25}],
     )
     assert comparison_markdown(rows).splitlines() == [
-        "| category | base\\_avg\\_pred\\_t/s | spec\\_avg\\_pred\\_t/s | decode\\_speedup | base\\_avg\\_latency "
-        "| spec\\_avg\\_latency | latency\\_speedup | accept\\_rate |",
+        "| category | base_avg_pred_t/s | spec_avg_pred_t/s | decode_speedup | base_avg_latency "
+        "| spec_avg_latency | latency_speedup | accept_rate |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         "| qa | 10.00 | 15.00 | 1.50x | 2.000s | 1.000s | 2.00x | 0.2500 |",
     ]
@@ -126,3 +126,4 @@ def test_markdown_table() -> None:
 
 def test_markdown_escape_neutralises_markup() -> None:
     assert markdown_escape("<script>|x*") == "\\<script\\>\\|x\\*"
+    assert markdown_escape("snake_case _em_ [link](u)\nnext") == "snake_case \\_em\\_ \\[link\\](u) next"

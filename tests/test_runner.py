@@ -206,3 +206,34 @@ def test_resume_refuses_other_settings(fake_server: FakeServer, tmp_path: Path) 
     with pytest.raises(BenchError, match="osl"):
         run_benchmark(make_prompts(), RunConfig(url=fake_server.url, osl=32), output=output, resume=True,
                       install_signal_handlers=False)
+
+
+def test_per_sample_counter_deltas_at_concurrency_1(fake_server: FakeServer, tmp_path: Path) -> None:
+    fake_server.state.drafting = True
+    run, _ = run_benchmark(make_prompts(), _config(fake_server), output=tmp_path / "r.json",
+                           install_signal_handlers=False)
+    for result in run.results:
+        assert result.spec["accepted"] == result.draft_n_accepted
+        assert result.spec["draft_tokens"] == result.draft_n
+    assert run.meta["acceptance"]["server_wide"] is False
+
+
+def test_counters_moving_between_samples_flag_server_wide(fake_server: FakeServer, tmp_path: Path) -> None:
+    state = fake_server.state
+    state.drafting = True
+
+    def other_traffic(current: FakeState) -> None:
+        current.drafts += 1  # someone else's requests move the counters between ours
+
+    state.on_metrics = other_traffic
+    run, _ = run_benchmark(make_prompts(), _config(fake_server), output=tmp_path / "r.json",
+                           install_signal_handlers=False)
+    assert run.meta["acceptance"]["server_wide"] is True
+
+
+def test_concurrency_above_1_is_server_wide(fake_server: FakeServer, tmp_path: Path) -> None:
+    fake_server.state.drafting = True
+    run, _ = run_benchmark(make_prompts(), _config(fake_server, concurrency=2), output=tmp_path / "r.json",
+                           install_signal_handlers=False)
+    assert run.meta["acceptance"]["server_wide"] is True
+    assert all("drafts" not in result.spec for result in run.results)

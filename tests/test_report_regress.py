@@ -1,0 +1,136 @@
+"""Report, plots and the regression gate on synthetic runs with a known truth."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench._analysis import summarize
+from bench._records import Run, SampleResult, load_run, save_run
+from bench._regress import regress
+from bench._report import write_report
+from bench.cli import main
+
+
+def _run(rates: np.ndarray, category_of: list[str], *, accept: float | None, seed: int, path: Path) -> Run:
+    rng = np.random.default_rng(seed)
+    results = []
+    for index, (rate, category) in enumerate(zip(rates, category_of, strict=True)):
+        noisy = float(rate * np.exp(rng.normal(0, 0.02)))
+        drafted = 100 if accept is not None else 0
+        results.append(SampleResult(
+            id=f"{category}-{index:03d}", category=category, ok=True, turns=1, latency_s=64.0 / noisy,
+            predicted_per_second=noisy, prompt_per_second=500.0, outputs=(f"text {index} <b>",),
+            draft_n=drafted, draft_n_accepted=int(drafted * (accept or 0.0)),
+        ))
+    run = Run(config={"osl": 64, "bench": "qualitative", "dataset": "categories", "url": "http://x",
+                      "tags": {"mode": "ngram-mod" if accept is not None else "baseline"}},
+              selected_samples=len(results), results=tuple(results), summary=tuple(summarize(results)),
+              meta={"engine": "llamacpp", "harness": {"name": "speedbench", "version": "0.1.0"},
+                    "acceptance": {"acceptance_length": 3.0, "per_position": [0.9, 0.7, 0.4], "server_wide": False}})
+    save_run(run, path)
+    return load_run(path)
+
+
+@pytest.fixture
+def comparison_pair(tmp_path: Path) -> tuple[Path, Path]:
+    """Two comparison folders over the same 40 prompts: reference 1.5x, candidate 1.5x (A/A)."""
+    rng = np.random.default_rng(0)
+    categories = ["coding"] * 20 + ["qa"] * 20
+    base_rates = 20 * np.exp(rng.normal(0, 0.3, 40))
+    folders = []
+    for name, seed in (("ref", 1), ("cand", 2)):
+        folder = tmp_path / name
+        folder.mkdir()
+        _run(base_rates, categories, accept=None, seed=seed, path=folder / "baseline.json")
+        _run(base_rates * 1.5, categories, accept=0.6, seed=seed + 10, path=folder / "speculative.json")
+        folders.append(folder)
+    return folders[0], folders[1]
+
+
+def test_report_is_complete_and_reproducible(comparison_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    ref, _ = comparison_pair
+    base, spec = load_run(ref / "baseline.json"), load_run(ref / "speculative.json")
+    report = write_report(base, spec, tmp_path / "out", title="My PR")
+    text = report.read_text()
+    assert text.startswith("# My PR\n")
+    assert "| speculative mode | baseline | ngram-mod |" in text
+    assert f"```\nComparison: baseline={ref / 'baseline.json'} speculative={ref / 'speculative.json'}\n" in text
+    assert "## Paired statistics" in text and "## Lossless check" in text
+    assert "![Decode and latency speedup per category (95% CI)](plots/speedup.png)" in text
+    for name in ("speedup", "accept_vs_speedup", "latency", "position_acceptance"):
+        for suffix in ("png", "svg"):
+            assert (tmp_path / "out" / "plots" / f"{name}.{suffix}").stat().st_size > 5_000
+    first = {path.name: path.read_bytes() for path in (tmp_path / "out").rglob("*") if path.is_file()}
+    write_report(base, spec, tmp_path / "out", title="My PR")
+    second = {path.name: path.read_bytes() for path in (tmp_path / "out").rglob("*") if path.is_file()}
+    assert first == second
+
+
+def test_report_tables_match_compare(comparison_pair: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    ref, _ = comparison_pair
+    pair = ["--baseline", str(ref / "baseline.json"), "--speculative", str(ref / "speculative.json")]
+    assert main(["compare", *pair]) == 0
+    compare_out = capsys.readouterr().out
+    assert main(["report", *pair, "--out", str(tmp_path / "r")]) == 0
+    assert compare_out in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_regress_a_a_passes(comparison_pair: tuple[Path, Path], capsys) -> None:
+    ref, cand = comparison_pair
+    assert main(["regress", "--reference", str(ref), "--candidate", str(cand)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("speedbench regress: 0 regression(s)\n")
+    assert "REGRESSED" not in out
+
+
+def test_regress_catches_a_planted_regression(comparison_pair: tuple[Path, Path], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    ref, cand = comparison_pair
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    shutil.copy(cand / "baseline.json", slow / "baseline.json")
+    spec = load_run(cand / "speculative.json")
+    results = [
+        replace(result, predicted_per_second=result.predicted_per_second * 0.8, latency_s=result.latency_s / 0.8)
+        if result.category == "coding" else result
+        for result in spec.results
+    ]
+    save_run(Run(config=spec.config, selected_samples=spec.selected_samples, results=tuple(results),
+                 summary=tuple(summarize(results)), meta=spec.meta), slow / "speculative.json")
+    summary_file = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    assert main(["regress", "--reference", str(ref), "--candidate", str(slow)]) == 1
+    out = capsys.readouterr().out
+    assert "coding decode speedup" in out.splitlines()[0] and "qa decode" not in out.splitlines()[0]
+    rows = {(row["category"], row["key"]): row for row in regress(str(ref), str(slow))}
+    assert rows[("coding", "decode_speedup")]["ratio"] == pytest.approx(0.8, abs=0.02)
+    assert rows[("qa", "decode_speedup")]["status"] == "unchanged"
+    assert rows[("coding", "accept_rate")]["status"] == "unchanged"
+    assert "### speedbench regress: " in summary_file.read_text()
+    # a looser threshold than the drop lets it pass
+    assert main(["regress", "--reference", str(ref), "--candidate", str(slow), "--threshold", "0.3"]) == 0
+
+
+def test_regress_on_two_runs_of_one_configuration(comparison_pair: tuple[Path, Path]) -> None:
+    ref, cand = comparison_pair
+    rows = regress(str(ref / "speculative.json"), str(cand / "speculative.json"))
+    assert {row["status"] for row in rows} == {"unchanged"}
+    assert {row["key"] for row in rows} == {"decode_rate", "latency", "accept_rate"}
+
+
+@pytest.mark.parametrize("bad", ["nope", "file"])
+def test_regress_bad_input_exits_2(comparison_pair: tuple[Path, Path], tmp_path: Path, bad: str, capsys) -> None:
+    ref, _ = comparison_pair
+    target = tmp_path / "missing" if bad == "nope" else ref / "baseline.json"
+    assert main(["regress", "--reference", str(ref), "--candidate", str(target)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_report_latest_needs_results(tmp_path: Path, capsys) -> None:
+    assert main(["report", "--latest", str(tmp_path)]) == 2
+    assert "run 'make bench' first" in capsys.readouterr().err
