@@ -120,7 +120,7 @@ async def _stream_turn(
         if isinstance(event, Response):
             raise _http_failure(event)
         assert isinstance(event, StreamEvent)
-        if event.data == "[DONE]":
+        if event.data.strip() == "[DONE]":
             done = True
             break
         try:

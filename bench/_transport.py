@@ -119,19 +119,44 @@ class Transport:
                     payload = await response.read()
                     yield Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
                     return
-                buffer = b""
+                decoder = SSEDecoder()
                 async for chunk in response.content.iter_any():
                     arrived = time.perf_counter()
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        line = line.rstrip(b"\r")
-                        if line.startswith(b"data:"):
-                            yield StreamEvent(line[5:].strip().decode("utf-8", errors="replace"), arrived)
-                if buffer.startswith(b"data:"):
-                    yield StreamEvent(buffer[5:].strip().decode("utf-8", errors="replace"), time.perf_counter())
+                    for data in decoder.feed(chunk):
+                        yield StreamEvent(data, arrived)
+                for data in decoder.close():
+                    yield StreamEvent(data, time.perf_counter())
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _classify(exc) from exc
+
+
+class SSEDecoder:
+    """Incremental server-sent-events decoder: bytes in (any chunking), `data:` payloads out."""
+
+    def __init__(self) -> None:
+        """Start with an empty buffer."""
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Add bytes; return the data payloads of the lines completed by them."""
+        self._buffer += chunk
+        if b"\n" not in self._buffer:
+            return []
+        *lines, self._buffer = self._buffer.split(b"\n")
+        return [_data(line) for line in lines if line.startswith(b"data:")]
+
+    def close(self) -> list[str]:
+        """The payload of an unterminated last line, if any."""
+        line, self._buffer = self._buffer, b""
+        return [_data(line)] if line.startswith(b"data:") else []
+
+
+def _data(line: bytes) -> str:
+    """The value of a `data:` line: one leading space and the line ending removed, as the SSE spec says."""
+    value = line[5:].rstrip(b"\r")
+    if value.startswith(b" "):
+        value = value[1:]
+    return value.decode("utf-8", errors="replace")
 
 
 def retry_after_seconds(headers: Mapping[str, Any], default: float = 1.0) -> float:
