@@ -115,6 +115,10 @@ class Engine:
     name: ClassVar[str] = "openai"
     metric_prefix: ClassVar[str | None] = None
 
+    def __init__(self) -> None:
+        """Start with no notes."""
+        self.notes: set[str] = set()
+
     def request_fields(self) -> dict[str, Any]:
         """Extra request body fields this engine needs to report acceptance."""
         return {}
@@ -147,6 +151,8 @@ class LlamaCpp(Engine):
         """Read usage, text and the `timings` object."""
         fields = _openai_fields(data)
         timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
+        if not timings:
+            self.notes.add("llama.cpp responses carry no 'timings': server t/s and acceptance are n/a")
         _checked_timings(timings)
         prompt_n = _count(timings.get("prompt_n"))
         predicted_n = _count(timings.get("predicted_n"))
@@ -197,6 +203,11 @@ class VLLM(Engine):
         fields = _openai_fields(data)
         metrics = data.get("metrics") if isinstance(data.get("metrics"), Mapping) else {}
         spec = metrics.get("speculative_decoding") if isinstance(metrics.get("speculative_decoding"), Mapping) else {}
+        if not spec:
+            self.notes.add(
+                "vLLM responses carry no metrics.speculative_decoding (start vLLM with "
+                "--per-request-spec-decode-metrics): per-request acceptance is n/a"
+            )
         return TurnStats(
             **fields,
             draft_n=_count(spec.get("num_draft_tokens")),
@@ -241,6 +252,8 @@ class SGLang(Engine):
         fields = _openai_fields(data)
         ext = data.get("sglext") if isinstance(data.get("sglext"), Mapping) else {}
         spec = ext.get("spec_tokens_details") if isinstance(ext.get("spec_tokens_details"), Mapping) else {}
+        if not spec:
+            self.notes.add("SGLang responses carry no sglext.spec_tokens_details: per-request acceptance is n/a")
         return TurnStats(
             **fields,
             draft_n=_count(spec.get("spec_num_proposed_drafts")),
@@ -301,6 +314,7 @@ class AutoEngine(Engine):
 
     def __init__(self, metrics_text: str = "") -> None:
         """Decide from the /metrics text if it identifies an engine."""
+        super().__init__()
         chosen = detect_engine(None, metrics_text)
         self._chosen: Engine | None = chosen if type(chosen) is not Engine else None
 
@@ -323,6 +337,11 @@ class AutoEngine(Engine):
         if self._chosen is None:
             self._chosen = detect_engine(data, "")
         return self._chosen.parse(data)
+
+    @property
+    def all_notes(self) -> set[str]:
+        """Notes of the adapter in use."""
+        return self.chosen.notes
 
     def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
         """The detected adapter's counters."""

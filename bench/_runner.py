@@ -73,6 +73,7 @@ class RunConfig:
     retries: int = 0
     label: str | None = None
     per_sample_metrics: bool = True
+    chat_template_kwargs: Mapping[str, Any] | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -107,6 +108,8 @@ class RunConfig:
         data["headers"] = sorted(data["headers"])
         data["extra_inputs"] = dict(self.extra_inputs)
         data["tags"] = dict(self.tags)
+        if self.chat_template_kwargs is not None:
+            data["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         return data
 
 
@@ -306,7 +309,11 @@ async def execute(
                     endpoint=base + path,
                     model=config.model,
                     osl=config.osl,
-                    extra_inputs=config.extra_inputs,
+                    extra_inputs=(
+                        {"chat_template_kwargs": dict(config.chat_template_kwargs), **config.extra_inputs}
+                        if config.chat_template_kwargs is not None
+                        else config.extra_inputs
+                    ),
                     stream=config.stream,
                     retries=config.retries,
                     api=config.api,
@@ -329,6 +336,9 @@ async def execute(
             progress.finish()
             metrics_after = await _get_text(transport, roots[0] + "/metrics")
             acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
+            notes = sorted(engine.all_notes if isinstance(engine, AutoEngine) else engine.notes)
+            for note in notes:
+                progress.message(f"speedbench: warning: {note}")
             if acceptance is not None and meter is not None and meter.moved_between:
                 acceptance["server_wide"] = True
     finally:
@@ -350,6 +360,7 @@ async def execute(
             "server": server,
             "acceptance": acceptance,
             "interrupted": interrupted,
+            "warnings": notes,
             "dataset": {"source": prompts.source, "bench": prompts.bench, "skipped_rows": prompts.skipped},
         }
     )

@@ -33,7 +33,8 @@ def _header(value: str) -> tuple[str, str]:
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--url", default="localhost:8080", help="server URL; scheme and /v1 optional; comma list = round-robin"
+        "--url", action="append", default=None,
+        help="server URL (default localhost:8080); scheme and /v1 optional; repeat it to spread requests round-robin",
     )
     parser.add_argument("--model", default=None, help="optional model field sent in each request")
     parser.add_argument("--bench", default="qualitative", help="SPEED-Bench config (qualitative, throughput_1k, ...)")
@@ -58,6 +59,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="bearer token (default $OPENAI_API_KEY); never written")
     parser.add_argument("--header", type=_header, action="append", default=[], help="extra HTTP header K:V")
     parser.add_argument("--retries", type=int, default=0, help="retry transport errors and 429s N times")
+    parser.add_argument(
+        "--chat-template-kwargs", type=_json_object, default=None,
+        help="JSON object passed through as chat_template_kwargs (e.g. reasoning switches)",
+    )
 
 
 def _progress(quiet: bool) -> Any:
@@ -79,10 +84,12 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench._runner import RunConfig, run_benchmark
 
     config = RunConfig(
-        url=args.url, model=args.model, bench=args.bench, category=args.category, osl=args.osl,
+        url=",".join(args.url or ["localhost:8080"]), model=args.model, bench=args.bench, category=args.category,
+        osl=args.osl,
         extra_inputs=args.extra_inputs, concurrency=args.concurrency, limit=args.limit, timeout=args.timeout,
         dataset=args.dataset, revision=args.revision, repeat=args.repeat, warmup=args.warmup, stream=args.stream,
         engine=args.engine, api=args.api, retries=args.retries, label=args.label,
+        chat_template_kwargs=args.chat_template_kwargs,
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
     )
     config.validate()

@@ -104,3 +104,24 @@ def test_run_reads_acceptance_from_every_engine(engine: str, expect_rate: float 
     assert (rate is None) if expect_rate is None else rate == pytest.approx(expect_rate)
     acceptance = run.meta["acceptance"]
     assert (acceptance is None) if source is None else acceptance["source"] == source
+
+
+def test_missing_engine_fields_give_one_warning_not_a_zero(tmp_path: Path) -> None:
+    server = FakeServer(FakeState(engine="vllm", drafting=False))
+    server.start()
+    messages: list[str] = []
+
+    class Collect:
+        def start(self, total: int, description: str) -> None: ...
+        def advance(self, result) -> None: ...
+        def message(self, text: str) -> None:
+            messages.append(text)
+        def finish(self) -> None: ...
+
+    try:
+        run, _ = run_benchmark(make_prompts(2), RunConfig(url=server.url, osl=8, engine="vllm"),
+                               output=tmp_path / "r.json", progress=Collect(), install_signal_handlers=False)
+    finally:
+        server.stop()
+    assert len(messages) == 1 and "--per-request-spec-decode-metrics" in messages[0]
+    assert run.meta["warnings"] and run.summary[-1]["accept_rate"] is None

@@ -1,0 +1,65 @@
+"""`speedbench run` from the command line: output, exit codes, options passed through."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.cli import main
+from tests.fakeserver import FakeServer, FakeState
+
+
+def test_run_prints_reference_summary_and_writes_file(fake_server: FakeServer, tmp_path: Path, capsys) -> None:
+    fake_server.state.drafting = True
+    output = tmp_path / "r.json"
+    code = main(["run", "--url", fake_server.url, "--category", "qa,math", "--limit", "2", "--osl", "8",
+                 "--output", str(output), "--quiet",
+                 "--extra-inputs", '{"temperature": 0, "top_k": 1}', "--chat-template-kwargs", '{"think": false}'])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "speedbench: loaded 4 samples from bench=qualitative category=qa,math"
+    assert "Summary (elapsed=" in out
+    assert "category  samples  avg_prompt_t/s  avg_pred_t/s  avg_latency  accept_rate" in lines
+    assert any(line.startswith("overall   4        500.00          50.00 ") for line in lines)
+    assert lines[-1] == f"speedbench: wrote {output}"
+    body = fake_server.state.requests[0]
+    assert body["top_k"] == 1 and body["chat_template_kwargs"] == {"think": False}
+    saved = json.loads(output.read_text())
+    assert saved["config"]["extra_inputs"] == {"temperature": 0, "top_k": 1}
+    assert saved["config"]["osl"] == 8 and saved["config"]["category"] == "qa,math"
+
+
+def test_unreachable_server_exits_1_with_summary_and_file(tmp_path: Path, capsys) -> None:
+    output = tmp_path / "r.json"
+    code = main(["run", "--url", "127.0.0.1:9", "--category", "qa", "--limit", "2", "--osl", "4",
+                 "--output", str(output), "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "Summary (elapsed=" in captured.out and "2 samples failed" in captured.err
+    assert json.loads(output.read_text())["failed_samples"] == 2
+
+
+def test_unknown_category_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
+    code = main(["run", "--category", "cooking", "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "available categories: all, coding" in err
+
+
+def test_bad_option_values_exit_2(capsys) -> None:
+    assert main(["run", "--osl", "0"]) == 2
+    assert "--osl must be >= 1" in capsys.readouterr().err
+
+
+def test_several_urls_are_used_round_robin(tmp_path: Path, capsys) -> None:
+    servers = [FakeServer(FakeState()) for _ in range(2)]
+    for server in servers:
+        server.start()
+    try:
+        code = main(["run", "--url", servers[0].url, "--url", servers[1].url, "--category", "qa", "--limit", "4",
+                     "--osl", "4", "--output", str(tmp_path / "r.json"), "--quiet"])
+    finally:
+        for server in servers:
+            server.stop()
+    assert code == 0
+    assert [len(server.state.requests) for server in servers] == [2, 2]
