@@ -175,16 +175,7 @@ class LlamaCpp(Engine):
 
     def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
         """Read the `llamacpp:spec_decode_*` counters."""
-        series = parse_prometheus(metrics_text)
-        drafts = value_of(series, "llamacpp:spec_decode_num_drafts")
-        if drafts is None:
-            return None
-        return {
-            "drafts": drafts,
-            "draft_tokens": value_of(series, "llamacpp:spec_decode_num_draft_tokens"),
-            "accepted": value_of(series, "llamacpp:spec_decode_num_accepted_tokens"),
-            "per_position": by_label(series, "position", "llamacpp:spec_decode_num_accepted_tokens_per_pos"),
-        }
+        return _spec_decode_counters(metrics_text, "llamacpp")
 
     @classmethod
     def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
@@ -217,16 +208,7 @@ class VLLM(Engine):
 
     def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
         """Read the `vllm:spec_decode_*` counters."""
-        series = parse_prometheus(metrics_text)
-        drafts = value_of(series, "vllm:spec_decode_num_drafts")
-        if drafts is None:
-            return None
-        return {
-            "drafts": drafts,
-            "draft_tokens": value_of(series, "vllm:spec_decode_num_draft_tokens"),
-            "accepted": value_of(series, "vllm:spec_decode_num_accepted_tokens"),
-            "per_position": by_label(series, "position", "vllm:spec_decode_num_accepted_tokens_per_pos"),
-        }
+        return _spec_decode_counters(metrics_text, "vllm")
 
     @classmethod
     def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
@@ -280,6 +262,20 @@ class TensorRTLLM(Engine):
     def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
         """Read `trtllm:spec_accept_length` and `trtllm:spec_accept_rate`."""
         return _gauges(metrics_text, "trtllm")
+
+
+def _spec_decode_counters(metrics_text: str, prefix: str) -> dict[str, Any] | None:
+    """The `<prefix>:spec_decode_num_*` counters that llama.cpp and vLLM share."""
+    series = parse_prometheus(metrics_text)
+    drafts = value_of(series, f"{prefix}:spec_decode_num_drafts")
+    if drafts is None:
+        return None
+    return {
+        "drafts": drafts,
+        "draft_tokens": value_of(series, f"{prefix}:spec_decode_num_draft_tokens"),
+        "accepted": value_of(series, f"{prefix}:spec_decode_num_accepted_tokens"),
+        "per_position": by_label(series, "position", f"{prefix}:spec_decode_num_accepted_tokens_per_pos"),
+    }
 
 
 def _gauges(metrics_text: str, prefix: str) -> dict[str, float] | None:

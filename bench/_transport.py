@@ -90,11 +90,31 @@ class Transport:
             raise RuntimeError("Transport used outside 'async with'")
         return self._session
 
+    async def _send(
+        self, method: str, url: str, body: bytes | None, timeout: aiohttp.ClientTimeout | None = None
+    ) -> tuple[aiohttp.ClientResponse, float]:
+        """Send a request; reconnect once if a pooled connection turns out closed before any response.
+
+        Servers close idle or used-up keep-alive connections (llama.cpp's HTTP server after a few
+        requests); writing the request then fails before the server has it, so one fresh attempt is
+        safe. A disconnect after the request was sent is not retried here (it is a fault to record).
+        Returns the response (headers read) and the perf_counter time the successful attempt started.
+        """
+        for attempt in (0, 1):
+            start = time.perf_counter()
+            try:
+                response = await self.session.request(method, url, data=body, timeout=timeout or self._timeout)
+                return response, start
+            except aiohttp.ClientOSError:  # includes "Can not write request body" on a closed connection
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
     async def post(self, url: str, body: bytes) -> Response:
         """POST a JSON body and read the whole response."""
-        start = time.perf_counter()
         try:
-            async with self.session.post(url, data=body) as response:
+            response, start = await self._send("POST", url, body)
+            async with response:
                 payload = await response.read()
                 return Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -102,9 +122,9 @@ class Transport:
 
     async def get(self, url: str, timeout: float = 10.0) -> Response:
         """GET a URL (metrics, props) with a short timeout."""
-        start = time.perf_counter()
         try:
-            async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            response, start = await self._send("GET", url, None, aiohttp.ClientTimeout(total=timeout))
+            async with response:
                 payload = await response.read()
                 return Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -112,9 +132,9 @@ class Transport:
 
     async def stream(self, url: str, body: bytes) -> AsyncIterator[Response | StreamEvent]:
         """POST and yield server-sent events as they arrive; a non-200 answer is yielded as a Response."""
-        start = time.perf_counter()
         try:
-            async with self.session.post(url, data=body) as response:
+            response, start = await self._send("POST", url, body)
+            async with response:
                 if response.status != 200:
                     payload = await response.read()
                     yield Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
