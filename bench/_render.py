@@ -48,6 +48,8 @@ def format_value(value: Any, kind: str = "") -> str:
         return f"{float(value):.2f}"
     if kind == "speedup":
         return f"{float(value):.2f}x"
+    if kind == "ms":
+        return f"{1000.0 * float(value):.1f}ms"
     if kind == "percent":
         return f"{100.0 * float(value):.1f}%"
     return str(value)

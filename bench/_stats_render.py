@@ -87,6 +87,27 @@ def lossless_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return markdown_table(_lossless_cells(rows), LOSSLESS_COLUMNS)
 
 
+STREAM_COLUMNS: list[Column] = [
+    ("category", "category", ""),
+    ("n", "n", "int"),
+    *[(f"{name}_{q}", f"{name}_{q}", "ms") for name in ("ttft", "itl", "tpot") for q in ("p50", "p90", "p99")],
+    *[(f"e2e_{q}", f"e2e_{q}", "seconds") for q in ("p50", "p90", "p99")],
+    ("client_decode_t/s", "client_decode_t_s", "speed"),
+]
+
+
+def stream_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Streaming latency percentiles per category."""
+    return "Streaming latencies (TTFT, inter-token, time per output token, end to end)\n" + text_table(
+        rows, STREAM_COLUMNS
+    )
+
+
+def stream_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Streaming latency percentiles as Markdown."""
+    return markdown_table(rows, STREAM_COLUMNS)
+
+
 def cv_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """Run-to-run coefficient of variation across repeats."""
     return "Run-to-run variation across repeats\n" + text_table(rows, CV_COLUMNS)

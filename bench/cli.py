@@ -106,6 +106,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     )
     out(f"\nSummary (elapsed={run.meta.get('elapsed_s', 0.0):.2f}s)\n")
     out(summary_text(run.summary))
+    _extra_run_tables(run, out)
     out(f"\nspeedbench: wrote {output}\n")
     if interrupted:
         out(f"speedbench: interrupted; {len(run.results)} samples saved, continue with --resume\n")
@@ -119,6 +120,19 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     return EXIT_OK
 
 
+def _extra_run_tables(run: Any, out: Callable[[str], Any]) -> None:
+    """Streaming percentiles and run-to-run variation, when the run has them."""
+    from bench._analysis import repeat_cv, stream_latency_stats
+    from bench._stats_render import cv_text, stream_text
+
+    streaming = stream_latency_stats(run)
+    if streaming:
+        out("\n" + stream_text(streaming))
+    variation = repeat_cv(run)
+    if variation:
+        out("\n" + cv_text(variation))
+
+
 def _default_output(label: str | None) -> str:
     import datetime as dt
 
@@ -128,7 +142,7 @@ def _default_output(label: str | None) -> str:
 
 def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
-    from bench._analysis import compare_runs, config_differences, lossless_check, paired_stats
+    from bench._analysis import compare_runs, config_differences, lossless_check, paired_stats, repeat_cv
     from bench._records import load_run
     from bench._render import comparison_markdown, comparison_text, json_rows
     from bench._stats_render import lossless_text, stats_markdown, stats_text
@@ -149,6 +163,7 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         if stats is not None:
             payload["stats"] = json.loads(json_rows(stats))
             payload["lossless"] = lossless_check(baseline, speculative)
+            payload["repeat_cv"] = {"baseline": repeat_cv(baseline), "speculative": repeat_cv(speculative)}
         out(json.dumps(payload, indent=2, sort_keys=True) + "\n")
         return EXIT_OK
     if args.format == "markdown":
@@ -160,6 +175,10 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     if stats is not None:
         out("\n" + stats_text(stats, args.threshold))
         out("\n" + lossless_text(lossless_check(baseline, speculative)))
+        for name, run in (("baseline", baseline), ("speculative", speculative)):
+            variation = repeat_cv(run)
+            if variation:
+                out(f"\n{name}: " + cv_text(variation))
     return EXIT_OK
 
 

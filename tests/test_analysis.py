@@ -16,6 +16,7 @@ from bench._analysis import (
     lossless_check,
     paired_stats,
     repeat_cv,
+    stream_latency_stats,
     summarize,
     verdict,
 )
@@ -171,3 +172,17 @@ def test_acceptance_length_from_per_sample_counters() -> None:
     rows = {row["category"]: row for row in paired_stats(_run(base), _run(spec))}
     assert rows["x"]["acceptance_length"] == pytest.approx(4.0)
     assert rows["overall"]["acceptance_length"] == pytest.approx(4.0)
+
+
+def test_stream_latency_percentiles() -> None:
+    results = [
+        SampleResult(id=f"s{i}", category="x", ok=True, turns=1, latency_s=1.0 + i, completion_tokens=11,
+                     ttft_s=0.1 * (i + 1), itl_s=(0.01, 0.02), client_decode_t_s=50.0)
+        for i in range(5)
+    ]
+    rows = stream_latency_stats(_run(results))
+    assert [row["category"] for row in rows] == ["x", "overall"]
+    assert rows[0]["ttft_p50"] == pytest.approx(0.3) and rows[0]["e2e_p50"] == pytest.approx(3.0)
+    assert rows[0]["itl_p50"] == pytest.approx(0.015) and rows[0]["client_decode_t_s"] == 50.0
+    assert rows[0]["tpot_p50"] == pytest.approx((3.0 - 0.3) / 10)
+    assert stream_latency_stats(_run([_result("a", "x", 1.0, 1.0)])) == []

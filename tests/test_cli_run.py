@@ -63,3 +63,14 @@ def test_several_urls_are_used_round_robin(tmp_path: Path, capsys) -> None:
             server.stop()
     assert code == 0
     assert [len(server.state.requests) for server in servers] == [2, 2]
+
+
+def test_stream_and_repeat_print_their_tables(fake_server: FakeServer, tmp_path: Path, capsys) -> None:
+    code = main(["run", "--url", fake_server.url, "--category", "qa", "--limit", "2", "--osl", "8", "--stream",
+                 "--repeat", "2", "--output", str(tmp_path / "r.json"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Streaming latencies (TTFT, inter-token, time per output token, end to end)" in out
+    assert "ttft_p50" in out and "client_decode_t/s" in out
+    assert "Run-to-run variation across repeats" in out
+    assert len(fake_server.state.requests) == 4

@@ -62,6 +62,8 @@ def test_baseline_and_ngram_mod_runs_compare(tmp_path: Path, capsys) -> None:
     # streaming on the real server: client-side decode rate agrees with the server's
     for result in speculative.results:
         assert result.ttft_s is not None and result.client_decode_t_s is not None
+        if result.turns == 1:  # multi-turn server rates use the reference's token totals
+            assert result.client_decode_t_s == pytest.approx(result.predicted_per_second, rel=0.02)
     code = main(["compare", "--baseline", str(tmp_path / "baseline.json"),
                  "--speculative", str(tmp_path / "spec.json"), "--stats", "--min-pairs", "1"])
     out = capsys.readouterr().out
