@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,7 +188,10 @@ def read_rows(path: Path) -> list[Any]:
 
 def _shipped_rows(bench: str) -> list[Any]:
     if bench != "qualitative":
-        raise BenchError(f"unknown --bench {bench!r} for the shipped categories; available benches: qualitative")
+        raise BenchError(
+            f"unknown --bench {bench!r} for the shipped categories; available benches: qualitative, "
+            "throughput_1k, throughput_2k, throughput_8k, throughput_16k, throughput_32k"
+        )
     folder = categories_dir()
     files = sorted(folder.glob("*.jsonl"))
     if not files:
@@ -211,6 +214,10 @@ def _hub_rows(bench: str, revision: str) -> list[Any]:
     return [dict(row) for row in dataset]
 
 
+DEFAULT_GENERATED_PER_TIER = 8
+"""Prompts per entropy tier that the offline throughput generator makes when no --limit is given."""
+
+
 def load_prompts(
     dataset: str = SHIPPED,
     *,
@@ -218,9 +225,24 @@ def load_prompts(
     category: str = "all",
     limit: int | None = None,
     revision: str = HUB_REVISION,
+    count_tokens: Callable[[Sequence[str]], list[int]] | None = None,
 ) -> PromptSet:
-    """Select samples from a source by category (`all` or a comma list), at most `limit` per category."""
-    if dataset == SHIPPED:
+    """Select samples from a source by category (`all` or a comma list), at most `limit` per category.
+
+    With the shipped categories, a `throughput_*` bench is generated offline from their text
+    (fixed input length by `count_tokens`, e.g. the server's /tokenize; estimated without one).
+    """
+    if dataset == SHIPPED and bench.startswith("throughput_"):
+        from bench._throughput import build_throughput_prompts, estimate_tokens
+
+        generated = build_throughput_prompts(
+            bench, per_tier=limit or DEFAULT_GENERATED_PER_TIER, count_tokens=count_tokens or estimate_tokens
+        )
+        rows = [
+            {"question_id": s.id, "category": s.category, "sub_category": s.sub_category, "turns": list(s.turns)}
+            for s in generated.samples
+        ]
+    elif dataset == SHIPPED:
         rows = _shipped_rows(bench)
     elif dataset == HUB:
         rows = _hub_rows(bench, revision)

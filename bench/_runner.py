@@ -9,7 +9,7 @@ import os
 import platform
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -453,6 +453,36 @@ async def _drive(
     stop_wait.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     return results
+
+
+def server_token_counter(url: str, timeout: float = 30.0) -> Callable[[Sequence[str]], list[int]] | None:
+    """A batch token counter backed by the server's `/tokenize` (llama.cpp), or None when it has none."""
+    root = server_root(normalize_base_url(url.split(",")[0]))
+
+    async def count(texts: Sequence[str]) -> list[int] | None:
+        async with Transport(timeout=timeout, connections=1) as transport:
+            counts = []
+            for text in texts:
+                try:
+                    response = await transport.post(root + "/tokenize", json.dumps({"content": text}).encode())
+                    tokens = json.loads(response.body).get("tokens") if response.status == 200 else None
+                except (TransportError, json.JSONDecodeError, AttributeError):
+                    return None
+                if not isinstance(tokens, list):
+                    return None
+                counts.append(len(tokens))
+            return counts
+
+    if asyncio.run(count(["hello"])) is None:
+        return None
+
+    def counter(texts: Sequence[str]) -> list[int]:
+        counts = asyncio.run(count(texts))
+        if counts is None:
+            raise BenchError(f"{root}/tokenize stopped answering while sizing prompts")
+        return counts
+
+    return counter
 
 
 def run_benchmark(

@@ -93,9 +93,16 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
     )
     config.validate()
+    count_tokens = None
+    if args.dataset == "categories" and args.bench.startswith("throughput_"):
+        from bench._runner import server_token_counter
+
+        count_tokens = server_token_counter(config.urls()[0])
+        out("speedbench: sizing prompts with " + ("the server's /tokenize\n" if count_tokens else
+                                                  "an estimate (the server has no /tokenize)\n"))
     prompts = load_prompts(
         args.dataset, bench=args.bench, category=args.category, limit=args.limit,
-        revision=args.revision or HUB_REVISION,
+        revision=args.revision or HUB_REVISION, count_tokens=count_tokens,
     )
     if prompts.skipped:
         out(f"speedbench: skipped {prompts.skipped} rows without usable turns\n")
@@ -145,7 +152,7 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench._analysis import compare_runs, config_differences, lossless_check, paired_stats, repeat_cv
     from bench._records import load_run
     from bench._render import comparison_markdown, comparison_text, json_rows
-    from bench._stats_render import lossless_text, stats_markdown, stats_text
+    from bench._stats_render import cv_text, lossless_text, stats_markdown, stats_text
 
     baseline = load_run(args.baseline)
     speculative = load_run(args.speculative)

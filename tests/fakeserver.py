@@ -28,6 +28,7 @@ class FakeState:
     accepted: int = 0
     extra_metrics: str = ""
     on_metrics: Callable[[FakeState], None] | None = None
+    tokenized: int = 0
 
 
 def reply_text(body: dict[str, Any]) -> str:
@@ -147,6 +148,7 @@ class FakeServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/props", self._props)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/tokenize", self._tokenize)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -170,6 +172,13 @@ class FakeServer:
         if self.state.engine != "llamacpp":
             return web.Response(status=404)
         return web.json_response({"model_path": "/models/fake.gguf", "build_info": "fake", "chat_template": "x"})
+
+    async def _tokenize(self, request: web.Request) -> web.StreamResponse:
+        if self.state.engine != "llamacpp":
+            return web.Response(status=404)
+        body = await request.json()
+        self.state.tokenized += 1
+        return web.json_response({"tokens": list(range(len(body["content"].split())))})
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         return web.json_response({"object": "list", "data": [{"id": "fake"}]})

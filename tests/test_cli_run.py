@@ -74,3 +74,15 @@ def test_stream_and_repeat_print_their_tables(fake_server: FakeServer, tmp_path:
     assert "ttft_p50" in out and "client_decode_t/s" in out
     assert "Run-to-run variation across repeats" in out
     assert len(fake_server.state.requests) == 4
+
+
+def test_generated_throughput_bench_is_sized_by_the_server(fake_server: FakeServer, tmp_path: Path, capsys) -> None:
+    code = main(["run", "--url", fake_server.url, "--bench", "throughput_1k", "--limit", "1", "--osl", "4",
+                 "--output", str(tmp_path / "r.json"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0 and "sizing prompts with the server's /tokenize" in out
+    assert fake_server.state.tokenized > 3
+    words = [len(body["messages"][0]["content"].split()) for body in fake_server.state.requests]
+    assert len(words) == 3 and all(abs(count - 1024) <= 0.02 * 1024 for count in words)
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert [row["category"] for row in saved["summary"]] == ["low_entropy", "mixed", "high_entropy", "overall"]

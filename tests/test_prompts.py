@@ -72,7 +72,7 @@ def test_unknown_category_lists_what_exists() -> None:
 
 def test_unknown_bench_lists_what_exists() -> None:
     with pytest.raises(BenchError, match="available benches: qualitative"):
-        load_prompts(bench="throughput_99k")
+        load_prompts(bench="nonsense")
 
 
 def test_speed_bench_parquet_and_placeholders(tmp_path: Path) -> None:
