@@ -150,3 +150,33 @@ def test_spec_bench_question_jsonl_loads_with_category_mapping() -> None:
     assert {s.sub_category for s in prompts.samples if s.category == "rag"} == {"rag", "extraction"}
     limited = load_prompts(str(SPEC_BENCH), category="writing", limit=2)
     assert len(limited.samples) == 2
+
+
+def test_hub_loader_uses_the_pinned_revision_on_local_files_of_the_same_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datasets
+
+    from bench._prompts import HUB_DATASET, HUB_REVISION
+
+    rows = [
+        {"question_id": f"{i:032x}", "category": "low_entropy" if i % 2 else "high_entropy", "sub_category": "x",
+         "turns": [f"prompt {i}"], "source": "s", "src_id": str(i), "difficulty": "n/a", "multiturn": False}
+        for i in range(6)
+    ]
+    local = tmp_path / "throughput_1k.parquet"
+    pd.DataFrame(rows).to_parquet(local)
+    calls = []
+
+    def fake_load_dataset(path: str, name: str, split: str, revision: str):
+        calls.append((path, name, split, revision))
+        return datasets.Dataset.from_parquet(str(local))
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    prompts = load_prompts("speed-bench", bench="throughput_1k", category="low_entropy", limit=2)
+    assert calls == [(HUB_DATASET, "throughput_1k", "test", HUB_REVISION)]
+    assert [s.id for s in prompts.samples] == [f"{1:032x}", f"{3:032x}"]
+    load_prompts("speed-bench", bench="throughput_1k", revision="abc123")
+    assert calls[-1][3] == "abc123"
+    with pytest.raises(BenchError, match="available benches: qualitative, throughput_1k"):
+        load_prompts("speed-bench", bench="throughput_3k")
