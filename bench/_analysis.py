@@ -30,9 +30,8 @@ class Metric:
 DECODE_SPEEDUP = Metric("decode_speedup", "decode speedup", True, "speedup")
 LATENCY_SPEEDUP = Metric("latency_speedup", "latency speedup", True, "speedup")
 ACCEPT_RATE = Metric("accept_rate", "accept rate", True, "rate")
-ACCEPTANCE_LENGTH = Metric("acceptance_length", "acceptance length", True, "speed")
-LATENCY = Metric("avg_latency", "mean latency", False, "seconds")
-DECODE_RATE = Metric("avg_pred_t_s", "decode t/s", True, "speed")
+DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed")
+LATENCY = Metric("latency", "latency", False, "seconds")
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -184,6 +183,8 @@ def bootstrap_geomean_ci(
     min_samples: int = MIN_SAMPLES_FOR_CI,
 ) -> tuple[float, float, float]:
     """Geometric mean of positive ratios with a seeded percentile-bootstrap CI: (geomean, low, high)."""
+    if resamples < 1:
+        raise BenchError(f"resamples must be >= 1 (got {resamples})")
     logs = np.log(np.asarray(values, dtype=float))
     logs = logs[np.isfinite(logs)]
     if logs.size == 0:

@@ -83,7 +83,7 @@ def _http_failure(response: Response) -> SampleFailure:
 def _parse_json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, huge integers
         raise SampleFailure("invalid_json", f"response is not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise SampleFailure("invalid_json", "response is not a JSON object")
@@ -125,7 +125,7 @@ async def _stream_turn(
             break
         try:
             chunk = json.loads(event.data)
-        except json.JSONDecodeError:
+        except ValueError:
             raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {event.data[:120]!r}") from None
         if not isinstance(chunk, dict):
             raise SampleFailure("invalid_json", "stream chunk is not a JSON object")

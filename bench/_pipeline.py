@@ -165,16 +165,16 @@ def write_comparison(baseline: Run, speculative: Run, folder: Path, *, threshold
     base_label = str(baseline.path) if baseline.path else "baseline"
     spec_label = str(speculative.path) if speculative.path else "speculative"
     rows = compare_runs(baseline, speculative)
-    stats = paired_stats(baseline, speculative, threshold=threshold, min_pairs=1)
+    try:
+        stats = paired_stats(baseline, speculative, threshold=threshold, min_pairs=1)
+    except BenchError:  # no sample succeeded on both sides: the reference table still stands
+        stats = []
     lossless = lossless_check(baseline, speculative)
-    text = (
-        comparison_text(rows, base_label, spec_label)
-        + "\n" + stats_text(stats, threshold)
-        + "\n" + lossless_text(lossless)
-    )
-    markdown = (
-        comparison_markdown(rows) + "\n" + stats_markdown(stats) + "\n" + lossless_markdown(lossless)
-    )
+    text = comparison_text(rows, base_label, spec_label)
+    markdown = comparison_markdown(rows)
+    if stats:
+        text += "\n" + stats_text(stats, threshold) + "\n" + lossless_text(lossless)
+        markdown += "\n" + stats_markdown(stats) + "\n" + lossless_markdown(lossless)
     files = [folder / "comparison.txt", folder / "comparison.md"]
     files[0].write_text(text, encoding="utf-8")
     files[1].write_text(markdown, encoding="utf-8")

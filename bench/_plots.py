@@ -32,6 +32,11 @@ def _save(figure: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list
     return paths
 
 
+def _label(text: Any) -> str:
+    """Text shown as is: `$` would start matplotlib mathtext."""
+    return str(text).replace("$", r"\$")
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
@@ -41,7 +46,7 @@ def speedup_bars(
 ) -> list[Path]:
     """Per-category decode and latency speedup bars (geomean) with 95% CI whiskers and a 1.0x line."""
     rows = [row for row in stats if _finite(row.get("decode_speedup"))]
-    categories = [str(row["category"]) for row in rows]
+    categories = [_label(row["category"]) for row in rows]
     figure, axis = plt.subplots(figsize=(max(7.0, 0.75 * len(rows) + 3), 4.6))
     width = 0.38
     missing_ci = False
@@ -69,7 +74,7 @@ def speedup_bars(
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1, label="no change (1.0x)")
     axis.set_xticks(range(len(rows)), categories, rotation=30, ha="right")
     axis.set_ylabel("speedup, speculative vs baseline (x)")
-    axis.set_title(title or "Speedup per category (geometric mean of per-sample speedups, 95% CI)")
+    axis.set_title(_label(title) if title else "Speedup per category (geometric mean of per-sample speedups, 95% CI)")
     if missing_ci:
         figure.text(0.01, -0.02, "Bars without whiskers: fewer than 5 paired samples, no confidence interval.",
                     fontsize=8, color="#555555")
@@ -89,7 +94,7 @@ def accept_vs_speedup(
     figure, axis = plt.subplots(figsize=(6.5, 4.6))
     axis.scatter([row["accept_rate"] for row in rows], [row["decode_speedup"] for row in rows], color=GREEN, s=40)
     for row in rows:
-        axis.annotate(str(row["category"]), (row["accept_rate"], row["decode_speedup"]), fontsize=8,
+        axis.annotate(_label(row["category"]), (row["accept_rate"], row["decode_speedup"]), fontsize=8,
                       xytext=(4, 3), textcoords="offset points")
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1)
     axis.set_xlabel("accept rate (accepted / drafted tokens)")
@@ -123,7 +128,10 @@ def latency_distributions(
             for patch in boxes["boxes"]:
                 patch.set_facecolor(colour)
                 patch.set_alpha(0.75)
-    axis.set_xticks([index * 3.0 + 0.5 for index in range(len(categories))], categories, rotation=30, ha="right")
+    axis.set_xticks(
+        [index * 3.0 + 0.5 for index in range(len(categories))], [_label(c) for c in categories], rotation=30,
+        ha="right",
+    )
     axis.set_ylabel("request latency (s)")
     axis.set_title("Per-request latency: baseline (blue) vs speculative (orange)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour, alpha=0.75) for colour in (BLUE, ORANGE)]

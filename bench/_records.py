@@ -23,7 +23,7 @@ import math
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +31,6 @@ from bench._errors import BenchError
 
 SCHEMA_VERSION = 1
 
-REFERENCE_RESULT_FIELDS = (
-    "id", "category", "ok", "turns", "latency_s", "prompt_tokens", "completion_tokens", "total_tokens",
-    "finish_reason", "draft_n", "draft_n_accepted", "prompt_ms", "predicted_ms", "prompt_per_second",
-    "predicted_per_second", "error",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +160,6 @@ class Run:
         )
         return payload
 
-    def with_path(self, path: str) -> Run:
-        """A copy that remembers the file it came from."""
-        return replace(self, path=path)
-
 
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -252,7 +243,8 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     if source.endswith(".jsonl"):
         from bench._analysis import summarize
 
-        header, results = read_journal(source)
+        header, journalled = read_journal(source)
+        results = latest_by_key(journalled)
         config = header.get("config", {})
         meta = {key: value for key, value in header.items() if key not in {"type", "config", "selected_samples"}}
         summary = summarize(results)
@@ -285,6 +277,8 @@ class Journal:
         """Open the journal; write the header unless appending to an existing journal."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if append:
+            _drop_torn_tail(self.path)
         self._handle = open(self.path, "a" if append else "w", encoding="utf-8")
         self._last_sync = time.monotonic()
         if not append:
@@ -312,6 +306,15 @@ class Journal:
         if not self._handle.closed:
             self.sync()
             self._handle.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a journal back to its last complete line, so appended lines never join a torn one."""
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        keep = data.rfind(b"\n") + 1
+        if keep < len(data):
+            handle.truncate(keep)
 
 
 def read_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[SampleResult]]:

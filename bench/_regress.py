@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,9 @@ import pandas as pd
 
 from bench._analysis import (
     ACCEPT_RATE,
+    DECODE_RATE,
     DECODE_SPEEDUP,
+    LATENCY,
     LATENCY_SPEEDUP,
     OVERALL,
     Metric,
@@ -31,9 +32,6 @@ from bench._analysis import (
 from bench._errors import BenchError
 from bench._records import Run, load_run
 from bench._render import Column, markdown_table, text_table
-
-DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed")
-LATENCY = Metric("latency", "latency", False, "seconds")
 
 RESULT_COLUMNS: list[Column] = [
     ("category", "category", ""),
@@ -47,14 +45,6 @@ RESULT_COLUMNS: list[Column] = [
 ]
 
 MIN_SAMPLES = 5
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of the gate: a comparison (baseline + speculative runs) or a single run."""
-
-    label: str
-    per_sample: pd.DataFrame  # columns: id, category, and one per metric value / accept counts
 
 
 def _comparison_frame(baseline: Run, speculative: Run) -> pd.DataFrame:
@@ -146,8 +136,8 @@ def _metric_rows(
     seed: int,
 ) -> list[dict[str, Any]]:
     rows = []
-    n = len(joined)
     for metric in metrics:
+        n = len(joined)
         if metric is ACCEPT_RATE:
             drafted_ref = joined["draft_n_ref"].to_numpy(dtype=float)
             accepted_ref = joined["accepted_ref"].to_numpy(dtype=float)
@@ -202,6 +192,8 @@ def regress(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Per category and metric: reference, candidate, ratio with CI and a status (REGRESSED/improved/unchanged)."""
+    if resamples < 1:
+        raise BenchError(f"--resamples must be >= 1 (got {resamples})")
     ref_kind, ref_frame = load_side(reference)
     new_kind, new_frame = load_side(candidate)
     if ref_kind != new_kind:

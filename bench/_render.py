@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 Column = tuple[str, str, str]
@@ -122,7 +122,3 @@ def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The comparison table as a GitHub Markdown table."""
     return markdown_table(rows, COMPARISON_COLUMNS) if rows else NO_OVERLAP_MESSAGE + "\n"
 
-
-def write_to(sink: Callable[[str], Any], text: str) -> None:
-    """Write rendered text through a callable sink (e.g. `sys.stdout.write` or a list's append)."""
-    sink(text)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._analysis import compare_runs, lossless_check, paired_stats
+from bench._analysis import compare_runs, lossless_check, paired_stats, stream_latency_stats
 from bench._records import Run
 from bench._render import comparison_text, markdown_escape
-from bench._stats_render import lossless_markdown, stats_markdown
+from bench._stats_render import lossless_markdown, stats_markdown, stream_markdown
 
 PLOT_TITLES = {
     "speedup": "Decode and latency speedup per category (95% CI)",
@@ -101,7 +102,9 @@ def render_report(
     parts.extend(f"| {name} | {_cell(base)} | {_cell(spec)} |\n" for name, base, spec in configuration_rows(
         baseline, speculative))
     parts.append("\n## SpeedBench comparison\n\n")
-    parts.append("```\n" + comparison_text(rows, baseline_label, speculative_label) + "```\n")
+    table = comparison_text(rows, baseline_label, speculative_label)
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", table)), default=0))
+    parts.append(f"{fence}\n{table}{fence}\n")
     parts.append(
         "\n## Paired statistics\n\nGeometric mean of per-sample speedups (samples matched by id) with a "
         f"95% bootstrap CI. A verdict needs the CI to exclude 1.00x and a change over {threshold:.0%}; "
@@ -111,6 +114,11 @@ def render_report(
     parts.append("\n## Lossless check\n\nSpeculative completions byte-identical to the baseline's "
                  "(temperature 0); for the others, the sample and the index of the first differing character.\n\n")
     parts.append(lossless_markdown(lossless))
+    streaming = [(name, stream_latency_stats(run)) for name, run in (("baseline", baseline),
+                                                                        ("speculative", speculative))]
+    for name, rows_of_run in streaming:
+        if rows_of_run:
+            parts.append(f"\n## Streaming latencies ({name})\n\n" + stream_markdown(rows_of_run))
     acceptance = speculative.meta.get("acceptance")
     if isinstance(acceptance, Mapping):
         scope = "server-wide (other traffic may be included)" if acceptance.get("server_wide") else "this run only"

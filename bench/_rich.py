@@ -1,16 +1,13 @@
-"""Rich terminal UI: a progress bar that implements the Progress hooks, and a rich summary table."""
+"""Rich terminal UI: a progress bar that implements the Progress hooks."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from bench._records import SampleResult
-from bench._render import Column, format_value
 
 
 class RichProgress:
@@ -51,13 +48,3 @@ class RichProgress:
     def finish(self) -> None:
         """Stop the bar."""
         self._progress.stop()
-
-
-def rich_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], title: str | None = None) -> Table:
-    """The same rows and formats as the text table, as a rich Table."""
-    table = Table(title=title)
-    for header, _, kind in columns:
-        table.add_column(header, justify="left" if kind == "" else "right")
-    for row in rows:
-        table.add_row(*(format_value(row.get(key), kind) for _, key, kind in columns))
-    return table

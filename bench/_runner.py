@@ -26,7 +26,6 @@ from bench._records import Journal, Run, SampleResult, journal_path, latest_by_k
 from bench._transport import Transport, TransportError
 from bench._version import __version__
 
-INTERRUPTED_EXIT = 130
 GRACE_PERIOD_S = 5.0
 
 
@@ -37,7 +36,11 @@ def normalize_base_url(url: str) -> str:
         raise BenchError("--url cannot be empty")
     if "://" not in url:
         url = "http://" + url
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+        parsed.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise BenchError(f"invalid --url {url}: {exc}") from None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise BenchError(f"invalid --url: {url}")
     if not parsed.path.rstrip("/").endswith("/v1"):
@@ -96,6 +99,13 @@ class RunConfig:
             raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
         for url in self.urls():
             normalize_base_url(url)
+
+    def request_headers(self) -> dict[str, str]:
+        """HTTP headers of every request: `--header`s and the bearer token."""
+        headers = dict(self.headers)
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
 
     def urls(self) -> list[str]:
         """The server URLs (a comma-separated `--url` spreads requests round-robin)."""
@@ -244,7 +254,8 @@ def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
 def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunConfig, source: str) -> None:
     old = header.get("config") or {}
     new = config.recorded()
-    for key in ("bench", "category", "osl", "extra_inputs", "dataset", "repeat", "limit", "stream", "api"):
+    for key in ("url", "model", "engine", "bench", "category", "osl", "extra_inputs", "chat_template_kwargs",
+                "dataset", "revision", "repeat", "limit", "stream", "api"):
         if old.get(key) != new.get(key):
             raise BenchError(f"{source}: cannot resume: {key} was {old.get(key)!r}, now {new.get(key)!r}")
     if header.get("sample_ids") != [sample.id for sample in prompts.samples]:
@@ -279,9 +290,7 @@ async def execute(
             raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
     plan = _plan(prompts, config, previous)
 
-    headers = dict(config.headers)
-    if config.api_key:
-        headers["Authorization"] = f"Bearer {config.api_key}"
+    headers = config.request_headers()
     path = "/completions" if config.api == "completions" else "/chat/completions"
     stop = _Stop()
     loop = asyncio.get_running_loop()
@@ -320,7 +329,7 @@ async def execute(
                 )
                 for base in base_urls
             ]
-            await _warmup(transport, engine, prompts, settings[0], config.warmup)
+            await _warmup(transport, engine, prompts, settings[0], config.warmup, stop)
             if config.warmup:
                 metrics_before = await _get_text(transport, roots[0] + "/metrics")
             progress.start(len(plan.jobs), config.label or "speedbench")
@@ -393,15 +402,25 @@ def _acceptance(
 
 
 async def _warmup(
-    transport: Transport, engine: Engine, prompts: PromptSet, settings: RequestSettings, count: int
+    transport: Transport, engine: Engine, prompts: PromptSet, settings: RequestSettings, count: int, stop: _Stop
 ) -> None:
-    """Send `count` untimed single-turn requests (results discarded)."""
+    """Send `count` untimed single-turn requests (results discarded); a stop request ends it at once."""
     for index in range(count):
+        if stop.requested.is_set():
+            return
         sample = prompts.samples[index % len(prompts.samples)]
         messages = [{"role": "user", "content": sample.turns[0]}]
-        try:
-            await send_turn(transport, settings, engine, build_payload(settings, engine, messages))
-        except Exception:
+        request = asyncio.ensure_future(
+            send_turn(transport, settings, engine, build_payload(settings, engine, messages))
+        )
+        stopped = asyncio.ensure_future(stop.requested.wait())
+        await asyncio.wait([request, stopped], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not request.done():
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+            return
+        if request.exception() is not None:  # warm-up failures surface in the timed run
             return
 
 
@@ -433,7 +452,14 @@ async def _drive(
             async def send() -> SampleResult:
                 return await run_sample(transport, engine, sample, request_settings, repeat=repeat)  # noqa: B023
 
-            result = await (meter.measure(send) if meter is not None else send())
+            try:
+                result = await (meter.measure(send) if meter is not None else send())
+            except Exception as exc:
+                result = SampleResult(
+                    id=sample.id, category=sample.category, ok=False, turns=len(sample.turns), latency_s=0.0,
+                    error=f"{exc.__class__.__name__}: {exc}"[:500], error_kind="internal", repeat=repeat,
+                    sub_category=sample.sub_category,
+                )
             results.append(result)
             if journal is not None:
                 journal.append(result)
@@ -455,18 +481,20 @@ async def _drive(
     return results
 
 
-def server_token_counter(url: str, timeout: float = 30.0) -> Callable[[Sequence[str]], list[int]] | None:
+def server_token_counter(
+    url: str, timeout: float = 30.0, headers: Mapping[str, str] | None = None
+) -> Callable[[Sequence[str]], list[int]] | None:
     """A batch token counter backed by the server's `/tokenize` (llama.cpp), or None when it has none."""
     root = server_root(normalize_base_url(url.split(",")[0]))
 
     async def count(texts: Sequence[str]) -> list[int] | None:
-        async with Transport(timeout=timeout, connections=1) as transport:
+        async with Transport(timeout=timeout, connections=1, headers=headers) as transport:
             counts = []
             for text in texts:
                 try:
                     response = await transport.post(root + "/tokenize", json.dumps({"content": text}).encode())
                     tokens = json.loads(response.body).get("tokens") if response.status == 200 else None
-                except (TransportError, json.JSONDecodeError, AttributeError):
+                except (TransportError, ValueError, AttributeError):
                     return None
                 if not isinstance(tokens, list):
                     return None

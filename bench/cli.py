@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     if args.dataset == "categories" and args.bench.startswith("throughput_"):
         from bench._runner import server_token_counter
 
-        count_tokens = server_token_counter(config.urls()[0])
+        count_tokens = server_token_counter(config.urls()[0], headers=config.request_headers())
         out("speedbench: sizing prompts with " + ("the server's /tokenize\n" if count_tokens else
                                                   "an estimate (the server has no /tokenize)\n"))
     prompts = load_prompts(
@@ -116,7 +116,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     _extra_run_tables(run, out)
     out(f"\nspeedbench: wrote {output}\n")
     if interrupted:
-        out(f"speedbench: interrupted; {len(run.results)} samples saved, continue with --resume\n")
+        out(f"speedbench: interrupted; {len(run.results)} samples saved, continue with --resume --output {output}\n")
         return EXIT_INTERRUPTED
     if run.failed_samples:
         first_error = next((result.error for result in run.results if result.error), None)
@@ -197,14 +197,17 @@ def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
     from bench._server import EmbeddedServer, ServerConfig, ServerError
 
-    config = ServerConfig(
-        mode=args.mode,
-        model_path=Path(args.model) if args.model else None,
-        draft_model_path=Path(args.draft_model) if args.draft_model else None,
-        n_threads=args.threads,
-        port=args.port,
-        ctx_size=args.ctx_size,
-    )
+    try:
+        config = ServerConfig(
+            mode=args.mode,
+            model_path=Path(args.model) if args.model else None,
+            draft_model_path=Path(args.draft_model) if args.draft_model else None,
+            n_threads=args.threads,
+            port=args.port,
+            ctx_size=args.ctx_size,
+        )
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
     stopped = threading.Event()
     try:
         with EmbeddedServer(config) as server:
@@ -285,13 +288,22 @@ def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     return EXIT_FAILED if any(row["status"] == "REGRESSED" for row in rows) else EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors reported on one line (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Print `speedbench <command>: error: ...` and exit 2."""
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     from bench._version import __version__
 
-    parser = argparse.ArgumentParser(prog="speedbench", description="Benchmark speculative decoding in LLM servers.")
+    parser = _Parser(prog="speedbench", description="Benchmark speculative decoding in LLM servers.")
     parser.add_argument("--version", action="version", version=f"speedbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a prompt set against one endpoint")
     _add_run_options(run)
@@ -363,12 +375,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run a subcommand; bad input exits 2 with one line, never a traceback."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already reported on one line
+        return int(exc.code or 0)
     out = sys.stdout.write
     try:
         code = args.handler(args, out)
     except BenchError as exc:
         sys.stderr.write(f"speedbench: error: {exc}\n")
+        code = EXIT_BAD_INPUT
+    except OSError as exc:  # an output path that cannot be written, a folder that cannot be made
+        sys.stderr.write(f"speedbench: error: {exc.filename or ''}: {exc.strerror or exc}\n")
         code = EXIT_BAD_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("speedbench: interrupted\n")

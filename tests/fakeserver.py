@@ -224,6 +224,9 @@ class FakeServer:
             return web.Response(status=429, text="slow down", headers={"Retry-After": "0"})
         if fault == "invalid_json":
             return web.Response(text='{"choices": [', content_type="application/json")
+        if fault == "huge_int":
+            return web.Response(text='{"choices": [], "usage": {"prompt_tokens": ' + "9" * 5000 + "}}",
+                                content_type="application/json")
         if fault == "missing_fields":
             return web.json_response({"id": "x", "usage": {}})
         if fault == "nan_timings":

@@ -120,3 +120,13 @@ def test_journal_with_damage_in_the_middle_is_refused(tmp_path: Path) -> None:
     path.write_text('{"type": "header"}\nnot json\n{"type": "result", "id": "a", "category": "c", "ok": true}\n')
     with pytest.raises(BenchError, match="line 2"):
         read_journal(path)
+
+
+def test_journal_keeps_the_last_attempt_of_a_retried_sample(tmp_path: Path) -> None:
+    path = journal_path(tmp_path / "run.json")
+    journal = Journal(path, {"config": {}, "selected_samples": 1})
+    journal.append(SampleResult(id="s0", category="c", ok=False, turns=1, latency_s=0.1, error_kind="http_5xx"))
+    journal.append(SampleResult(id="s0", category="c", ok=True, turns=1, latency_s=0.5))
+    journal.close()
+    run = load_run(path)
+    assert run.completed_samples == 1 and run.failed_samples == 0 and run.summary[-1]["failed"] == 0

@@ -134,3 +134,37 @@ def test_regress_bad_input_exits_2(comparison_pair: tuple[Path, Path], tmp_path:
 def test_report_latest_needs_results(tmp_path: Path, capsys) -> None:
     assert main(["report", "--latest", str(tmp_path)]) == 2
     assert "run 'make bench' first" in capsys.readouterr().err
+
+
+def test_hostile_category_names_cannot_break_the_report(tmp_path: Path) -> None:
+    hostile = "qa\n```\n[click](https://evil.example) $\\frac$"
+    results = [SampleResult(id=f"s{i}", category=hostile, ok=True, turns=1, latency_s=1.0 + i,
+                            predicted_per_second=10.0 + i, outputs=("x",)) for i in range(5)]
+    base = Run(config={}, selected_samples=5, results=tuple(results), summary=tuple(summarize(results)))
+    report = write_report(base, base, tmp_path / "out").read_text()
+    fence = "````"
+    assert f"{fence}\nComparison:" in report and report.count(fence) == 2
+    assert "\\[click\\]" in report  # escaped in the Markdown tables
+    assert (tmp_path / "out" / "plots" / "speedup.png").exists()
+
+
+def test_pipeline_with_a_failing_speculative_server_exits_1_and_keeps_the_table(tmp_path: Path) -> None:
+    from bench._pipeline import PipelineConfig, run_pipeline
+    from bench._progress import SilentProgress
+    from tests.fakeserver import FakeServer, FakeState
+
+    good, bad = FakeServer(FakeState()), FakeServer(FakeState(fault=lambda index, body: "http_500"))
+    good.start()
+    bad.start()
+    lines: list[str] = []
+    try:
+        code = run_pipeline(PipelineConfig(limit=1, osl=4, category="qa,math", base_url=good.url, spec_url=bad.url,
+                                           results_dir=str(tmp_path)), out=lines.append, progress=SilentProgress())
+    finally:
+        good.stop()
+        bad.stop()
+    assert code == 1
+    (folder,) = tmp_path.iterdir()
+    assert folder.name.endswith("-external")
+    assert (folder / "comparison.txt").read_text().startswith("Comparison: baseline=")
+    assert "2 samples failed" in "".join(lines)

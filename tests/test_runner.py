@@ -195,9 +195,10 @@ def test_resume_sends_only_missing_samples(fake_state: FakeState, fake_server: F
     sent_before = len(fake_state.requests)
     second, _ = run_benchmark(make_prompts(), _config(fake_server), output=output, resume=True,
                               install_signal_handlers=False)
+    assert first.failed_samples == 2  # coding-000 (request 0) and coding-001 (its first turn, request 1)
     assert second.failed_samples == 0 and second.completed_samples == 4
     resent = fake_state.requests[sent_before:]
-    assert 1 <= len(resent) < 6
+    assert len(resent) == 3  # coding-000 once, coding-001's two turns; nothing else
 
 
 def test_resume_refuses_other_settings(fake_server: FakeServer, tmp_path: Path) -> None:
@@ -237,3 +238,43 @@ def test_concurrency_above_1_is_server_wide(fake_server: FakeServer, tmp_path: P
                            install_signal_handlers=False)
     assert run.meta["acceptance"]["server_wide"] is True
     assert all("drafts" not in result.spec for result in run.results)
+
+
+def test_an_unexpected_error_fails_one_sample_not_the_run(fake_server: FakeServer, tmp_path: Path,
+                                                          monkeypatch) -> None:
+    import bench._runner as runner
+
+    real = runner.run_sample
+
+    async def flaky(transport, engine, sample, settings, *, repeat=0):
+        if sample.id == "coding-001":
+            raise RuntimeError("boom")
+        return await real(transport, engine, sample, settings, repeat=repeat)
+
+    monkeypatch.setattr(runner, "run_sample", flaky)
+    run, _ = run_benchmark(make_prompts(), _config(fake_server), output=tmp_path / "r.json",
+                           install_signal_handlers=False)
+    assert len(run.results) == 4
+    (failed,) = [result for result in run.results if not result.ok]
+    assert failed.id == "coding-001" and failed.error_kind == "internal" and "boom" in failed.error
+
+
+def test_a_huge_integer_is_invalid_json_not_a_crash(fake_state: FakeState, fake_server: FakeServer,
+                                                    tmp_path: Path) -> None:
+    fake_state.fault = lambda index, body: "huge_int" if index == 0 else None
+    run, _ = run_benchmark(make_prompts(1), _config(fake_server), output=tmp_path / "r.json",
+                           install_signal_handlers=False)
+    assert [r.error_kind for r in run.results] == ["invalid_json", None]
+
+
+def test_resume_after_a_torn_journal_line(fake_server: FakeServer, tmp_path: Path) -> None:
+    output = tmp_path / "r.json"
+    run_benchmark(make_prompts(), _config(fake_server), output=output, install_signal_handlers=False)
+    journal = Path(str(output) + ".jsonl")
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[:3]) + lines[3][:25])  # header, two results, a torn third
+    resumed, _ = run_benchmark(make_prompts(), _config(fake_server), output=output, resume=True,
+                               install_signal_handlers=False)
+    assert resumed.completed_samples == 4
+    reloaded = load_run(journal)
+    assert reloaded.completed_samples == 4 and reloaded.failed_samples == 0
