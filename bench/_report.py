@@ -22,12 +22,15 @@ PLOT_TITLES = {
 
 
 def _model_name(run: Run) -> str | None:
+    tagged = run.config.get("tags", {}).get("model")
+    if tagged:
+        return str(tagged)
     models = (run.meta.get("server") or {}).get("models")
     if isinstance(models, Mapping) and isinstance(models.get("data"), list) and models["data"]:
         first = models["data"][0]
         if isinstance(first, Mapping) and first.get("id"):
             return str(first["id"])
-    return run.config.get("tags", {}).get("model") or run.config.get("model")
+    return run.config.get("model")
 
 
 def _props_summary(run: Run) -> str | None:
@@ -96,8 +99,8 @@ def render_report(
     rows = compare_runs(baseline, speculative)
     stats = paired_stats(baseline, speculative, threshold=threshold, min_pairs=1)
     lossless = lossless_check(baseline, speculative)
-    parts = [f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n"]
-    parts.append("## Configuration\n")
+    parts = [f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n"]
+    parts.append("## Configuration\n\n")
     parts.append("| setting | baseline | speculative |\n| --- | --- | --- |\n")
     parts.extend(f"| {name} | {_cell(base)} | {_cell(spec)} |\n" for name, base, spec in configuration_rows(
         baseline, speculative))

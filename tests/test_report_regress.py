@@ -168,3 +168,18 @@ def test_pipeline_with_a_failing_speculative_server_exits_1_and_keeps_the_table(
     assert folder.name.endswith("-external")
     assert (folder / "comparison.txt").read_text().startswith("Comparison: baseline=")
     assert "2 samples failed" in "".join(lines)
+
+
+def test_committed_sample_report_is_reproduced_byte_for_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys) -> None:
+    sample = Path(__file__).resolve().parents[1] / "results" / "sample"
+    for name in ("baseline.json", "speculative.json"):
+        shutil.copy(sample / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    title = (sample / "report.md").read_text().splitlines()[0][2:]
+    assert main(["report", "--baseline", "baseline.json", "--speculative", "speculative.json", "--out", "out",
+                 "--title", title]) == 0
+    assert (tmp_path / "out" / "report.md").read_text() == (sample / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["compare", "--baseline", "baseline.json", "--speculative", "speculative.json"]) == 0
+    assert capsys.readouterr().out in (sample / "report.md").read_text()
