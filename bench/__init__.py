@@ -20,7 +20,7 @@ _EXPORTS = {
     "Sample": "bench._prompts",
     "SampleResult": "bench._records",
     "ServerConfig": "bench._server",
-    "compare_runs": "bench._analysis",
+    "compare_runs": "bench._summary",
     "comparison_text": "bench._render",
     "load_prompts": "bench._prompts",
     "load_run": "bench._records",
@@ -28,7 +28,7 @@ _EXPORTS = {
     "paired_stats": "bench._analysis",
     "run_benchmark": "bench._runner",
     "save_run": "bench._records",
-    "summarize": "bench._analysis",
+    "summarize": "bench._summary",
     "summary_text": "bench._render",
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 
 from bench._errors import BenchError
-from bench._records import Run, SampleResult, latest_by_key
-
-OVERALL = "overall"
+from bench._records import Run, latest_by_key
+from bench._summary import OVERALL
 
 
 @dataclass(frozen=True)
@@ -32,77 +31,6 @@ LATENCY_SPEEDUP = Metric("latency_speedup", "latency speedup", True, "speedup")
 ACCEPT_RATE = Metric("accept_rate", "accept rate", True, "rate")
 DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed")
 LATENCY = Metric("latency", "latency", False, "seconds")
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return statistics.mean(values) if values else None
-
-
-def summarize_group(category: str, results: Sequence[SampleResult]) -> dict[str, Any]:
-    """One summary row with the reference's aggregation (plain means over successful samples, pooled rate)."""
-    ok = [result for result in results if result.ok]
-    draft_n = sum(result.draft_n for result in ok)
-    accepted = sum(result.draft_n_accepted for result in ok)
-    return {
-        "category": category,
-        "requests": len(ok),
-        "turns": sum(result.turns for result in ok),
-        "failed": len(results) - len(ok),
-        "avg_prompt_t_s": _mean([r.prompt_per_second for r in ok if r.prompt_per_second is not None]),
-        "avg_pred_t_s": _mean([r.predicted_per_second for r in ok if r.predicted_per_second is not None]),
-        "avg_latency": _mean([result.latency_s for result in ok]),
-        "draft_n": draft_n,
-        "accepted": accepted,
-        "accept_rate": (accepted / draft_n) if draft_n > 0 else None,
-    }
-
-
-def summarize(results: Iterable[SampleResult], categories: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Per-category summary rows in first-seen order, then `overall`, as `speed_bench.py` computes them."""
-    results = list(results)
-    order = list(categories) if categories is not None else list(dict.fromkeys(r.category for r in results))
-    groups: dict[str, list[SampleResult]] = {category: [] for category in order}
-    for result in results:
-        groups.setdefault(result.category, []).append(result)
-    rows = [summarize_group(category, group) for category, group in groups.items()]
-    rows.append(summarize_group(OVERALL, results))
-    return rows
-
-
-def _ratio(numerator: Any, denominator: Any) -> float | None:
-    if not numerator or not denominator:
-        return None
-    return float(numerator) / float(denominator)
-
-
-def compare_summaries(
-    baseline: Sequence[Mapping[str, Any]], speculative: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    """The reference's comparison rows: speculative order, categories missing from the baseline dropped."""
-    baseline_by_category = {row.get("category"): row for row in baseline}
-    rows = []
-    for row in speculative:
-        base = baseline_by_category.get(row.get("category"))
-        if not base:
-            continue
-        rows.append(
-            {
-                "category": row.get("category"),
-                "base_avg_pred_t_s": base.get("avg_pred_t_s"),
-                "spec_avg_pred_t_s": row.get("avg_pred_t_s"),
-                "decode_speedup": _ratio(row.get("avg_pred_t_s"), base.get("avg_pred_t_s")),
-                "base_avg_latency": base.get("avg_latency"),
-                "spec_avg_latency": row.get("avg_latency"),
-                "latency_speedup": _ratio(base.get("avg_latency"), row.get("avg_latency")),
-                "accept_rate": row.get("accept_rate"),
-            }
-        )
-    return rows
-
-
-def compare_runs(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
-    """Comparison rows of two runs, from their saved summaries (as the reference compare does)."""
-    return compare_summaries(baseline.summary, speculative.summary)
 
 
 # ---------------------------------------------------------------- paired statistics
@@ -172,6 +100,10 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
 
 MIN_SAMPLES_FOR_CI = 5
 """Below this many paired samples a bootstrap interval is not trustworthy: no CI and no verdict."""
+NORMAL_ABOVE = 5000
+"""Above this many samples the bootstrap distribution of the mean of logs is normal to within its own
+Monte-Carlo error (central limit theorem), so the normal interval is used instead of resampling
+(n * resamples gathers would dominate the analysis of large runs)."""
 
 
 def bootstrap_geomean_ci(
@@ -181,6 +113,7 @@ def bootstrap_geomean_ci(
     confidence: float = 0.95,
     seed: int = 0,
     min_samples: int = MIN_SAMPLES_FOR_CI,
+    normal_above: int = NORMAL_ABOVE,
 ) -> tuple[float, float, float]:
     """Geometric mean of positive ratios with a seeded percentile-bootstrap CI: (geomean, low, high)."""
     if resamples < 1:
@@ -192,6 +125,9 @@ def bootstrap_geomean_ci(
     point = float(np.exp(logs.mean()))
     if logs.size < max(2, min_samples):
         return (point, math.nan, math.nan)
+    if logs.size > normal_above:
+        half = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0) * logs.std(ddof=1) / math.sqrt(logs.size)
+        return (point, float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half)))
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     chunk = max(1, 2_000_000 // logs.size)
@@ -315,6 +251,8 @@ def lossless_check(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
 
 def repeat_cv(run: Run) -> list[dict[str, Any]]:
     """Run-to-run coefficient of variation per category across repeats of mean decode t/s and latency."""
+    if len({result.repeat for result in run.results}) < 2:
+        return []
     frame = results_frame(run)
     frame = frame[frame["ok"]]
     if frame.empty or frame["repeat"].nunique() < 2:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench._analysis import compare_runs, lossless_check, paired_stats
+from bench._analysis import lossless_check, paired_stats
 from bench._errors import BenchError
 from bench._progress import Progress
 from bench._prompts import load_prompts
@@ -17,6 +17,7 @@ from bench._records import Run
 from bench._render import comparison_markdown, comparison_text
 from bench._runner import RunConfig, run_benchmark
 from bench._stats_render import lossless_markdown, lossless_text, stats_markdown, stats_text
+from bench._summary import compare_runs
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 

@@ -91,18 +91,17 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
     for key in ("id", "category", "ok"):
         if key not in data:
             raise BenchError(f"{source}: a result lacks {key!r}")
-    kwargs: dict[str, Any] = {}
-    for name in _RESULT_FIELD_NAMES:
-        if name not in data or (data[name] is None and name in _TUPLE_FIELDS):
-            continue
-        value = data[name]
-        if name in _TUPLE_FIELDS:
-            if not isinstance(value, list):
-                raise BenchError(f"{source}: result {data['id']!r} field {name!r} is not a list")
-            value = tuple(value)
-        elif name == "spec":
-            value = dict(value) if isinstance(value, Mapping) else {}
-        kwargs[name] = value
+    kwargs: dict[str, Any] = {name: data[name] for name in _RESULT_FIELD_NAMES if name in data}
+    for name in _TUPLE_FIELDS.intersection(kwargs):
+        value = kwargs[name]
+        if value is None:
+            del kwargs[name]
+        elif not isinstance(value, list):
+            raise BenchError(f"{source}: result {data['id']!r} field {name!r} is not a list")
+        else:
+            kwargs[name] = tuple(value)
+    if "spec" in kwargs:
+        kwargs["spec"] = dict(kwargs["spec"]) if isinstance(kwargs["spec"], Mapping) else {}
     kwargs["id"] = str(kwargs["id"])
     kwargs["category"] = str(kwargs["category"])
     kwargs["ok"] = bool(kwargs["ok"])
@@ -172,8 +171,12 @@ def _finite(value: Any) -> Any:
 
 
 def dumps_run(run: Run) -> str:
-    """Serialise a run as the reference does: keys sorted, indent 2."""
-    return json.dumps(_finite(run.to_dict()), indent=2, sort_keys=True, allow_nan=False)
+    """Serialise a run as the reference does: keys sorted, indent 2 (NaN and infinities as null)."""
+    payload = run.to_dict()
+    try:
+        return json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(payload), indent=2, sort_keys=True, allow_nan=False)
 
 
 def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> None:
@@ -184,8 +187,14 @@ def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> N
     if target.parent and not target.parent.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    payload = run.to_dict()
     with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(dumps_run(run))
+        try:
+            json.dump(payload, handle, indent=2, sort_keys=True, allow_nan=False)  # streamed: no big string
+        except ValueError:  # a NaN or infinity somewhere: write it again with nulls
+            handle.seek(0)
+            handle.truncate()
+            json.dump(_finite(payload), handle, indent=2, sort_keys=True, allow_nan=False)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temp, target)
@@ -241,7 +250,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     """Load a run file (speedbench's or the reference's JSON, or a speedbench journal `.jsonl`)."""
     source = str(path)
     if source.endswith(".jsonl"):
-        from bench._analysis import summarize
+        from bench._summary import summarize
 
         header, journalled = read_journal(source)
         results = latest_by_key(journalled)
@@ -286,7 +295,11 @@ class Journal:
             self.sync()
 
     def _write_line(self, payload: Mapping[str, Any]) -> None:
-        self._handle.write(json.dumps(_finite(dict(payload)), sort_keys=True, allow_nan=False) + "\n")
+        try:
+            line = json.dumps(payload, allow_nan=False)
+        except ValueError:
+            line = json.dumps(_finite(dict(payload)), allow_nan=False)
+        self._handle.write(line + "\n")
         self._handle.flush()
 
     def append(self, result: SampleResult) -> None:

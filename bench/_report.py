@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._analysis import compare_runs, lossless_check, paired_stats, stream_latency_stats
+from bench._analysis import lossless_check, paired_stats, stream_latency_stats
 from bench._records import Run
 from bench._render import comparison_text, markdown_escape
 from bench._stats_render import lossless_markdown, stats_markdown, stream_markdown
+from bench._summary import compare_runs
 
 PLOT_TITLES = {
     "speedup": "Decode and latency speedup per category (95% CI)",

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from bench._analysis import summarize
 from bench._client import RequestSettings, build_payload, run_sample, send_turn
 from bench._engines import ENGINE_NAMES, AutoEngine, Engine, engine_by_name
 from bench._errors import BenchError
@@ -23,6 +22,7 @@ from bench._metrics import counter_acceptance
 from bench._progress import Progress, SilentProgress
 from bench._prompts import PromptSet, Sample
 from bench._records import Journal, Run, SampleResult, journal_path, latest_by_key, read_journal, save_run
+from bench._summary import summarize
 from bench._transport import Transport, TransportError
 from bench._version import __version__
 

@@ -149,10 +149,11 @@ def _default_output(label: str | None) -> str:
 
 def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
-    from bench._analysis import compare_runs, config_differences, lossless_check, paired_stats, repeat_cv
+    from bench._analysis import config_differences, lossless_check, paired_stats, repeat_cv
     from bench._records import load_run
     from bench._render import comparison_markdown, comparison_text, json_rows
     from bench._stats_render import cv_text, lossless_text, stats_markdown, stats_text
+    from bench._summary import compare_runs
 
     baseline = load_run(args.baseline)
     speculative = load_run(args.speculative)

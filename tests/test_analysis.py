@@ -17,11 +17,11 @@ from bench._analysis import (
     paired_stats,
     repeat_cv,
     stream_latency_stats,
-    summarize,
     verdict,
 )
 from bench._errors import BenchError
 from bench._records import Run, SampleResult
+from bench._summary import summarize
 
 TRIALS = 1000
 SAMPLES = 80
@@ -186,3 +186,11 @@ def test_stream_latency_percentiles() -> None:
     assert rows[0]["itl_p50"] == pytest.approx(0.015) and rows[0]["client_decode_t_s"] == 50.0
     assert rows[0]["tpot_p50"] == pytest.approx((3.0 - 0.3) / 10)
     assert stream_latency_stats(_run([_result("a", "x", 1.0, 1.0)])) == []
+
+
+def test_large_samples_use_the_normal_interval_the_bootstrap_converges_to() -> None:
+    values = np.exp(np.random.default_rng(3).normal(0.1, 0.3, 6000))
+    normal = bootstrap_geomean_ci(values)
+    resampled = bootstrap_geomean_ci(values, normal_above=10**9)
+    assert normal[0] == resampled[0]
+    assert normal[1] == pytest.approx(resampled[1], rel=2e-3) and normal[2] == pytest.approx(resampled[2], rel=2e-3)

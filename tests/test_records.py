@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from bench._analysis import summarize
 from bench._errors import BenchError
 from bench._records import (
     SCHEMA_VERSION,
@@ -20,6 +19,7 @@ from bench._records import (
     read_journal,
     save_run,
 )
+from bench._summary import summarize
 from tests.conftest import DATA
 
 

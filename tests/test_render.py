@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from bench._analysis import compare_summaries
 from bench._render import (
     COMPARISON_COLUMNS,
     comparison_markdown,
@@ -16,6 +15,7 @@ from bench._render import (
     summary_text,
     text_table,
 )
+from bench._summary import compare_summaries
 from tests.conftest import DATA
 
 SPEEDUP_COLUMNS = (3, 6)

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench._analysis import summarize
 from bench._records import Run, SampleResult, load_run, save_run
 from bench._regress import regress
 from bench._report import write_report
+from bench._summary import summarize
 from bench.cli import main
 
 
