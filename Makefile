@@ -38,6 +38,9 @@ bench: $(STAMP)
 report: $(STAMP)
 	$(BIN)/speedbench report --latest results
 
+perf: $(STAMP)
+	$(BIN)/python benchmarks/perf.py $(PERF_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check bench tests
 

@@ -220,7 +220,37 @@ async def run_sample(
     return _aggregate(sample, turns, total_latency, repeat)
 
 
+def _single_turn(sample: Sample, turn: _Turn, repeat: int) -> SampleResult:
+    """The common case (one non-streamed turn) without the multi-turn bookkeeping."""
+    stats = turn.stats
+    return SampleResult(
+        id=sample.id,
+        category=sample.category,
+        ok=True,
+        turns=1,
+        latency_s=turn.latency_s,
+        prompt_tokens=stats.prompt_tokens,
+        completion_tokens=stats.completion_tokens,
+        total_tokens=stats.total_tokens or stats.prompt_tokens + stats.completion_tokens,
+        finish_reason=stats.finish_reason,
+        draft_n=stats.draft_n or 0,
+        draft_n_accepted=stats.draft_n_accepted or 0,
+        prompt_ms=stats.prompt_ms or None,
+        predicted_ms=stats.predicted_ms or None,
+        prompt_per_second=stats.prompt_per_second,
+        predicted_per_second=stats.predicted_per_second,
+        repeat=repeat,
+        sub_category=sample.sub_category,
+        outputs=(stats.content,),
+        reasoning=(stats.reasoning,) if stats.reasoning else (),
+        cache_n=stats.cache_n,
+        retries=turn.retries,
+    )
+
+
 def _aggregate(sample: Sample, turns: list[_Turn], total_latency: float, repeat: int) -> SampleResult:
+    if len(turns) == 1 and turns[0].ttft_s is None and turns[0].stats.spec_steps is None:
+        return _single_turn(sample, turns[0], repeat)
     stats = [turn.stats for turn in turns]
     prompt_tokens = sum(s.prompt_tokens for s in stats)
     completion_tokens = sum(s.completion_tokens for s in stats)

@@ -62,12 +62,10 @@ def _checked_timings(timings: Mapping[str, Any]) -> None:
 
 def _number(value: Any) -> float | None:
     """A finite, non-negative number or None (rejects bools, NaN, infinities, negatives)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        return None
-    return value
+    kind = type(value)  # exact types: bool is not a number here, and this is on every request's path
+    if (kind is float or kind is int) and 0 <= value < math.inf:  # NaN fails the comparison
+        return float(value)
+    return None
 
 
 def _count(value: Any) -> int | None:

@@ -116,7 +116,7 @@ class Transport:
             response, start = await self._send("POST", url, body)
             async with response:
                 payload = await response.read()
-                return Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
+                return Response(response.status, payload, _headers(response), time.perf_counter() - start)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _classify(exc) from exc
 
@@ -126,7 +126,7 @@ class Transport:
             response, start = await self._send("GET", url, None, aiohttp.ClientTimeout(total=timeout))
             async with response:
                 payload = await response.read()
-                return Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
+                return Response(response.status, payload, _headers(response), time.perf_counter() - start)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _classify(exc) from exc
 
@@ -137,7 +137,7 @@ class Transport:
             async with response:
                 if response.status != 200:
                     payload = await response.read()
-                    yield Response(response.status, payload, dict(response.headers), time.perf_counter() - start)
+                    yield Response(response.status, payload, _headers(response), time.perf_counter() - start)
                     return
                 decoder = SSEDecoder()
                 async for chunk in response.content.iter_any():
@@ -148,6 +148,11 @@ class Transport:
                     yield StreamEvent(data, time.perf_counter())
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _classify(exc) from exc
+
+
+def _headers(response: aiohttp.ClientResponse) -> Mapping[str, str]:
+    """Response headers, copied only when someone may read them (a non-200 answer: Retry-After)."""
+    return {} if response.status == 200 else dict(response.headers)
 
 
 class SSEDecoder:

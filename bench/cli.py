@@ -129,6 +129,8 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 def _extra_run_tables(run: Any, out: Callable[[str], Any]) -> None:
     """Streaming percentiles and run-to-run variation, when the run has them."""
+    if not run.config.get("stream") and int(run.config.get("repeat") or 1) < 2:
+        return  # nothing to show: do not load the analysis stack (numpy, pandas) for nothing
     from bench._analysis import repeat_cv, stream_latency_stats
     from bench._stats_render import cv_text, stream_text
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib.util
 import json
+import math
 import os
 import statistics
 import sys
@@ -61,6 +62,13 @@ def _pool_run(sb: types.ModuleType, samples: list[Any], endpoint: str, concurren
     return results, elapsed
 
 
+def _nearest_rank(ordered: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile of sorted values (None when empty)."""
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
 def main(argv: list[str]) -> int:
     """Run a warm-up and a timed pass; print requests, failures, elapsed and latency figures as JSON."""
     folder, url, count, concurrency, warmup = argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4])
@@ -81,7 +89,8 @@ def main(argv: list[str]) -> int:
         "first_error": failed[0].error if failed else None,
         "elapsed_s": elapsed,
         "mean_latency_s": statistics.mean(latencies) if latencies else None,
-        "p50_latency_s": latencies[len(latencies) // 2] if latencies else None,
+        "p50_latency_s": _nearest_rank(latencies, 0.5),
+        "p99_latency_s": _nearest_rank(latencies, 0.99),
     }
     print(json.dumps(report))
     return 0
