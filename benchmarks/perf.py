@@ -492,8 +492,8 @@ def analysis_time(workdir: Path, count: int) -> tuple[float, dict[str, float]]:
     """Seconds to load `count` records (two run files of count/2), summarise, compare, render, paired stats."""
     from bench._analysis import paired_stats
     from bench._records import load_run, save_run
-    from bench._summary import compare_runs, summarize
     from bench._render import comparison_text
+    from bench._summary import compare_runs, summarize
 
     base_path, spec_path = workdir / "base-100k.json", workdir / "spec-100k.json"
     save_run(synthetic_run(count // 2, speculative=False, seed=1), base_path)
@@ -792,7 +792,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not for RESULTS.md)")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference client")
+    parser.add_argument("--setup-reference", action="store_true",
+                        help="only fetch the reference client into .cache/reference/ (for the parity tests)")
     args = parser.parse_args(argv)
+    if args.setup_reference:
+        setup = reference_setup()
+        print(f"reference: {setup[1] if setup else 'unavailable (the parity tests will skip)'}")
+        return 0
     signal.signal(signal.SIGTERM, _raise_exit)
     started = time.perf_counter()
     rows, notes = measure(QUICK if args.quick else Sizes(), not args.no_reference)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,37 @@ from tests.fakeserver import FakeServer, FakeState
 
 DATA = Path(__file__).parent / "data"
 SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "spec-bench" / "question.jsonl"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE_DIR = ROOT / ".cache" / "reference" / "speed-bench"
+REFERENCE_PYTHON = ROOT / ".cache" / "reference" / "venv" / "bin" / "python"
+_STUB_AND_RUN = (
+    "import runpy, sys, types\n"
+    "if 'datasets' not in sys.modules:\n"
+    "    stub = types.ModuleType('datasets')\n"
+    "    stub.load_dataset = stub.get_dataset_config_names = None\n"
+    "    sys.modules['datasets'] = stub\n"
+    "folder = sys.argv[1]\n"
+    "sys.path.insert(0, folder)\n"
+    "sys.argv = [folder + '/speed_bench_compare.py', *sys.argv[2:]]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+@pytest.fixture
+def reference_compare() -> Callable[[list[str], Path], subprocess.CompletedProcess[str]]:
+    """Run llama.cpp's own speed_bench_compare.py (fetched by `make test` into .cache/reference/), or skip."""
+    folder = Path(os.environ.get("SPEEDBENCH_REFERENCE_DIR", REFERENCE_DIR))
+    python = os.environ.get("SPEEDBENCH_REFERENCE_PYTHON", str(REFERENCE_PYTHON))
+    if not (folder / "speed_bench_compare.py").exists() or not Path(python).exists():
+        pytest.skip("the reference client is not fetched (make test fetches it into .cache/reference/)")
+
+    def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([python, "-c", _STUB_AND_RUN, str(folder), *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=60)
+
+    return run
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import random
 import shutil
 from pathlib import Path
 
@@ -46,22 +46,39 @@ def test_compare_bad_file_exits_2_with_one_line(tmp_path: Path, content: str, ca
     assert len(lines) == 1 and str(bad) in lines[0] and "Traceback" not in captured.err
 
 
-def test_reference_compare_parity_when_available(tmp_path: Path) -> None:
-    """When the reference scripts are present ($SPEEDBENCH_REFERENCE_DIR), run them on our files too."""
-    reference = os.environ.get("SPEEDBENCH_REFERENCE_DIR")
-    if not reference or not Path(reference, "speed_bench_compare.py").exists():
-        pytest.skip("set SPEEDBENCH_REFERENCE_DIR to llama.cpp's tools/server/bench/speed-bench to run")
-    import subprocess
-    import sys
+def _summary_file(path: Path, rows: list[dict]) -> None:
+    path.write_text(json.dumps({"config": {}, "summary": rows, "results": []}, indent=2, sort_keys=True))
 
+
+def _edge_case_pairs(rng: random.Random) -> list[tuple[list[dict], list[dict]]]:
+    """Summaries with zeros, missing values, dropped and reordered categories, long names, tiny and huge values."""
+    names = ["coding", "math", "qa", "rag", "a-very-long-category-name", "x", "overall"]
+    values = [None, 0, 0.0, 1e-9, 0.004999, 0.005, 1.0, 12.345, 99999.9949, 1e7, 3]
+    pairs = []
+    for _ in range(25):
+        def rows(count: int) -> list[dict]:
+            chosen = rng.sample(names, count)
+            return [{"category": name, "avg_pred_t_s": rng.choice(values), "avg_latency": rng.choice(values),
+                     "accept_rate": rng.choice(values)} for name in chosen]
+        pairs.append((rows(rng.randint(0, 7)), rows(rng.randint(0, 7))))
+    return pairs
+
+
+def test_byte_identical_to_the_reference_compare(tmp_path: Path, reference_compare, monkeypatch, capsys) -> None:
+    """Run llama.cpp's own compare on reference-written, speedbench-written and edge-case files."""
     for name in ("reference_baseline.json", "reference_speculative.json"):
         shutil.copy(DATA / name, tmp_path / name)
-    args = ["--baseline", "reference_baseline.json", "--speculative", "reference_speculative.json"]
-    theirs = subprocess.run(
-        [sys.executable, str(Path(reference, "speed_bench_compare.py")), *args],
-        cwd=tmp_path, capture_output=True, text=True, check=True,
-    ).stdout
-    ours = subprocess.run(
-        [sys.executable, "-m", "bench", "compare", *args], cwd=tmp_path, capture_output=True, text=True, check=True
-    ).stdout
-    assert ours == theirs
+    pairs = [("reference_baseline.json", "reference_speculative.json"),
+             ("reference_speculative.json", "reference_baseline.json")]
+    for index, (base_rows, spec_rows) in enumerate(_edge_case_pairs(random.Random(11))):
+        _summary_file(tmp_path / f"b{index}.json", base_rows)
+        _summary_file(tmp_path / f"s{index}.json", spec_rows)
+        pairs.append((f"b{index}.json", f"s{index}.json"))
+    for baseline, speculative in pairs:
+        args = ["--baseline", baseline, "--speculative", speculative]
+        theirs = reference_compare(args, tmp_path)
+        assert theirs.returncode == 0, theirs.stderr
+        monkeypatch.chdir(tmp_path)
+        capsys.readouterr()
+        assert main(["compare", *args]) == 0
+        assert capsys.readouterr().out == theirs.stdout, (baseline, speculative)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from bench._analysis import lossless_check
 from bench._pipeline import PipelineConfig, run_pipeline, write_comparison
 from bench._progress import SilentProgress
 from bench._prompts import PromptSet, Sample
-from bench._records import load_run
+from bench._records import Run, load_run
 from bench._runner import RunConfig, run_benchmark
 from bench._server import EmbeddedServer, ServerConfig
 from bench.cli import main
@@ -51,9 +52,28 @@ def _run(mode: str, output: Path, stream: bool = False) -> tuple:
     return run
 
 
-def test_baseline_and_ngram_mod_runs_compare(tmp_path: Path, capsys) -> None:
-    baseline = _run("baseline", tmp_path / "baseline.json")
-    speculative = _run("ngram-mod", tmp_path / "spec.json", stream=True)
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run, Run]:
+    """A baseline and a streamed ngram-mod run of the same prompts on fresh embedded servers."""
+    folder = tmp_path_factory.mktemp("real")
+    return folder, _run("baseline", folder / "baseline.json"), _run("ngram-mod", folder / "spec.json", stream=True)
+
+
+def test_the_reference_compare_reads_our_real_run_files(real_runs: tuple[Path, Run, Run], reference_compare,
+                                                         capsys, monkeypatch) -> None:
+    folder, _, _ = real_runs
+    args = ["--baseline", "baseline.json", "--speculative", "spec.json"]
+    theirs = reference_compare(args, folder)
+    assert theirs.returncode == 0, theirs.stderr
+    monkeypatch.chdir(folder)
+    assert main(["compare", *args]) == 0
+    assert capsys.readouterr().out == theirs.stdout
+
+
+def test_baseline_and_ngram_mod_runs_compare(real_runs: tuple[Path, Run, Run], tmp_path: Path, capsys) -> None:
+    folder, baseline, speculative = real_runs
+    for name in ("baseline.json", "spec.json"):
+        shutil.copy(folder / name, tmp_path / name)
     assert baseline.failed_samples == 0 and speculative.failed_samples == 0
     assert baseline.meta["engine"] == "llamacpp"
     assert all(row["accept_rate"] is None for row in baseline.summary)
