@@ -29,6 +29,7 @@ class FakeState:
     extra_metrics: str = ""
     on_metrics: Callable[[FakeState], None] | None = None
     tokenized: int = 0
+    reasoning: str | None = None
 
 
 def reply_text(body: dict[str, Any]) -> str:
@@ -47,7 +48,8 @@ def completion(state: FakeState, body: dict[str, Any]) -> dict[str, Any]:
         "id": "cmpl-1",
         "object": "chat.completion",
         "model": "fake",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, **(
+            {"reasoning_content": state.reasoning} if state.reasoning else {})}, "finish_reason": "length"}],
         "usage": {"prompt_tokens": prompt_n, "completion_tokens": predicted_n, "total_tokens": prompt_n + predicted_n},
     }
     drafted = 4 * predicted_n if state.drafting else 0

@@ -278,3 +278,13 @@ def test_resume_after_a_torn_journal_line(fake_server: FakeServer, tmp_path: Pat
     assert resumed.completed_samples == 4
     reloaded = load_run(journal)
     assert reloaded.completed_samples == 4 and reloaded.failed_samples == 0
+
+
+def test_reasoning_is_kept_apart_from_the_answer(fake_state: FakeState, fake_server: FakeServer,
+                                                 tmp_path: Path) -> None:
+    fake_state.reasoning = "Let me think step by step."
+    run, _ = run_benchmark(make_prompts(1, ("qa",)), _config(fake_server), output=tmp_path / "r.json",
+                           install_signal_handlers=False)
+    result = run.results[0]
+    assert result.reasoning == ("Let me think step by step.",)
+    assert result.outputs == ("Answer to: qa question 0",)  # the lossless check compares answers only
