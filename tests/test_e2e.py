@@ -116,3 +116,26 @@ def test_missing_model_is_a_clear_error_before_anything_runs(tmp_path: Path, cap
     err = capsys.readouterr().err
     assert code == 2 and "model file not found" in err and len(err.strip().splitlines()) == 1
     assert sys.exc_info() == (None, None, None)
+
+
+def test_a_server_that_dies_mid_run_keeps_results_and_shows_its_log(tmp_path: Path, monkeypatch) -> None:
+    import signal
+    import threading
+
+    original_start = EmbeddedServer.start
+
+    def start_then_die(self: EmbeddedServer, timeout: float = 120.0) -> None:
+        original_start(self, timeout)
+        threading.Timer(2.5, lambda: os.kill(self.pid, signal.SIGKILL)).start()
+
+    monkeypatch.setattr(EmbeddedServer, "start", start_then_die)
+    lines: list[str] = []
+    code = run_pipeline(PipelineConfig(limit=4, osl=48, category="coding", results_dir=str(tmp_path)),
+                        out=lines.append, progress=SilentProgress())
+    text = "".join(lines)
+    assert code == 1, text
+    assert "the baseline server died during the run; its last log lines:" in text
+    (folder,) = tmp_path.iterdir()
+    run = load_run(folder / "baseline.json")
+    assert run.failed_samples >= 1 and len(run.results) == 4
+    assert not (folder / "speculative.json").exists()
