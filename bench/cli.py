@@ -215,6 +215,7 @@ def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     try:
         with EmbeddedServer(config) as server:
             out(f"speedbench: {args.mode} server at {server.url} (Ctrl-C to stop)\n")
+            sys.stdout.flush()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda *_: stopped.set())
             while not stopped.wait(0.5):

@@ -139,3 +139,26 @@ def test_a_server_that_dies_mid_run_keeps_results_and_shows_its_log(tmp_path: Pa
     run = load_run(folder / "baseline.json")
     assert run.failed_samples >= 1 and len(run.results) == 4
     assert not (folder / "speculative.json").exists()
+
+
+def test_serve_command_runs_until_ctrl_c(tmp_path: Path) -> None:
+    import re
+    import signal
+    import subprocess
+    import urllib.request
+
+    process = subprocess.Popen([sys.executable, "-m", "bench", "serve", "--mode", "ngram-mod"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        match = re.search(r"ngram-mod server at (http://127\.0\.0\.1:\d+) \(Ctrl-C to stop\)", line)
+        assert match, line + process.stderr.read()
+        with urllib.request.urlopen(match.group(1) + "/health", timeout=30) as response:
+            assert response.status == 200
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(match.group(1) + "/health", timeout=5)
