@@ -165,7 +165,7 @@ def _finite(value: Any) -> Any:
         return None
     if isinstance(value, dict):
         return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_finite(item) for item in value]
     return value
 
@@ -188,16 +188,20 @@ def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> N
         target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     payload = run.to_dict()
-    with open(temp, "w", encoding="utf-8") as handle:
-        try:
-            json.dump(payload, handle, indent=2, sort_keys=True, allow_nan=False)  # streamed: no big string
-        except ValueError:  # a NaN or infinity somewhere: write it again with nulls
-            handle.seek(0)
-            handle.truncate()
-            json.dump(_finite(payload), handle, indent=2, sort_keys=True, allow_nan=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, target)
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            try:
+                json.dump(payload, handle, indent=2, sort_keys=True, allow_nan=False)  # streamed: no big string
+            except ValueError:  # a NaN or infinity somewhere: write it again with nulls
+                handle.seek(0)
+                handle.truncate()
+                json.dump(_finite(payload), handle, indent=2, sort_keys=True, allow_nan=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
 
 
 def _upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:

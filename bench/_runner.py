@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -240,11 +241,20 @@ def _plan(prompts: PromptSet, config: RunConfig, resume_from: list[SampleResult]
     return _Plan(jobs=jobs, previous=resume_from)
 
 
+def prompts_digest(prompts: PromptSet) -> str:
+    """A sha256 over every sample's id, category and turns: resuming must send the very same prompts."""
+    digest = hashlib.sha256()
+    for sample in prompts.samples:
+        digest.update(json.dumps([sample.id, sample.category, list(sample.turns)]).encode("utf-8"))
+    return digest.hexdigest()
+
+
 def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
     return {
         "config": config.recorded(),
         "selected_samples": len(prompts.samples) * config.repeat,
         "sample_ids": [sample.id for sample in prompts.samples],
+        "prompts_sha256": prompts_digest(prompts),
         "harness": {"name": "speedbench", "version": __version__},
         "started_at": _utc_now(),
         "machine": machine_info(),
@@ -258,7 +268,9 @@ def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunC
                 "dataset", "revision", "repeat", "limit", "stream", "api"):
         if old.get(key) != new.get(key):
             raise BenchError(f"{source}: cannot resume: {key} was {old.get(key)!r}, now {new.get(key)!r}")
-    if header.get("sample_ids") != [sample.id for sample in prompts.samples]:
+    if header.get("sample_ids") != [sample.id for sample in prompts.samples] or header.get(
+        "prompts_sha256", prompts_digest(prompts)
+    ) != prompts_digest(prompts):
         raise BenchError(f"{source}: cannot resume: the selected prompts differ from the interrupted run's")
 
 
@@ -348,8 +360,13 @@ async def execute(
             notes = sorted(engine.all_notes if isinstance(engine, AutoEngine) else engine.notes)
             for note in notes:
                 progress.message(f"speedbench: warning: {note}")
-            if acceptance is not None and meter is not None and meter.moved_between:
-                acceptance["server_wide"] = True
+            if meter is not None and meter.moved_between:
+                # other traffic moved the counters between samples: per-sample deltas cannot be trusted
+                results = [*previous, *(_without_counter_deltas(result) for result in new_results)]
+                if acceptance is not None:
+                    acceptance["server_wide"] = True
+            if previous:
+                acceptance = _resumed_acceptance(latest_by_key(results), acceptance)
     finally:
         if install_signal_handlers:
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -359,7 +376,9 @@ async def execute(
     interrupted = stop.requested.is_set()
     final = latest_by_key(results)
     meta = {
-        key: value for key, value in header.items() if key not in {"config", "selected_samples", "sample_ids"}
+        key: value
+        for key, value in header.items()
+        if key not in {"config", "selected_samples", "sample_ids", "prompts_sha256"}
     }
     meta.update(
         {
@@ -384,6 +403,34 @@ async def execute(
     if output is not None:
         save_run(run, output, force=True)
     return run, interrupted
+
+
+_DELTA_KEYS = ("drafts", "draft_tokens", "accepted")
+
+
+def _without_counter_deltas(result: SampleResult) -> SampleResult:
+    return replace(result, spec={key: value for key, value in result.spec.items() if key not in _DELTA_KEYS})
+
+
+def _resumed_acceptance(results: list[SampleResult], acceptance: dict[str, Any] | None) -> dict[str, Any] | None:
+    """After a resume the counters cover only the resumed part: rebuild from per-sample deltas, or say so."""
+    ok = [result for result in results if result.ok]
+    if ok and all("drafts" in result.spec for result in ok):
+        drafts = sum(result.spec["drafts"] for result in ok)
+        draft_tokens = sum(result.spec.get("draft_tokens", 0.0) for result in ok)
+        accepted = sum(result.spec.get("accepted", 0.0) for result in ok)
+        return {
+            "source": "per-sample metrics",
+            "drafts": drafts,
+            "draft_tokens": draft_tokens,
+            "accepted": accepted,
+            "acceptance_length": (1.0 + accepted / drafts) if drafts > 0 else None,
+            "accept_rate": (accepted / draft_tokens) if draft_tokens else None,
+            "server_wide": False,
+        }
+    if acceptance is None:
+        return None
+    return {**acceptance, "partial": "counters cover only the resumed part of the run", "server_wide": True}
 
 
 def _acceptance(

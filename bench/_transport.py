@@ -17,6 +17,9 @@ from typing import Any
 
 import aiohttp
 
+KEEPALIVE_S = 4.0
+_UNSENT = "Can not write request body"  # aiohttp's message when writing to a closed connection fails
+
 
 class TransportError(Exception):
     """A request failed below HTTP: `kind` is connect, timeout or disconnect."""
@@ -69,7 +72,10 @@ class Transport:
 
     async def __aenter__(self) -> Transport:
         """Open the session."""
-        connector = aiohttp.TCPConnector(limit=self._connections, ttl_dns_cache=300, force_close=False)
+        # Idle connections are dropped before servers drop them (llama.cpp's keep-alive timeout is 5 s).
+        connector = aiohttp.TCPConnector(
+            limit=self._connections, ttl_dns_cache=300, force_close=False, keepalive_timeout=KEEPALIVE_S
+        )
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=True
         )
@@ -95,18 +101,19 @@ class Transport:
     ) -> tuple[aiohttp.ClientResponse, float]:
         """Send a request; reconnect once if a pooled connection turns out closed before any response.
 
-        Servers close idle or used-up keep-alive connections (llama.cpp's HTTP server after a few
-        requests); writing the request then fails before the server has it, so one fresh attempt is
-        safe. A disconnect after the request was sent is not retried here (it is a fault to record).
-        Returns the response (headers read) and the perf_counter time the successful attempt started.
+        Servers close idle or used-up keep-alive connections; writing the request then fails before
+        the server has it (aiohttp: "Can not write request body"), so one fresh attempt is safe. Any
+        other failure, a reset after the request was sent included, is not resent here: it is a
+        fault to record (and `--retries` to retry, counted). Returns the response (headers read) and
+        the perf_counter time of the first attempt, so a reconnect counts in the measured latency.
         """
+        start = time.perf_counter()
         for attempt in (0, 1):
-            start = time.perf_counter()
             try:
                 response = await self.session.request(method, url, data=body, timeout=timeout or self._timeout)
                 return response, start
-            except aiohttp.ClientOSError:  # includes "Can not write request body" on a closed connection
-                if attempt:
+            except aiohttp.ClientOSError as exc:
+                if attempt or not str(exc).startswith(_UNSENT):
                     raise
         raise AssertionError("unreachable")
 

@@ -246,6 +246,16 @@ class FakeServer:
         if fault == "slow":
             await asyncio.sleep(5)
             return web.json_response(completion(self.state, body))
+        if fault == "reset_after_read":
+            import socket
+            import struct
+
+            await asyncio.sleep(0.2)
+            assert request.transport is not None
+            sock = request.transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
+            request.transport.abort()
+            return web.Response(status=500)
         if fault == "disconnect":
             assert request.transport is not None
             request.transport.close()

@@ -130,3 +130,15 @@ def test_journal_keeps_the_last_attempt_of_a_retried_sample(tmp_path: Path) -> N
     journal.close()
     run = load_run(path)
     assert run.completed_samples == 1 and run.failed_samples == 0 and run.summary[-1]["failed"] == 0
+
+
+def test_a_failed_save_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench._records as records
+
+    def broken_replace(source: str, target: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(records.os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        save_run(Run(config={}, selected_samples=0, results=(), summary=()), tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []

@@ -230,6 +230,7 @@ def test_counters_moving_between_samples_flag_server_wide(fake_server: FakeServe
     run, _ = run_benchmark(make_prompts(), _config(fake_server), output=tmp_path / "r.json",
                            install_signal_handlers=False)
     assert run.meta["acceptance"]["server_wide"] is True
+    assert not any("drafts" in result.spec for result in run.results)  # untrustworthy deltas are dropped
 
 
 def test_concurrency_above_1_is_server_wide(fake_server: FakeServer, tmp_path: Path) -> None:
@@ -288,3 +289,37 @@ def test_reasoning_is_kept_apart_from_the_answer(fake_state: FakeState, fake_ser
     result = run.results[0]
     assert result.reasoning == ("Let me think step by step.",)
     assert result.outputs == ("Answer to: qa question 0",)  # the lossless check compares answers only
+
+
+def test_a_reset_after_the_request_was_read_is_not_resent(fake_state: FakeState, fake_server: FakeServer,
+                                                          tmp_path: Path) -> None:
+    fake_state.fault = lambda index, body: "reset_after_read" if index == 0 else None
+    run, _ = run_benchmark(make_prompts(1, ("qa",)), _config(fake_server), output=tmp_path / "r.json",
+                           install_signal_handlers=False)
+    assert run.results[0].error_kind == "disconnect"
+    assert len(fake_state.requests) == 1  # sent once, not resent by the transport
+
+
+def test_resumed_run_rebuilds_acceptance_from_per_sample_counters(fake_state: FakeState, fake_server: FakeServer,
+                                                                  tmp_path: Path) -> None:
+    fake_state.drafting = True
+    output = tmp_path / "r.json"
+    fake_state.fault = lambda index, body: "http_500" if index < 2 else None
+    run_benchmark(make_prompts(), _config(fake_server), output=output, install_signal_handlers=False)
+    fake_state.fault = lambda index, body: None
+    resumed, _ = run_benchmark(make_prompts(), _config(fake_server), output=output, resume=True,
+                               install_signal_handlers=False)
+    acceptance = resumed.meta["acceptance"]
+    assert acceptance["source"] == "per-sample metrics" and acceptance["server_wide"] is False
+    assert acceptance["accepted"] == sum(result.draft_n_accepted for result in resumed.results)
+
+
+def test_resume_refuses_the_same_ids_with_other_text(fake_server: FakeServer, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    output = tmp_path / "r.json"
+    prompts = make_prompts()
+    run_benchmark(prompts, _config(fake_server), output=output, install_signal_handlers=False)
+    changed = replace(prompts, samples=(replace(prompts.samples[0], turns=("other text",)), *prompts.samples[1:]))
+    with pytest.raises(BenchError, match="prompts differ"):
+        run_benchmark(changed, _config(fake_server), output=output, resume=True, install_signal_handlers=False)
