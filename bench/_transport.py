@@ -113,7 +113,7 @@ class Transport:
                 response = await self.session.request(method, url, data=body, timeout=timeout or self._timeout)
                 return response, start
             except aiohttp.ClientOSError as exc:
-                if attempt or not str(exc).startswith(_UNSENT):
+                if attempt or _UNSENT not in str(exc):
                     raise
         raise AssertionError("unreachable")
 
