@@ -92,10 +92,10 @@ def _parse_json(body: bytes) -> dict[str, Any]:
 
 def _delta_text(chunk: Mapping[str, Any]) -> tuple[str, str, str | None]:
     choices = chunk.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return "", "", None
     choice = choices[0]
-    delta = choice.get("delta") if isinstance(choice.get("delta"), Mapping) else {}
+    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
     content = delta.get("content") if isinstance(delta.get("content"), str) else choice.get("text")
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
     finish = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None

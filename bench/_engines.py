@@ -75,17 +75,17 @@ def _count(value: Any) -> int | None:
 
 def _openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason."""
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     content = ""
     reasoning = ""
     finish_reason = None
     choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ResponseError("missing_fields", "response has no choices")
     choice = choices[0]
     finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
     message = choice.get("message")
-    if isinstance(message, Mapping):
+    if isinstance(message, dict):
         if isinstance(message.get("content"), str):
             content = message["content"]
         for key in ("reasoning_content", "reasoning"):
@@ -148,7 +148,7 @@ class LlamaCpp(Engine):
     def parse(self, data: Mapping[str, Any]) -> TurnStats:
         """Read usage, text and the `timings` object."""
         fields = _openai_fields(data)
-        timings = data.get("timings") if isinstance(data.get("timings"), Mapping) else {}
+        timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
         if not timings:
             self.notes.add("llama.cpp responses carry no 'timings': server t/s and acceptance are n/a")
         _checked_timings(timings)
@@ -178,7 +178,7 @@ class LlamaCpp(Engine):
     @classmethod
     def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
         """llama.cpp answers with a `timings` object."""
-        return super().claims(response, metrics_text) or bool(response and isinstance(response.get("timings"), Mapping))
+        return super().claims(response, metrics_text) or bool(response and isinstance(response.get("timings"), dict))
 
 
 class VLLM(Engine):
@@ -190,8 +190,8 @@ class VLLM(Engine):
     def parse(self, data: Mapping[str, Any]) -> TurnStats:
         """Read usage, text and `metrics.speculative_decoding` when the server sends it."""
         fields = _openai_fields(data)
-        metrics = data.get("metrics") if isinstance(data.get("metrics"), Mapping) else {}
-        spec = metrics.get("speculative_decoding") if isinstance(metrics.get("speculative_decoding"), Mapping) else {}
+        metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
+        spec = metrics.get("speculative_decoding") if isinstance(metrics.get("speculative_decoding"), dict) else {}
         if not spec:
             self.notes.add(
                 "vLLM responses carry no metrics.speculative_decoding (start vLLM with "
@@ -213,7 +213,7 @@ class VLLM(Engine):
         """vLLM exposes `vllm:` metrics or per-request `metrics.speculative_decoding`."""
         metrics = response.get("metrics") if response else None
         return super().claims(response, metrics_text) or (
-            isinstance(metrics, Mapping) and "speculative_decoding" in metrics
+            isinstance(metrics, dict) and "speculative_decoding" in metrics
         )
 
 
@@ -230,8 +230,8 @@ class SGLang(Engine):
     def parse(self, data: Mapping[str, Any]) -> TurnStats:
         """Read usage, text and `sglext.spec_tokens_details`."""
         fields = _openai_fields(data)
-        ext = data.get("sglext") if isinstance(data.get("sglext"), Mapping) else {}
-        spec = ext.get("spec_tokens_details") if isinstance(ext.get("spec_tokens_details"), Mapping) else {}
+        ext = data.get("sglext") if isinstance(data.get("sglext"), dict) else {}
+        spec = ext.get("spec_tokens_details") if isinstance(ext.get("spec_tokens_details"), dict) else {}
         if not spec:
             self.notes.add("SGLang responses carry no sglext.spec_tokens_details: per-request acceptance is n/a")
         return TurnStats(

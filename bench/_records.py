@@ -67,11 +67,10 @@ class SampleResult:
     spec: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as a JSON-ready dict."""
+        """The result as a JSON-ready dict (tuples serialise as JSON arrays)."""
         out = {name: getattr(self, name) for name in _RESULT_FIELD_NAMES}
-        for name in ("outputs", "reasoning", "itl_s"):
-            out[name] = list(out[name])
-        out["spec"] = dict(self.spec)
+        if type(self.spec) is not dict:
+            out["spec"] = dict(self.spec)
         return out
 
     @property
@@ -308,7 +307,9 @@ class Journal:
 
     def append(self, result: SampleResult) -> None:
         """Append one finished sample and flush; fsync at most once a second."""
-        self._write_line({"type": "result", **result.to_dict()})
+        line = result.to_dict()
+        line["type"] = "result"
+        self._write_line(line)
         if time.monotonic() - self._last_sync >= 1.0:
             self.sync()
 
