@@ -54,17 +54,21 @@ def by_label(series: Series, label: str, *names: str) -> dict[str, float]:
     return {}
 
 
-def counter_acceptance(
-    before: Mapping[str, Any], after: Mapping[str, Any], *, server_wide: bool
-) -> dict[str, Any] | None:
-    """Acceptance over a run from counter snapshots {drafts, draft_tokens, accepted, per_position}."""
-    drafts = _delta(before, after, "drafts")
-    draft_tokens = _delta(before, after, "draft_tokens")
-    accepted = _delta(before, after, "accepted")
-    if drafts is None or accepted is None:
-        return None
-    result: dict[str, Any] = {
-        "source": "metrics",
+COUNTER_KEYS = ("drafts", "draft_tokens", "accepted")
+"""The acceptance counters every engine adapter reads: draft steps, drafted tokens, accepted tokens."""
+
+
+def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+    """How much each acceptance counter present in `after` moved since `before`."""
+    return {key: delta for key in COUNTER_KEYS if (delta := _delta(before, after, key)) is not None}
+
+
+def acceptance_summary(
+    drafts: float, draft_tokens: float | None, accepted: float, *, source: str, server_wide: bool
+) -> dict[str, Any]:
+    """Acceptance length (`1 + accepted / drafts`) and rate (`accepted / draft_tokens`) from counter totals."""
+    return {
+        "source": source,
         "drafts": drafts,
         "draft_tokens": draft_tokens,
         "accepted": accepted,
@@ -72,6 +76,19 @@ def counter_acceptance(
         "accept_rate": (accepted / draft_tokens) if draft_tokens else None,
         "server_wide": server_wide,
     }
+
+
+def counter_acceptance(
+    before: Mapping[str, Any], after: Mapping[str, Any], *, server_wide: bool
+) -> dict[str, Any] | None:
+    """Acceptance over a run from counter snapshots {drafts, draft_tokens, accepted, per_position}."""
+    deltas = counter_deltas(before, after)
+    if "drafts" not in deltas or "accepted" not in deltas:
+        return None
+    drafts = deltas["drafts"]
+    result = acceptance_summary(
+        drafts, deltas.get("draft_tokens"), deltas["accepted"], source="metrics", server_wide=server_wide
+    )
     positions_before = before.get("per_position") or {}
     positions_after = after.get("per_position") or {}
     if drafts > 0 and positions_after:

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from bench._client import RequestSettings, build_payload, run_sample, send_turn
 from bench._engines import ENGINE_NAMES, AutoEngine, Engine, engine_by_name
 from bench._errors import BenchError
-from bench._metrics import counter_acceptance
+from bench._metrics import COUNTER_KEYS, acceptance_summary, counter_acceptance, counter_deltas
 from bench._progress import Progress, SilentProgress
 from bench._prompts import PromptSet, Sample
 from bench._records import Journal, Run, SampleResult, journal_path, latest_by_key, read_journal, save_run
@@ -196,16 +196,11 @@ class _SampleMeter:
         self.last_after = after
         if after is None or not result.ok:
             return result
-        delta = {
-            key: float(after[key]) - float(before.get(key) or 0.0)
-            for key in ("drafts", "draft_tokens", "accepted")
-            if after.get(key) is not None
-        }
-        return replace(result, spec={**result.spec, **delta})
+        return replace(result, spec={**result.spec, **counter_deltas(before, after)})
 
 
 def _core(counters: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (counters.get("drafts"), counters.get("draft_tokens"), counters.get("accepted"))
+    return tuple(counters.get(key) for key in COUNTER_KEYS)
 
 
 class _Stop:
@@ -405,29 +400,21 @@ async def execute(
     return run, interrupted
 
 
-_DELTA_KEYS = ("drafts", "draft_tokens", "accepted")
-
-
 def _without_counter_deltas(result: SampleResult) -> SampleResult:
-    return replace(result, spec={key: value for key, value in result.spec.items() if key not in _DELTA_KEYS})
+    return replace(result, spec={key: value for key, value in result.spec.items() if key not in COUNTER_KEYS})
 
 
 def _resumed_acceptance(results: list[SampleResult], acceptance: dict[str, Any] | None) -> dict[str, Any] | None:
     """After a resume the counters cover only the resumed part: rebuild from per-sample deltas, or say so."""
     ok = [result for result in results if result.ok]
     if ok and all("drafts" in result.spec for result in ok):
-        drafts = sum(result.spec["drafts"] for result in ok)
-        draft_tokens = sum(result.spec.get("draft_tokens", 0.0) for result in ok)
-        accepted = sum(result.spec.get("accepted", 0.0) for result in ok)
-        return {
-            "source": "per-sample metrics",
-            "drafts": drafts,
-            "draft_tokens": draft_tokens,
-            "accepted": accepted,
-            "acceptance_length": (1.0 + accepted / drafts) if drafts > 0 else None,
-            "accept_rate": (accepted / draft_tokens) if draft_tokens else None,
-            "server_wide": False,
-        }
+        return acceptance_summary(
+            sum(result.spec["drafts"] for result in ok),
+            sum(result.spec.get("draft_tokens", 0.0) for result in ok),
+            sum(result.spec.get("accepted", 0.0) for result in ok),
+            source="per-sample metrics",
+            server_wide=False,
+        )
     if acceptance is None:
         return None
     return {**acceptance, "partial": "counters cover only the resumed part of the run", "server_wide": True}
