@@ -48,16 +48,17 @@ MAX_TOKENS_PER_SECOND = 1e7
 """Server rates above this are treated as corrupt timings, not as speed."""
 
 
-def _checked_timings(timings: Mapping[str, Any]) -> None:
-    """Refuse NaN, infinite, negative or absurd timing values (a missing key is fine)."""
-    for key in ("prompt_ms", "predicted_ms", "prompt_per_second", "predicted_per_second", "prompt_n", "predicted_n"):
-        if key not in timings or timings[key] is None:
-            continue
-        value = timings[key]
-        if _number(value) is None:
-            raise ResponseError("bad_timings", f"timings.{key} is {value!r}")
-        if key.endswith("per_second") and value > MAX_TOKENS_PER_SECOND:
-            raise ResponseError("bad_timings", f"timings.{key} is {value!r}, beyond any real server")
+def _checked(timings: Mapping[str, Any], key: str) -> float | None:
+    """A timing value, None when absent; NaN, infinite, negative or absurd values are refused."""
+    value = timings.get(key)
+    if value is None:
+        return None
+    number = _number(value)
+    if number is None:
+        raise ResponseError("bad_timings", f"timings.{key} is {value!r}")
+    if key.endswith("per_second") and number > MAX_TOKENS_PER_SECOND:
+        raise ResponseError("bad_timings", f"timings.{key} is {value!r}, beyond any real server")
+    return number
 
 
 def _number(value: Any) -> float | None:
@@ -121,6 +122,10 @@ class Engine:
         """Extra request body fields this engine needs to report acceptance."""
         return {}
 
+    def warnings(self) -> list[str]:
+        """What responses lacked that this adapter needs, once each, sorted."""
+        return sorted(self.notes)
+
     def parse(self, data: Mapping[str, Any]) -> TurnStats:
         """Read one response (or a stream's merged final state)."""
         return TurnStats(**_openai_fields(data))
@@ -151,9 +156,8 @@ class LlamaCpp(Engine):
         timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
         if not timings:
             self.notes.add("llama.cpp responses carry no 'timings': server t/s and acceptance are n/a")
-        _checked_timings(timings)
-        prompt_n = _count(timings.get("prompt_n"))
-        predicted_n = _count(timings.get("predicted_n"))
+        prompt_n = _count(_checked(timings, "prompt_n"))
+        predicted_n = _count(_checked(timings, "predicted_n"))
         if not fields["prompt_tokens"] and prompt_n:
             fields["prompt_tokens"] = prompt_n
         if not fields["completion_tokens"] and predicted_n:
@@ -164,10 +168,10 @@ class LlamaCpp(Engine):
             **fields,
             draft_n=_count(timings.get("draft_n")),
             draft_n_accepted=_count(timings.get("draft_n_accepted")),
-            prompt_ms=_number(timings.get("prompt_ms")),
-            predicted_ms=_number(timings.get("predicted_ms")),
-            prompt_per_second=_number(timings.get("prompt_per_second")),
-            predicted_per_second=_number(timings.get("predicted_per_second")),
+            prompt_ms=_checked(timings, "prompt_ms"),
+            predicted_ms=_checked(timings, "predicted_ms"),
+            prompt_per_second=_checked(timings, "prompt_per_second"),
+            predicted_per_second=_checked(timings, "predicted_per_second"),
             cache_n=_count(timings.get("cache_n")),
         )
 
@@ -332,10 +336,9 @@ class AutoEngine(Engine):
             self._chosen = detect_engine(data, "")
         return self._chosen.parse(data)
 
-    @property
-    def all_notes(self) -> set[str]:
-        """Notes of the adapter in use."""
-        return self.chosen.notes
+    def warnings(self) -> list[str]:
+        """The detected adapter's warnings."""
+        return self.chosen.warnings()
 
     def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
         """The detected adapter's counters."""

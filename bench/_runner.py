@@ -352,7 +352,7 @@ async def execute(
             progress.finish()
             metrics_after = await _get_text(transport, roots[0] + "/metrics")
             acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
-            notes = sorted(engine.all_notes if isinstance(engine, AutoEngine) else engine.notes)
+            notes = engine.warnings()
             for note in notes:
                 progress.message(f"speedbench: warning: {note}")
             if meter is not None and meter.moved_between:
