@@ -66,12 +66,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _progress(quiet: bool) -> Any:
-    from bench._progress import LineProgress, SilentProgress
+    from bench.runner import LineProgress, SilentProgress
 
     if quiet:
         return SilentProgress()
     if sys.stderr.isatty():
-        from bench._rich import RichProgress
+        from bench.render import RichProgress
 
         return RichProgress()
     return LineProgress(sys.stderr.write)
@@ -79,9 +79,9 @@ def _progress(quiet: bool) -> Any:
 
 def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
-    from bench._prompts import HUB_REVISION, load_prompts
-    from bench._render import summary_text
-    from bench._runner import RunConfig, run_benchmark
+    from bench.prompts import HUB_REVISION, load_prompts
+    from bench.render import summary_text
+    from bench.runner import RunConfig, run_benchmark
 
     config = RunConfig(
         url=",".join(args.url or ["localhost:8080"]), model=args.model, bench=args.bench, category=args.category,
@@ -95,7 +95,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     config.validate()
     count_tokens = None
     if args.dataset == "categories" and args.bench.startswith("throughput_"):
-        from bench._runner import server_token_counter
+        from bench.runner import server_token_counter
 
         count_tokens = server_token_counter(config.urls()[0], headers=config.request_headers())
         out("speedbench: sizing prompts with " + ("the server's /tokenize\n" if count_tokens else
@@ -131,8 +131,8 @@ def _extra_run_tables(run: Any, out: Callable[[str], Any]) -> None:
     """Streaming percentiles and run-to-run variation, when the run has them."""
     if not run.config.get("stream") and int(run.config.get("repeat") or 1) < 2:
         return  # nothing to show: do not load the analysis stack (numpy, pandas) for nothing
-    from bench._analysis import repeat_cv, stream_latency_stats
-    from bench._stats_render import cv_text, stream_text
+    from bench.analysis import repeat_cv, stream_latency_stats
+    from bench.render import cv_text, stream_text
 
     streaming = stream_latency_stats(run)
     if streaming:
@@ -151,11 +151,17 @@ def _default_output(label: str | None) -> str:
 
 def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
-    from bench._analysis import config_differences, lossless_check, paired_stats, repeat_cv
-    from bench._records import load_run
-    from bench._render import comparison_markdown, comparison_text, json_rows
-    from bench._stats_render import cv_text, lossless_text, stats_markdown, stats_text
-    from bench._summary import compare_runs
+    from bench.analysis import compare_runs, config_differences, lossless_check, paired_stats, repeat_cv
+    from bench.records import load_run
+    from bench.render import (
+        comparison_markdown,
+        comparison_text,
+        cv_text,
+        json_rows,
+        lossless_text,
+        stats_markdown,
+        stats_text,
+    )
 
     baseline = load_run(args.baseline)
     speculative = load_run(args.speculative)
@@ -198,7 +204,7 @@ def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     import threading
     from pathlib import Path
 
-    from bench._server import EmbeddedServer, ServerConfig, ServerError
+    from bench.server import EmbeddedServer, ServerConfig, ServerError
 
     try:
         config = ServerConfig(
@@ -229,7 +235,7 @@ def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench bench`: baseline and speculative runs, comparison, lossless check, plots, under results/."""
-    from bench._pipeline import PipelineConfig, run_pipeline
+    from bench.pipeline import PipelineConfig, run_pipeline
 
     config = PipelineConfig(
         limit=args.limit, osl=args.osl, spec=args.spec, model=args.model, draft=args.draft,
@@ -241,8 +247,8 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 def cmd_report(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench report`: a PR-ready report.md with plots."""
-    from bench._records import load_run
-    from bench._report import write_report
+    from bench.records import load_run
+    from bench.render import write_report
 
     baseline, speculative = _report_inputs(args)
     report = write_report(load_run(baseline), load_run(speculative), args.out, title=args.title,
@@ -275,7 +281,7 @@ def _latest_results(results_dir: str) -> Any:
 
 def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench regress`: exit 1 when a metric got significantly worse by more than its threshold."""
-    from bench._regress import regress, regress_markdown, regress_text
+    from bench.analysis import regress, regress_markdown, regress_text
 
     thresholds = {
         "decode_speedup": args.threshold_decode, "decode_rate": args.threshold_decode,

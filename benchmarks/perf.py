@@ -337,7 +337,7 @@ def raw_round_trips(port: int, count: int) -> list[float]:
 
 def prompt_set(count: int, tag: str) -> Any:
     """`count` single-turn samples spread over the shipped category names."""
-    from bench._prompts import PromptSet, Sample
+    from bench.prompts import PromptSet, Sample
 
     samples = tuple(
         Sample(
@@ -352,8 +352,7 @@ def prompt_set(count: int, tag: str) -> Any:
 
 def run_runner(url: str, count: int, concurrency: int, workdir: Path, *, stream: bool = False) -> tuple[Any, float]:
     """One `run_benchmark` call (temp output, silent, no signal handlers); the run and its wall time."""
-    from bench._progress import SilentProgress
-    from bench._runner import RunConfig, run_benchmark
+    from bench.runner import RunConfig, SilentProgress, run_benchmark
 
     tag = f"{'sse' if stream else 'plain'}-c{concurrency}-n{count}"
     config = RunConfig(url=url, osl=OSL, concurrency=concurrency, stream=stream, label=tag, timeout=60.0)
@@ -463,8 +462,7 @@ def peak_rss_mb(server: Nginx, workdir: Path, count: int) -> tuple[float, float]
 
 def synthetic_run(count: int, *, speculative: bool, seed: int) -> Any:
     """A run of `count` successful single-turn results over the shipped categories (deterministic)."""
-    from bench._records import Run, SampleResult
-    from bench._summary import summarize
+    from bench.records import Run, SampleResult, summarize
 
     rng = random.Random(seed)
     results = []
@@ -490,10 +488,9 @@ def synthetic_run(count: int, *, speculative: bool, seed: int) -> Any:
 
 def analysis_time(workdir: Path, count: int) -> tuple[float, dict[str, float]]:
     """Seconds to load `count` records (two run files of count/2), summarise, compare, render, paired stats."""
-    from bench._analysis import paired_stats
-    from bench._records import load_run, save_run
-    from bench._render import comparison_text
-    from bench._summary import compare_runs, summarize
+    from bench.analysis import compare_runs, paired_stats
+    from bench.records import load_run, save_run, summarize
+    from bench.render import comparison_text
 
     base_path, spec_path = workdir / "base-100k.json", workdir / "spec-100k.json"
     save_run(synthetic_run(count // 2, speculative=False, seed=1), base_path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._prompts import PromptSet, Sample
+from bench.prompts import PromptSet, Sample
 from tests.fakeserver import FakeServer, FakeState
 
 DATA = Path(__file__).parent / "data"

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from bench._analysis import (
+from bench._errors import BenchError
+from bench.analysis import (
     DECODE_SPEEDUP,
     LATENCY,
     bootstrap_geomean_ci,
@@ -19,9 +20,7 @@ from bench._analysis import (
     stream_latency_stats,
     verdict,
 )
-from bench._errors import BenchError
-from bench._records import Run, SampleResult
-from bench._summary import summarize
+from bench.records import Run, SampleResult, summarize
 
 TRIALS = 1000
 SAMPLES = 80

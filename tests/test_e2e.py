@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from bench._analysis import lossless_check
-from bench._pipeline import PipelineConfig, run_pipeline, write_comparison
-from bench._progress import SilentProgress
-from bench._prompts import PromptSet, Sample
-from bench._records import Run, load_run
-from bench._runner import RunConfig, run_benchmark
-from bench._server import EmbeddedServer, ServerConfig
+from bench.analysis import lossless_check
 from bench.cli import main
+from bench.pipeline import PipelineConfig, run_pipeline, write_comparison
+from bench.prompts import PromptSet, Sample
+from bench.records import Run, load_run
+from bench.runner import RunConfig, SilentProgress, run_benchmark
+from bench.server import EmbeddedServer, ServerConfig
 
 pytestmark = pytest.mark.e2e
 

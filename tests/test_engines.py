@@ -6,9 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from bench._engines import VLLM, AutoEngine, Engine, LlamaCpp, ResponseError, SGLang, TensorRTLLM, detect_engine
-from bench._metrics import counter_acceptance, parse_prometheus
-from bench._runner import RunConfig, run_benchmark
+from bench.engines import (
+    VLLM,
+    AutoEngine,
+    Engine,
+    LlamaCpp,
+    ResponseError,
+    SGLang,
+    TensorRTLLM,
+    detect_engine,
+    parse_prometheus,
+)
+from bench.records import counter_acceptance
+from bench.runner import RunConfig, run_benchmark
 from tests.conftest import make_prompts
 from tests.fakeserver import FakeServer, FakeState, completion, metrics_text
 

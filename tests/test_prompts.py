@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench._errors import BenchError
-from bench._prompts import PLACEHOLDER_PREFIX, categories_dir, load_prompts, rows_to_samples
+from bench.prompts import PLACEHOLDER_PREFIX, categories_dir, load_prompts, rows_to_samples
 from tests.conftest import SPEC_BENCH
 
 QUALITATIVE = ["coding", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay", "stem",
@@ -157,7 +157,7 @@ def test_hub_loader_uses_the_pinned_revision_on_local_files_of_the_same_shape(
 ) -> None:
     import datasets
 
-    from bench._prompts import HUB_DATASET, HUB_REVISION
+    from bench.prompts import HUB_DATASET, HUB_REVISION
 
     rows = [
         {"question_id": f"{i:032x}", "category": "low_entropy" if i % 2 else "high_entropy", "sub_category": "x",

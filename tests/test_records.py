@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench._errors import BenchError
-from bench._records import (
+from bench.records import (
     SCHEMA_VERSION,
     Journal,
     Run,
@@ -18,8 +18,8 @@ from bench._records import (
     load_run,
     read_journal,
     save_run,
+    summarize,
 )
-from bench._summary import summarize
 from tests.conftest import DATA
 
 
@@ -133,7 +133,7 @@ def test_journal_keeps_the_last_attempt_of_a_retried_sample(tmp_path: Path) -> N
 
 
 def test_a_failed_save_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench._records as records
+    import bench.records._run as records
 
     def broken_replace(source: str, target: str) -> None:
         raise OSError(28, "No space left on device")

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from bench._render import (
+from bench.analysis import compare_summaries
+from bench.render import (
     COMPARISON_COLUMNS,
     comparison_markdown,
     comparison_text,
@@ -15,7 +16,6 @@ from bench._render import (
     summary_text,
     text_table,
 )
-from bench._summary import compare_summaries
 from tests.conftest import DATA
 
 SPEEDUP_COLUMNS = (3, 6)

@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench._records import Run, SampleResult, load_run, save_run
-from bench._regress import regress
-from bench._report import write_report
-from bench._summary import summarize
+from bench.analysis import regress
 from bench.cli import main
+from bench.records import Run, SampleResult, load_run, save_run, summarize
+from bench.render import write_report
 
 
 def _run(rates: np.ndarray, category_of: list[str], *, accept: float | None, seed: int, path: Path) -> Run:
@@ -149,8 +148,8 @@ def test_hostile_category_names_cannot_break_the_report(tmp_path: Path) -> None:
 
 
 def test_pipeline_with_a_failing_speculative_server_exits_1_and_keeps_the_table(tmp_path: Path) -> None:
-    from bench._pipeline import PipelineConfig, run_pipeline
-    from bench._progress import SilentProgress
+    from bench.pipeline import PipelineConfig, run_pipeline
+    from bench.runner import SilentProgress
     from tests.fakeserver import FakeServer, FakeState
 
     good, bad = FakeServer(FakeState()), FakeServer(FakeState(fault=lambda index, body: "http_500"))

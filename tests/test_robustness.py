@@ -16,12 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench._engines import ENGINES, ResponseError
 from bench._errors import BenchError
-from bench._prompts import PromptSet, Sample
-from bench._records import load_run, read_journal, run_from_dict
-from bench._runner import RunConfig, run_benchmark
-from bench._transport import SSEDecoder
+from bench.engines import ENGINES, ResponseError
+from bench.prompts import PromptSet, Sample
+from bench.records import load_run, read_journal, run_from_dict
+from bench.runner import RunConfig, SSEDecoder, run_benchmark
 from tests.fakeserver import FakeServer, FakeState
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench._errors import BenchError
-from bench._records import load_run, read_journal
-from bench._runner import RunConfig, normalize_base_url, run_benchmark
+from bench.records import load_run, read_journal
+from bench.runner import RunConfig, normalize_base_url, run_benchmark
 from tests.conftest import make_prompts
 from tests.fakeserver import FakeServer, FakeState
 
@@ -243,7 +243,7 @@ def test_concurrency_above_1_is_server_wide(fake_server: FakeServer, tmp_path: P
 
 def test_an_unexpected_error_fails_one_sample_not_the_run(fake_server: FakeServer, tmp_path: Path,
                                                           monkeypatch) -> None:
-    import bench._runner as runner
+    import bench.runner._runner as runner
 
     real = runner.run_sample
 

@@ -1,4 +1,4 @@
-"""Tests of bench._server: validation before spawning, and a real embedded llama.cpp server."""
+"""Tests of bench.server: validation before spawning, and a real embedded llama.cpp server."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bench._server import MODES, EmbeddedServer, ServerConfig, ServerError
+from bench.server import MODES, EmbeddedServer, ServerConfig, ServerError
 
 
 def _request(url: str, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:

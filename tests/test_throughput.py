@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench._errors import BenchError
-from bench._prompts import categories_dir
-from bench._throughput import (
+from bench.prompts import categories_dir
+from bench.prompts._throughput import (
     MAX_COUNT_CALLS,
     THROUGHPUT_BENCHES,
     TIERS,

@@ -16,16 +16,27 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from bench._client import RequestSettings, build_payload, run_sample, send_turn
-from bench._engines import ENGINE_NAMES, AutoEngine, Engine, engine_by_name
 from bench._errors import BenchError
-from bench._metrics import COUNTER_KEYS, acceptance_summary, counter_acceptance, counter_deltas
-from bench._progress import Progress, SilentProgress
-from bench._prompts import PromptSet, Sample
-from bench._records import Journal, Run, SampleResult, journal_path, latest_by_key, read_journal, save_run
-from bench._summary import summarize
-from bench._transport import Transport, TransportError
 from bench._version import __version__
+from bench.engines import ENGINE_NAMES, AutoEngine, Engine, engine_by_name
+from bench.prompts import PromptSet, Sample
+from bench.records import (
+    COUNTER_KEYS,
+    Journal,
+    Run,
+    SampleResult,
+    acceptance_summary,
+    counter_acceptance,
+    counter_deltas,
+    journal_path,
+    latest_by_key,
+    read_journal,
+    save_run,
+    summarize,
+)
+from bench.runner._client import RequestSettings, build_payload, run_sample, send_turn
+from bench.runner._progress import Progress, SilentProgress
+from bench.runner._transport import Transport, TransportError
 
 GRACE_PERIOD_S = 5.0
 

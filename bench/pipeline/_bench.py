@@ -9,15 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench._analysis import lossless_check, paired_stats
 from bench._errors import BenchError
-from bench._progress import Progress
-from bench._prompts import load_prompts
-from bench._records import Run
-from bench._render import comparison_markdown, comparison_text
-from bench._runner import RunConfig, run_benchmark
-from bench._stats_render import lossless_markdown, lossless_text, stats_markdown, stats_text
-from bench._summary import compare_runs
+from bench.analysis import compare_runs, lossless_check, paired_stats
+from bench.prompts import load_prompts
+from bench.records import Run
+from bench.render import (
+    comparison_markdown,
+    comparison_text,
+    lossless_markdown,
+    lossless_text,
+    stats_markdown,
+    stats_text,
+)
+from bench.runner import Progress, RunConfig, run_benchmark
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -47,7 +51,7 @@ def _endpoint(url: str | None, mode: str, config: PipelineConfig, out: Callable[
     if url:
         yield url, None
         return
-    from bench._server import EmbeddedServer, ServerError
+    from bench.server import EmbeddedServer, ServerError
 
     try:
         server = EmbeddedServer(_server_config(mode, config))
@@ -62,7 +66,7 @@ def _endpoint(url: str | None, mode: str, config: PipelineConfig, out: Callable[
 
 
 def _server_config(mode: str, config: PipelineConfig) -> Any:
-    from bench._server import ServerConfig
+    from bench.server import ServerConfig
 
     return ServerConfig(
         mode=mode,
@@ -97,7 +101,7 @@ def server_tags(server: Any) -> dict[str, str]:
 
 def check_servers(config: PipelineConfig) -> None:
     """Validate modes and model files of the servers to embed, before anything runs."""
-    from bench._server import EmbeddedServer, ServerError
+    from bench.server import EmbeddedServer, ServerError
 
     for url, mode in ((config.base_url, "baseline"), (config.spec_url, config.spec)):
         if url:
@@ -179,7 +183,7 @@ def write_comparison(baseline: Run, speculative: Run, folder: Path, *, threshold
     files = [folder / "comparison.txt", folder / "comparison.md"]
     files[0].write_text(text, encoding="utf-8")
     files[1].write_text(markdown, encoding="utf-8")
-    from bench._plots import plot_all
+    from bench.render import plot_all
 
     files += plot_all(baseline, speculative, stats, folder / "plots", formats=("png",))
     return {"text": text, "markdown": markdown, "files": files, "stats": stats, "lossless": lossless}

@@ -1,6 +1,6 @@
 """Child-process entry point that runs the embedded llama.cpp server (see bench._server).
 
-Run as ``python -P path/to/_server_child.py CONFIG_JSON READY_FILE``. It loads the model, binds
+Run as ``python -P path/to/_child.py CONFIG_JSON READY_FILE``. It loads the model, binds
 the HTTP server, writes the listening URL to READY_FILE and serves until it receives SIGTERM or
 SIGINT (graceful stop), or exits at once when its stdin reaches EOF (the parent closed the pipe or
 died), when it gets re-parented, or (PR_SET_PDEATHSIG) when the spawning parent thread exits.
@@ -122,7 +122,7 @@ def _watch_parent(parent: int, workdir: str) -> None:
 def main(argv: list[str]) -> int:
     """Load the model, serve until told to stop, return the exit code."""
     if len(argv) != 3:
-        _log("usage: _server_child.py CONFIG_JSON READY_FILE")
+        _log("usage: _child.py CONFIG_JSON READY_FILE")
         return EXIT_USAGE
     cfg = json.loads(argv[1])
     ready_file = argv[2]

@@ -9,7 +9,7 @@ from typing import Any
 
 import matplotlib
 
-from bench._records import Run
+from bench.records import Run
 
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "speedbench"  # stable SVG ids: same inputs, same bytes

@@ -8,11 +8,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._analysis import lossless_check, paired_stats, stream_latency_stats
-from bench._records import Run
-from bench._render import comparison_text, markdown_escape
-from bench._stats_render import lossless_markdown, stats_markdown, stream_markdown
-from bench._summary import compare_runs
+from bench.analysis import compare_runs, lossless_check, paired_stats, stream_latency_stats
+from bench.records import Run
+from bench.render._stats import lossless_markdown, stats_markdown, stream_markdown
+from bench.render._tables import comparison_text, markdown_escape
 
 PLOT_TITLES = {
     "speedup": "Decode and latency speedup per category (95% CI)",
@@ -148,7 +147,7 @@ def write_report(
     threshold: float = 0.02,
 ) -> Path:
     """Write `report.md` and its plots (PNG and SVG) into `out_dir`; return the report's path."""
-    from bench._plots import plot_all
+    from bench.render._plots import plot_all
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

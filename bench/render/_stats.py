@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench._render import Column, format_value, markdown_table, text_table
+from bench.render._tables import Column, format_value, markdown_table, text_table
 
 STATS_COLUMNS: list[Column] = [
     ("category", "category", ""),

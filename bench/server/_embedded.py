@@ -1,6 +1,6 @@
 """Embedded llama.cpp HTTP server (xllamacpp) run in a child process, for end-to-end benchmarks.
 
-The server runs in ``bench/_server_child.py`` under its own session (so a terminal Ctrl-C reaches
+The server runs in ``bench/_child.py`` under its own session (so a terminal Ctrl-C reaches
 only this process, which then stops the child). The child dies with its parent: it watches its
 stdin pipe (EOF when the parent exits, however it exits) and its parent pid, and when started from
 the main thread it also sets PR_SET_PDEATHSIG (the watchdogs cannot run while xllamacpp loads the
@@ -35,7 +35,7 @@ MODES = ("baseline", "ngram-mod", "ngram-simple", "draft")
 
 HOST = "127.0.0.1"
 GGUF_MAGIC = b"GGUF"
-_CHILD_SCRIPT = Path(__file__).with_name("_server_child.py")
+_CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 _BIND_ERROR_MARK = "couldn't bind"
 _LOG_KEEP = 200
 

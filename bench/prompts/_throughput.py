@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._errors import BenchError
-from bench._prompts import PromptSet, Sample, categories_dir, read_rows, rows_to_samples
+from bench.prompts._sets import PromptSet, Sample, categories_dir, read_rows, rows_to_samples
 
 THROUGHPUT_BENCHES = {
     "throughput_1k": 1024,

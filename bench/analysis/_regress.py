@@ -17,21 +17,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench._analysis import (
+from bench._constants import OVERALL
+from bench._errors import BenchError
+from bench.analysis._stats import (
     ACCEPT_RATE,
     DECODE_RATE,
     DECODE_SPEEDUP,
     LATENCY,
     LATENCY_SPEEDUP,
-    OVERALL,
     Metric,
     pair_runs,
     results_frame,
     verdict,
 )
-from bench._errors import BenchError
-from bench._records import Run, load_run
-from bench._render import Column, markdown_table, text_table
+from bench.records import Run, load_run
+from bench.render import Column, markdown_table, text_table
 
 RESULT_COLUMNS: list[Column] = [
     ("category", "category", ""),

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from bench._records import SampleResult
+from bench.records import SampleResult
 
 
 class Progress(Protocol):

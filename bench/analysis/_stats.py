@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench._records import Run, latest_by_key
-from bench._summary import OVERALL
+from bench.records import Run, latest_by_key
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench._engines import Engine, ResponseError, TurnStats
-from bench._prompts import Sample
-from bench._records import SampleResult
-from bench._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
+from bench.engines import Engine, ResponseError, TurnStats
+from bench.prompts import Sample
+from bench.records import SampleResult
+from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ def categories_dir() -> Path:
     override = os.environ.get("SPEEDBENCH_CATEGORIES")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / SHIPPED
+    return Path(__file__).resolve().parents[2] / SHIPPED
 
 
 def _turns_from_row(row: Mapping[str, Any]) -> list[str] | None:
@@ -186,7 +186,7 @@ def read_rows(path: Path) -> list[Any]:
     raise BenchError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet")
 
 
-def _shipped_rows(bench: str) -> list[Any]:
+def shipped_rows(bench: str) -> list[Any]:
     if bench != "qualitative":
         raise BenchError(
             f"unknown --bench {bench!r} for the shipped categories; available benches: qualitative, "
@@ -202,7 +202,7 @@ def _shipped_rows(bench: str) -> list[Any]:
     return rows
 
 
-def _hub_rows(bench: str, revision: str) -> list[Any]:
+def hub_rows(bench: str, revision: str) -> list[Any]:
     if bench not in HUB_BENCHES:
         raise BenchError(f"unknown --bench {bench!r}; available benches: {', '.join(HUB_BENCHES)}")
     try:
@@ -212,75 +212,3 @@ def _hub_rows(bench: str, revision: str) -> list[Any]:
     except Exception as exc:  # the hub client raises many types
         raise BenchError(f"cannot load {HUB_DATASET} ({bench}, revision {revision}): {exc}".splitlines()[0]) from None
     return [dict(row) for row in dataset]
-
-
-DEFAULT_GENERATED_PER_TIER = 8
-"""Prompts per entropy tier that the offline throughput generator makes when no --limit is given."""
-
-
-def load_prompts(
-    dataset: str = SHIPPED,
-    *,
-    bench: str = "qualitative",
-    category: str = "all",
-    limit: int | None = None,
-    revision: str = HUB_REVISION,
-    count_tokens: Callable[[Sequence[str]], list[int]] | None = None,
-) -> PromptSet:
-    """Select samples from a source by category (`all` or a comma list), at most `limit` per category.
-
-    With the shipped categories, a `throughput_*` bench is generated offline from their text
-    (fixed input length by `count_tokens`, e.g. the server's /tokenize; estimated without one).
-    """
-    if dataset == SHIPPED and bench.startswith("throughput_"):
-        from bench._throughput import build_throughput_prompts, estimate_tokens
-
-        generated = build_throughput_prompts(
-            bench, per_tier=limit or DEFAULT_GENERATED_PER_TIER, count_tokens=count_tokens or estimate_tokens
-        )
-        rows = [
-            {"question_id": s.id, "category": s.category, "sub_category": s.sub_category, "turns": list(s.turns)}
-            for s in generated.samples
-        ]
-    elif dataset == SHIPPED:
-        rows = _shipped_rows(bench)
-    elif dataset == HUB:
-        rows = _hub_rows(bench, revision)
-    else:
-        rows = read_rows(Path(dataset))
-    all_samples, skipped, placeholders = rows_to_samples(rows)
-    if not all_samples and not placeholders:
-        raise BenchError(f"{dataset}: no usable rows (skipped {skipped} without usable turns)")
-    if placeholders:
-        raise BenchError(
-            f"{dataset}: {placeholders} rows are SPEED-Bench placeholders ('{PLACEHOLDER_PREFIX}...'), not prompts; "
-            "rebuild them with NVIDIA's specdec_bench preparation scripts and pass the prepared JSONL with --dataset"
-        )
-    available = list(dict.fromkeys(sample.category for sample in all_samples))
-    wanted: set[str] | None = None
-    if category != "all":
-        requested = [name.strip() for name in category.split(",") if name.strip()]
-        unknown = [name for name in requested if name not in available]
-        if not requested or unknown:
-            raise BenchError(
-                f"unknown --category {', '.join(unknown) or category!r} for bench {bench!r}; "
-                f"available categories: all, {', '.join(available)}"
-            )
-        wanted = set(requested)
-    selected: list[Sample] = []
-    per_category: dict[str, int] = {}
-    for sample in all_samples:
-        if wanted is not None and sample.category not in wanted:
-            continue
-        if limit is not None and per_category.get(sample.category, 0) >= limit:
-            continue
-        selected.append(sample)
-        per_category[sample.category] = per_category.get(sample.category, 0) + 1
-    return PromptSet(
-        samples=tuple(selected),
-        source=dataset,
-        bench=bench,
-        categories=tuple(dict.fromkeys(sample.category for sample in selected)),
-        skipped=skipped,
-        placeholders=placeholders,
-    )

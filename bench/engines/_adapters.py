@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bench._metrics import by_label, parse_prometheus, value_of
+from bench.engines._prometheus import by_label, parse_prometheus, value_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,46 @@
+"""Analysis of run records: the reference comparison, paired statistics, lossless checks and the CI gate."""
+
+from bench.analysis._reference import compare_runs, compare_summaries
+from bench.analysis._regress import regress, regress_markdown, regress_text
+from bench.analysis._stats import (
+    ACCEPT_RATE,
+    DECODE_RATE,
+    DECODE_SPEEDUP,
+    LATENCY,
+    LATENCY_SPEEDUP,
+    Metric,
+    bootstrap_geomean_ci,
+    config_differences,
+    first_difference,
+    lossless_check,
+    pair_runs,
+    paired_stats,
+    repeat_cv,
+    results_frame,
+    stream_latency_stats,
+    verdict,
+)
+
+__all__ = [
+    "ACCEPT_RATE",
+    "DECODE_RATE",
+    "DECODE_SPEEDUP",
+    "LATENCY",
+    "LATENCY_SPEEDUP",
+    "Metric",
+    "bootstrap_geomean_ci",
+    "compare_runs",
+    "compare_summaries",
+    "config_differences",
+    "first_difference",
+    "lossless_check",
+    "pair_runs",
+    "paired_stats",
+    "regress",
+    "regress_markdown",
+    "regress_text",
+    "repeat_cv",
+    "results_frame",
+    "stream_latency_stats",
+    "verdict",
+]

@@ -1,0 +1,44 @@
+"""The reference's comparison rows, computed from two runs' saved summaries as `speed_bench_compare.py` does."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench.records import Run
+
+
+def _ratio(numerator: Any, denominator: Any) -> float | None:
+    if not numerator or not denominator:
+        return None
+    return float(numerator) / float(denominator)
+
+
+def compare_summaries(
+    baseline: Sequence[Mapping[str, Any]], speculative: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The reference's comparison rows: speculative order, categories missing from the baseline dropped."""
+    baseline_by_category = {row.get("category"): row for row in baseline}
+    rows = []
+    for row in speculative:
+        base = baseline_by_category.get(row.get("category"))
+        if not base:
+            continue
+        rows.append(
+            {
+                "category": row.get("category"),
+                "base_avg_pred_t_s": base.get("avg_pred_t_s"),
+                "spec_avg_pred_t_s": row.get("avg_pred_t_s"),
+                "decode_speedup": _ratio(row.get("avg_pred_t_s"), base.get("avg_pred_t_s")),
+                "base_avg_latency": base.get("avg_latency"),
+                "spec_avg_latency": row.get("avg_latency"),
+                "latency_speedup": _ratio(base.get("avg_latency"), row.get("avg_latency")),
+                "accept_rate": row.get("accept_rate"),
+            }
+        )
+    return rows
+
+
+def compare_runs(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
+    """Comparison rows of two runs, from their saved summaries (as the reference compare does)."""
+    return compare_summaries(baseline.summary, speculative.summary)

@@ -1,0 +1,38 @@
+"""Prompt sources: the shipped categories, the offline throughput generator, local files and the SPEED-Bench hub."""
+
+from bench.prompts._load import DEFAULT_GENERATED_PER_TIER, load_prompts
+from bench.prompts._sets import (
+    HUB,
+    HUB_BENCHES,
+    HUB_DATASET,
+    HUB_REVISION,
+    PLACEHOLDER_PREFIX,
+    SHIPPED,
+    SPEC_BENCH_CATEGORY_MAP,
+    PromptSet,
+    Sample,
+    categories_dir,
+    read_rows,
+    rows_to_samples,
+)
+from bench.prompts._throughput import THROUGHPUT_BENCHES, build_throughput_prompts, estimate_tokens
+
+__all__ = [
+    "DEFAULT_GENERATED_PER_TIER",
+    "HUB",
+    "HUB_BENCHES",
+    "HUB_DATASET",
+    "HUB_REVISION",
+    "PLACEHOLDER_PREFIX",
+    "SHIPPED",
+    "SPEC_BENCH_CATEGORY_MAP",
+    "THROUGHPUT_BENCHES",
+    "PromptSet",
+    "Sample",
+    "build_throughput_prompts",
+    "categories_dir",
+    "estimate_tokens",
+    "load_prompts",
+    "read_rows",
+    "rows_to_samples",
+]

@@ -1,0 +1,107 @@
+"""The crash-safe JSONL journal of a run: a header line, then one line per finished sample."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench._errors import BenchError
+from bench.records._results import SampleResult, result_from_dict
+from bench.records._schema import SCHEMA_VERSION, finite, upgrade
+
+
+class Journal:
+    """Append-only JSONL journal of a run: a header line, then one line per finished sample."""
+
+    def __init__(self, path: str | os.PathLike[str], header: Mapping[str, Any], *, append: bool = False) -> None:
+        """Open the journal; write the header unless appending to an existing journal."""
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if append:
+            _drop_torn_tail(self.path)
+        self._handle = open(self.path, "a" if append else "w", encoding="utf-8")
+        self._last_sync = time.monotonic()
+        if not append:
+            self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **header})
+            self.sync()
+
+    def _write_line(self, payload: Mapping[str, Any]) -> None:
+        try:
+            line = json.dumps(payload, allow_nan=False)
+        except ValueError:
+            line = json.dumps(finite(dict(payload)), allow_nan=False)
+        self._handle.write(line + "\n")
+        self._handle.flush()
+
+    def append(self, result: SampleResult) -> None:
+        """Append one finished sample and flush; fsync at most once a second."""
+        line = result.to_dict()
+        line["type"] = "result"
+        self._write_line(line)
+        if time.monotonic() - self._last_sync >= 1.0:
+            self.sync()
+
+    def sync(self) -> None:
+        """Force the journal to disk."""
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        """Sync and close the journal."""
+        if not self._handle.closed:
+            self.sync()
+            self._handle.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a journal back to its last complete line, so appended lines never join a torn one."""
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        keep = data.rfind(b"\n") + 1
+        if keep < len(data):
+            handle.truncate(keep)
+
+
+def read_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[SampleResult]]:
+    """Read a journal; a torn last line (from a crash mid-write) is ignored, other damage is an error."""
+    source = str(path)
+    try:
+        with open(source, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+    except FileNotFoundError:
+        raise BenchError(f"{source}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"{source}: cannot be read ({exc})") from None
+    header: dict[str, Any] | None = None
+    results: list[SampleResult] = []
+    last_index = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            if index == last_index:
+                break
+            raise BenchError(f"{source}: line {index + 1} is not valid JSON") from None
+        if not isinstance(item, dict):
+            raise BenchError(f"{source}: line {index + 1} is not a JSON object")
+        if item.get("type") == "header":
+            header = upgrade(item, source)
+        elif item.get("type") == "result":
+            results.append(result_from_dict(item, f"{source}:{index + 1}"))
+    if header is None:
+        raise BenchError(f"{source}: not a speedbench journal (no header line)")
+    return header, results
+
+
+def journal_path(output: str | os.PathLike[str]) -> Path:
+    """Where the journal of a run file lives: `<output>.jsonl`."""
+    return Path(f"{output}.jsonl")
+
+

@@ -1,0 +1,100 @@
+"""One sample's outcome: the immutable record every stage after the runner reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from bench._errors import BenchError
+
+
+@dataclass(frozen=True, slots=True)
+class SampleResult:
+    """One sample's outcome (all its turns), as the reference records it plus speedbench's extras."""
+
+    id: str
+    category: str
+    ok: bool
+    turns: int
+    latency_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    finish_reason: str | None = None
+    draft_n: int = 0
+    draft_n_accepted: int = 0
+    prompt_ms: float | None = None
+    predicted_ms: float | None = None
+    prompt_per_second: float | None = None
+    predicted_per_second: float | None = None
+    error: str | None = None
+    repeat: int = 0
+    sub_category: str | None = None
+    outputs: tuple[str, ...] = ()
+    reasoning: tuple[str, ...] = ()
+    cache_n: int | None = None
+    ttft_s: float | None = None
+    itl_s: tuple[float, ...] = ()
+    e2e_s: float | None = None
+    client_decode_t_s: float | None = None
+    error_kind: str | None = None
+    retries: int = 0
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict (tuples serialise as JSON arrays)."""
+        out = {name: getattr(self, name) for name in _RESULT_FIELD_NAMES}
+        if type(self.spec) is not dict:
+            out["spec"] = dict(self.spec)
+        return out
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """The pairing key: sample id and repeat index."""
+        return (self.id, self.repeat)
+
+
+_RESULT_FIELD_NAMES = tuple(f.name for f in fields(SampleResult))
+_TUPLE_FIELDS = {"outputs", "reasoning", "itl_s"}
+
+
+def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleResult:
+    """Build a SampleResult from a dict, ignoring unknown keys; raise BenchError when it is malformed."""
+    if not isinstance(data, Mapping):
+        raise BenchError(f"{source}: a result is not a JSON object")
+    for key in ("id", "category", "ok"):
+        if key not in data:
+            raise BenchError(f"{source}: a result lacks {key!r}")
+    kwargs: dict[str, Any] = {name: data[name] for name in _RESULT_FIELD_NAMES if name in data}
+    for name in _TUPLE_FIELDS.intersection(kwargs):
+        value = kwargs[name]
+        if value is None:
+            del kwargs[name]
+        elif not isinstance(value, list):
+            raise BenchError(f"{source}: result {data['id']!r} field {name!r} is not a list")
+        else:
+            kwargs[name] = tuple(value)
+    if "spec" in kwargs:
+        kwargs["spec"] = dict(kwargs["spec"]) if isinstance(kwargs["spec"], Mapping) else {}
+    kwargs["id"] = str(kwargs["id"])
+    kwargs["category"] = str(kwargs["category"])
+    kwargs["ok"] = bool(kwargs["ok"])
+    kwargs.setdefault("turns", 1)
+    kwargs.setdefault("latency_s", 0.0)
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens", "draft_n", "draft_n_accepted", "turns"):
+        if kwargs.get(name) is None:
+            kwargs[name] = 0
+    for name in ("latency_s", "prompt_ms", "predicted_ms", "prompt_per_second", "predicted_per_second"):
+        value = kwargs.get(name)
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+            raise BenchError(f"{source}: result {kwargs['id']!r} field {name!r} is not a number")
+    return SampleResult(**kwargs)
+
+
+def latest_by_key(results: Iterable[SampleResult]) -> list[SampleResult]:
+    """Keep the last result per (id, repeat), in first-seen order of keys."""
+    chosen: dict[tuple[str, int], SampleResult] = {}
+    for result in results:
+        chosen[result.key] = result
+    return list(chosen.values())

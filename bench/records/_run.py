@@ -1,0 +1,161 @@
+"""The run file: a finished or interrupted run, saved atomically and loaded from any known version.
+
+A run file is a JSON object that is a superset of what llama.cpp's `speed_bench.py --output`
+writes, so each tool reads the other's files. The format history is in `_schema.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._errors import BenchError
+from bench.records._journal import read_journal
+from bench.records._results import SampleResult, latest_by_key, result_from_dict
+from bench.records._schema import SCHEMA_VERSION, finite, upgrade
+from bench.records._summary import summarize
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished (or interrupted) benchmark run: its configuration, results and summary."""
+
+    config: Mapping[str, Any]
+    selected_samples: int
+    results: tuple[SampleResult, ...]
+    summary: tuple[Mapping[str, Any], ...]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+    @property
+    def completed_samples(self) -> int:
+        """How many samples finished successfully."""
+        return sum(1 for result in self.results if result.ok)
+
+    @property
+    def failed_samples(self) -> int:
+        """How many samples failed."""
+        return sum(1 for result in self.results if not result.ok)
+
+    @property
+    def schema_version(self) -> int:
+        """The format version the run was written in (0 for reference files)."""
+        return int(self.meta.get("schema_version", SCHEMA_VERSION))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run file as a JSON-ready dict (reference keys plus speedbench's)."""
+        payload: dict[str, Any] = dict(self.meta)
+        payload.update(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "config": dict(self.config),
+                "selected_samples": self.selected_samples,
+                "completed_samples": self.completed_samples,
+                "failed_samples": self.failed_samples,
+                "summary": [dict(row) for row in self.summary],
+                "results": [result.to_dict() for result in self.results],
+            }
+        )
+        return payload
+
+
+def dumps_run(run: Run) -> str:
+    """Serialise a run as the reference does: keys sorted, indent 2 (NaN and infinities as null)."""
+    payload = run.to_dict()
+    try:
+        return json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
+    except ValueError:
+        return json.dumps(finite(payload), indent=2, sort_keys=True, allow_nan=False)
+
+
+def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> None:
+    """Write a run file atomically (temp file, fsync, rename); refuse to overwrite unless `force`."""
+    target = Path(path)
+    if target.exists() and not force:
+        raise BenchError(f"{target}: exists; pass --force to overwrite it")
+    if target.parent and not target.parent.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    payload = run.to_dict()
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            try:
+                json.dump(payload, handle, indent=2, sort_keys=True, allow_nan=False)  # streamed: no big string
+            except ValueError:  # a NaN or infinity somewhere: write it again with nulls
+                handle.seek(0)
+                handle.truncate()
+                json.dump(finite(payload), handle, indent=2, sort_keys=True, allow_nan=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def run_from_dict(data: Any, source: str) -> Run:
+    """Build a Run from a parsed run file of any known version; raise BenchError naming the problem."""
+    if not isinstance(data, dict):
+        raise BenchError(f"{source}: not a run file (the top level is not a JSON object)")
+    data = upgrade(data, source)
+    summary = data.get("summary")
+    if not isinstance(summary, list) or not all(isinstance(row, dict) for row in summary):
+        raise BenchError(f"{source}: does not contain a summary list")
+    results_raw = data.get("results", [])
+    if not isinstance(results_raw, list):
+        raise BenchError(f"{source}: 'results' is not a list")
+    results = tuple(result_from_dict(item, source) for item in results_raw)
+    config = data.get("config") or {}
+    if not isinstance(config, dict):
+        raise BenchError(f"{source}: 'config' is not a JSON object")
+    selected = data.get("selected_samples", len(results))
+    meta = {
+        key: value
+        for key, value in data.items()
+        if key not in {"config", "selected_samples", "completed_samples", "failed_samples", "summary", "results"}
+    }
+    return Run(
+        config=config,
+        selected_samples=int(selected) if isinstance(selected, int) else len(results),
+        results=results,
+        summary=tuple(summary),
+        meta=meta,
+        path=source,
+    )
+
+
+def load_run(path: str | os.PathLike[str]) -> Run:
+    """Load a run file (speedbench's or the reference's JSON, or a speedbench journal `.jsonl`)."""
+    source = str(path)
+    if source.endswith(".jsonl"):
+        header, journalled = read_journal(source)
+        results = latest_by_key(journalled)
+        config = header.get("config", {})
+        meta = {key: value for key, value in header.items() if key not in {"type", "config", "selected_samples"}}
+        summary = summarize(results)
+        return Run(
+            config=config,
+            selected_samples=int(header.get("selected_samples", len(results))),
+            results=tuple(results),
+            summary=tuple(summary),
+            meta=meta,
+            path=source,
+        )
+    try:
+        with open(source, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise BenchError(f"{source}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"{source}: cannot be read ({exc.__class__.__name__}: {exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    return run_from_dict(data, source)
+
+

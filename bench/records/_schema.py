@@ -1,0 +1,53 @@
+"""The run file format: its version history, the upgrade of older files, JSON-safe values.
+
+This module is the only contract between running and analysing. A run file is a JSON object
+that is a superset of what llama.cpp's `speed_bench.py --output` writes, so each tool reads the
+other's files. Format history (`schema_version`):
+
+- 0: a file written by llama.cpp's `speed_bench.py` (it has no `schema_version`): `config`,
+  `selected_samples`, `completed_samples`, `failed_samples`, `summary`, `results`.
+- 1: speedbench 0.1. Adds `schema_version`, `harness`, `started_at`, `finished_at`,
+  `elapsed_s`, `engine`, `server`, `acceptance`, `warnings`, and per result `repeat`,
+  `sub_category`, `outputs`, `reasoning`, `cache_n`, `ttft_s`, `itl_s`, `e2e_s`,
+  `client_decode_t_s`, `error_kind`, `retries`, `spec`.
+
+Files of an older version are upgraded on load; unknown newer versions are refused.
+The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
+and flushed as samples finish, so an interrupted run keeps its results and can be resumed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench._errors import BenchError
+
+SCHEMA_VERSION = 1
+
+
+def finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
+def upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
+    version = data.get("schema_version", 0)
+    if not isinstance(version, int) or version < 0:
+        raise BenchError(f"{source}: schema_version {version!r} is not a non-negative integer")
+    if version > SCHEMA_VERSION:
+        raise BenchError(
+            f"{source}: written by a newer speedbench (schema_version {version} > {SCHEMA_VERSION}); upgrade speedbench"
+        )
+    if version == 0:
+        data = dict(data)
+        data.setdefault("harness", {"name": "speed_bench.py", "version": None})
+        data["schema_version"] = 0
+    return data
+
+

@@ -1,0 +1,75 @@
+"""Renderers: tables as text, Markdown and JSON, plots, the report and the rich progress display.
+
+Each takes data (a run, rows, a comparison) and returns text or writes files; none runs anything.
+Plots, the report and the progress display load matplotlib or rich, so they are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from bench.render._stats import (
+    ci_cell,
+    cv_text,
+    lossless_markdown,
+    lossless_text,
+    stats_markdown,
+    stats_text,
+    stream_markdown,
+    stream_text,
+)
+from bench.render._tables import (
+    COMPARISON_COLUMNS,
+    SUMMARY_COLUMNS,
+    Column,
+    comparison_markdown,
+    comparison_text,
+    format_value,
+    json_rows,
+    markdown_escape,
+    markdown_table,
+    summary_text,
+    text_table,
+)
+
+_LAZY = {
+    "plot_all": "bench.render._plots",
+    "write_report": "bench.render._report",
+    "render_report": "bench.render._report",
+    "RichProgress": "bench.render._rich",
+}
+
+__all__ = [
+    "COMPARISON_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "Column",
+    "RichProgress",
+    "ci_cell",
+    "comparison_markdown",
+    "comparison_text",
+    "cv_text",
+    "format_value",
+    "json_rows",
+    "lossless_markdown",
+    "lossless_text",
+    "markdown_escape",
+    "markdown_table",
+    "plot_all",
+    "render_report",
+    "stats_markdown",
+    "stats_text",
+    "stream_markdown",
+    "stream_text",
+    "summary_text",
+    "text_table",
+    "write_report",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import plots, the report or the rich display on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bench.render' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

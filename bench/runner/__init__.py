@@ -1,0 +1,34 @@
+"""Running a prompt set against a server: transport, per-sample client, the runner and its progress hooks."""
+
+from bench.runner._client import RequestSettings, build_payload, run_sample, send_turn
+from bench.runner._progress import LineProgress, Progress, SilentProgress
+from bench.runner._runner import (
+    RunConfig,
+    machine_info,
+    normalize_base_url,
+    prompts_digest,
+    run_benchmark,
+    server_root,
+    server_token_counter,
+)
+from bench.runner._transport import SSEDecoder, Transport, TransportError
+
+__all__ = [
+    "LineProgress",
+    "Progress",
+    "RequestSettings",
+    "RunConfig",
+    "SSEDecoder",
+    "SilentProgress",
+    "Transport",
+    "TransportError",
+    "build_payload",
+    "machine_info",
+    "normalize_base_url",
+    "prompts_digest",
+    "run_benchmark",
+    "run_sample",
+    "send_turn",
+    "server_root",
+    "server_token_counter",
+]
