@@ -8,13 +8,13 @@ import pytest
 
 from bench.engines import (
     VLLM,
-    AutoEngine,
     Engine,
     LlamaCpp,
     ResponseError,
     SGLang,
     TensorRTLLM,
     detect_engine,
+    engine_from_metrics,
     parse_prometheus,
 )
 from bench.records import counter_acceptance
@@ -68,10 +68,8 @@ def test_detection_from_metrics(engine: str) -> None:
 
 
 def test_detection_from_first_response() -> None:
-    auto = AutoEngine("")
-    assert auto.name == "openai"
-    auto.parse(_shaped("vllm"))
-    assert auto.name == "vllm"
+    assert engine_from_metrics("") is None
+    assert detect_engine(_shaped("vllm"), "").name == "vllm"
     assert detect_engine(_shaped("llamacpp"), "").name == "llamacpp"
     assert detect_engine({"choices": []}, "").name == "openai"
 

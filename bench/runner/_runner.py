@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from bench._errors import BenchError
 from bench._version import __version__
-from bench.engines import ENGINE_NAMES, AutoEngine, Engine, engine_by_name
+from bench.engines import ENGINE_NAMES, Engine, detect_engine, engine_by_name, engine_from_metrics, tokenizing_engines
 from bench.prompts import PromptSet, Sample
 from bench.records import (
     COUNTER_KEYS,
@@ -171,10 +171,35 @@ async def _get_text(transport: Transport, url: str) -> str:
     return response.body.decode("utf-8", errors="replace") if response.status == 200 else ""
 
 
-def _trim_props(props: Any) -> Any:
-    if isinstance(props, dict):
-        return {key: value for key, value in props.items() if key not in {"chat_template", "chat_template_tool_use"}}
-    return props
+async def _choose_engine(
+    transport: Transport, config: RunConfig, metrics_text: str, endpoint: str, prompts: PromptSet
+) -> Engine:
+    """The adapter named by --engine; for `auto`, the one /metrics names, else one untimed 1-token probe decides."""
+    if config.engine != "auto":
+        return engine_by_name(config.engine)
+    found = engine_from_metrics(metrics_text)
+    if found is not None or not prompts.samples:
+        return found or Engine()
+    text = prompts.samples[0].turns[0]
+    body: dict[str, Any] = {"max_tokens": 1, **({"model": config.model} if config.model else {})}
+    if config.api == "completions":
+        body["prompt"] = text
+    else:
+        body["messages"] = [{"role": "user", "content": text}]
+    try:
+        response = await transport.post(endpoint, json.dumps(body).encode())
+        first = json.loads(response.body) if response.status == 200 else None
+    except (TransportError, ValueError):
+        first = None
+    return detect_engine(first if isinstance(first, dict) else None, "")
+
+
+async def _server_info(transport: Transport, engine: Engine, root: str, base_url: str) -> dict[str, Any]:
+    """What the server says about itself: the adapter's info documents and the OpenAI model list."""
+    info = {name: engine.trim_info(name, await _get_json(transport, root + path))
+            for name, path in engine.info_paths().items()}
+    info["models"] = await _get_json(transport, base_url + "/models")
+    return info
 
 
 class _SampleMeter:
@@ -324,13 +349,8 @@ async def execute(
         ) as transport:
             roots = [server_root(base) for base in base_urls]
             metrics_before = await _get_text(transport, roots[0] + "/metrics")
-            engine: Engine = (
-                engine_by_name(config.engine) if config.engine != "auto" else AutoEngine(metrics_before)
-            )
-            server = {
-                "props": _trim_props(await _get_json(transport, roots[0] + "/props")),
-                "models": await _get_json(transport, base_urls[0] + "/models"),
-            }
+            engine = await _choose_engine(transport, config, metrics_before, base_urls[0] + path, prompts)
+            server = await _server_info(transport, engine, roots[0], base_urls[0])
             settings = [
                 RequestSettings(
                     endpoint=base + path,
@@ -529,30 +549,33 @@ async def _drive(
 def server_token_counter(
     url: str, timeout: float = 30.0, headers: Mapping[str, str] | None = None
 ) -> Callable[[Sequence[str]], list[int]] | None:
-    """A batch token counter backed by the server's `/tokenize` (llama.cpp), or None when it has none."""
+    """A batch token counter backed by the server's tokenize endpoint (whichever adapter's answers), or None."""
     root = server_root(normalize_base_url(url.split(",")[0]))
 
-    async def count(texts: Sequence[str]) -> list[int] | None:
+    async def count(engine: Engine, texts: Sequence[str]) -> list[int] | None:
         async with Transport(timeout=timeout, connections=1, headers=headers) as transport:
             counts = []
             for text in texts:
+                path, body = engine.tokenize_request(text) or ("", {})
                 try:
-                    response = await transport.post(root + "/tokenize", json.dumps({"content": text}).encode())
-                    tokens = json.loads(response.body).get("tokens") if response.status == 200 else None
-                except (TransportError, ValueError, AttributeError):
+                    response = await transport.post(root + path, json.dumps(body).encode())
+                    tokens = engine.token_count(json.loads(response.body)) if response.status == 200 else None
+                except (TransportError, ValueError):
                     return None
-                if not isinstance(tokens, list):
+                if tokens is None:
                     return None
-                counts.append(len(tokens))
+                counts.append(tokens)
             return counts
 
-    if asyncio.run(count(["hello"])) is None:
+    engine = next((engine for engine in tokenizing_engines() if asyncio.run(count(engine, ["hello"]))), None)
+    if engine is None:
         return None
+    path = (engine.tokenize_request("") or ("",))[0]
 
     def counter(texts: Sequence[str]) -> list[int]:
-        counts = asyncio.run(count(texts))
+        counts = asyncio.run(count(engine, texts))
         if counts is None:
-            raise BenchError(f"{root}/tokenize stopped answering while sizing prompts")
+            raise BenchError(f"{root}{path} stopped answering while sizing prompts")
         return counts
 
     return counter

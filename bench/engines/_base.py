@@ -1,0 +1,180 @@
+"""The adapter interface and the plain OpenAI-compatible adapter every engine builds on."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bench.engines._prometheus import by_label, parse_prometheus, value_of
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    """What one response says about itself: tokens, server timings, acceptance and the text."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    spec_steps: int | None = None
+    prompt_ms: float | None = None
+    predicted_ms: float | None = None
+    prompt_per_second: float | None = None
+    predicted_per_second: float | None = None
+    cache_n: int | None = None
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+
+
+class ResponseError(Exception):
+    """A response that parsed but cannot be trusted: `kind` is missing_fields or bad_timings."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        """Record the error kind and message."""
+        super().__init__(message)
+        self.kind = kind
+
+
+MAX_TOKENS_PER_SECOND = 1e7
+"""Server rates above this are treated as corrupt timings, not as speed."""
+
+
+def checked(timings: Mapping[str, Any], key: str) -> float | None:
+    """A timing value, None when absent; NaN, infinite, negative or absurd values are refused."""
+    value = timings.get(key)
+    if value is None:
+        return None
+    number = _number(value)
+    if number is None:
+        raise ResponseError("bad_timings", f"timings.{key} is {value!r}")
+    if key.endswith("per_second") and number > MAX_TOKENS_PER_SECOND:
+        raise ResponseError("bad_timings", f"timings.{key} is {value!r}, beyond any real server")
+    return number
+
+
+def _number(value: Any) -> float | None:
+    """A finite, non-negative number or None (rejects bools, NaN, infinities, negatives)."""
+    kind = type(value)  # exact types: bool is not a number here, and this is on every request's path
+    if (kind is float or kind is int) and 0 <= value < math.inf:  # NaN fails the comparison
+        return float(value)
+    return None
+
+
+def count(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None else None
+
+
+def openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason."""
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    content = ""
+    reasoning = ""
+    finish_reason = None
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ResponseError("missing_fields", "response has no choices")
+    choice = choices[0]
+    finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+    message = choice.get("message")
+    if isinstance(message, dict):
+        if isinstance(message.get("content"), str):
+            content = message["content"]
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(message.get(key), str):
+                reasoning = message[key]
+                break
+    elif isinstance(choice.get("text"), str):
+        content = choice["text"]
+    prompt_tokens = count(usage.get("prompt_tokens")) or 0
+    completion_tokens = count(usage.get("completion_tokens")) or 0
+    total_tokens = count(usage.get("total_tokens")) or prompt_tokens + completion_tokens
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": total_tokens,
+        "content": content,
+        "reasoning": reasoning,
+        "finish_reason": finish_reason,
+    }
+
+
+class Engine:
+    """Base adapter: a plain OpenAI-compatible server (client timing only, acceptance n/a)."""
+
+    name: ClassVar[str] = "openai"
+    metric_prefix: ClassVar[str | None] = None
+
+    def __init__(self) -> None:
+        """Start with no notes."""
+        self.notes: set[str] = set()
+
+    def request_fields(self) -> dict[str, Any]:
+        """Extra request body fields this engine needs to report acceptance."""
+        return {}
+
+    def warnings(self) -> list[str]:
+        """What responses lacked that this adapter needs, once each, sorted."""
+        return sorted(self.notes)
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Read one response (or a stream's merged final state)."""
+        return TurnStats(**openai_fields(data))
+
+    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+        """Cumulative acceptance counters {drafts, draft_tokens, accepted, per_position} from /metrics."""
+        return None
+
+    def info_paths(self) -> dict[str, str]:
+        """Server-root paths whose JSON describes the server (build, model, slots), read once before a run."""
+        return {}
+
+    def trim_info(self, name: str, data: Any) -> Any:
+        """What of one info document is worth keeping in the run file (large templates dropped)."""
+        return data
+
+    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
+        """(server-root path, JSON body) of a request that counts the tokens of `text`, or None."""
+        return None
+
+    def token_count(self, response: Any) -> int | None:
+        """The token count in a tokenize response, or None when it has none."""
+        return None
+
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+        """Time-averaged acceptance gauges {acceptance_length, accept_rate} from /metrics, if the engine has them."""
+        return None
+
+    @classmethod
+    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+        """Whether a first response or the /metrics text identify this engine."""
+        return bool(cls.metric_prefix and f"{cls.metric_prefix}:" in metrics_text)
+
+
+def spec_decode_counters(metrics_text: str, prefix: str) -> dict[str, Any] | None:
+    """The `<prefix>:spec_decode_num_*` counters that llama.cpp and vLLM share."""
+    series = parse_prometheus(metrics_text)
+    drafts = value_of(series, f"{prefix}:spec_decode_num_drafts")
+    if drafts is None:
+        return None
+    return {
+        "drafts": drafts,
+        "draft_tokens": value_of(series, f"{prefix}:spec_decode_num_draft_tokens"),
+        "accepted": value_of(series, f"{prefix}:spec_decode_num_accepted_tokens"),
+        "per_position": by_label(series, "position", f"{prefix}:spec_decode_num_accepted_tokens_per_pos"),
+    }
+
+
+def acceptance_gauges_of(metrics_text: str, prefix: str) -> dict[str, float] | None:
+    series = parse_prometheus(metrics_text)
+    length = value_of(series, f"{prefix}:spec_accept_length")
+    rate = value_of(series, f"{prefix}:spec_accept_rate")
+    if length is None and rate is None:
+        return None
+    return {"acceptance_length": length, "accept_rate": rate}
+
+

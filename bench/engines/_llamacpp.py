@@ -1,0 +1,68 @@
+"""llama.cpp server: per-request `timings` with draft counts, `llamacpp:spec_decode_*` counters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bench.engines._base import Engine, TurnStats, checked, count, openai_fields, spec_decode_counters
+
+
+class LlamaCpp(Engine):
+    """llama.cpp server: per-request `timings` (with draft counts) and `llamacpp:spec_decode_*` counters."""
+
+    name = "llamacpp"
+    metric_prefix = "llamacpp"
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Read usage, text and the `timings` object."""
+        fields = openai_fields(data)
+        timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
+        if not timings:
+            self.notes.add("llama.cpp responses carry no 'timings': server t/s and acceptance are n/a")
+        prompt_n = count(checked(timings, "prompt_n"))
+        predicted_n = count(checked(timings, "predicted_n"))
+        if not fields["prompt_tokens"] and prompt_n:
+            fields["prompt_tokens"] = prompt_n
+        if not fields["completion_tokens"] and predicted_n:
+            fields["completion_tokens"] = predicted_n
+        if not fields["total_tokens"]:
+            fields["total_tokens"] = fields["prompt_tokens"] + fields["completion_tokens"]
+        return TurnStats(
+            **fields,
+            draft_n=count(timings.get("draft_n")),
+            draft_n_accepted=count(timings.get("draft_n_accepted")),
+            prompt_ms=checked(timings, "prompt_ms"),
+            predicted_ms=checked(timings, "predicted_ms"),
+            prompt_per_second=checked(timings, "prompt_per_second"),
+            predicted_per_second=checked(timings, "predicted_per_second"),
+            cache_n=count(timings.get("cache_n")),
+        )
+
+    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+        """Read the `llamacpp:spec_decode_*` counters."""
+        return spec_decode_counters(metrics_text, "llamacpp")
+
+    def info_paths(self) -> dict[str, str]:
+        """llama.cpp describes itself at `/props` (build, model path, slots)."""
+        return {"props": "/props"}
+
+    def trim_info(self, name: str, data: Any) -> Any:
+        """Drop the chat templates from `/props`: large and not a setting of the run."""
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if key not in {"chat_template", "chat_template_tool_use"}}
+        return data
+
+    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
+        """llama.cpp's `/tokenize` takes `content`."""
+        return "/tokenize", {"content": text}
+
+    def token_count(self, response: Any) -> int | None:
+        """Its answer lists the `tokens`."""
+        tokens = response.get("tokens") if isinstance(response, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    @classmethod
+    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+        """llama.cpp answers with a `timings` object."""
+        return super().claims(response, metrics_text) or bool(response and isinstance(response.get("timings"), dict))

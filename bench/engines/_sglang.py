@@ -1,0 +1,42 @@
+"""SGLang: `sglext.spec_tokens_details` per request and `sglang:spec_*` gauges."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bench.engines._base import Engine, TurnStats, acceptance_gauges_of, count, openai_fields
+
+
+class SGLang(Engine):
+    """SGLang: asks for `return_spec_tokens_details`, reads `sglext.spec_tokens_details` and its gauges."""
+
+    name = "sglang"
+    metric_prefix = "sglang"
+
+    def request_fields(self) -> dict[str, Any]:
+        """Ask SGLang for per-request speculative details."""
+        return {"return_spec_tokens_details": True}
+
+    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+        """Read usage, text and `sglext.spec_tokens_details`."""
+        fields = openai_fields(data)
+        ext = data.get("sglext") if isinstance(data.get("sglext"), dict) else {}
+        spec = ext.get("spec_tokens_details") if isinstance(ext.get("spec_tokens_details"), dict) else {}
+        if not spec:
+            self.notes.add("SGLang responses carry no sglext.spec_tokens_details: per-request acceptance is n/a")
+        return TurnStats(
+            **fields,
+            draft_n=count(spec.get("spec_num_proposed_drafts")),
+            draft_n_accepted=count(spec.get("spec_num_correct_drafts")),
+            spec_steps=count(spec.get("spec_verify_ct")),
+        )
+
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+        """Read `sglang:spec_accept_length` and `sglang:spec_accept_rate` (time-averaged)."""
+        return acceptance_gauges_of(metrics_text, "sglang")
+
+    @classmethod
+    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+        """SGLang exposes `sglang:` metrics or answers with `sglext`."""
+        return super().claims(response, metrics_text) or bool(response and "sglext" in response)
