@@ -1,8 +1,6 @@
 """Analysis of run records: the reference comparison, paired statistics, lossless checks and the CI gate."""
 
-from bench.analysis._reference import compare_runs, compare_summaries
-from bench.analysis._regress import regress, regress_markdown, regress_text
-from bench.analysis._stats import (
+from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
     DECODE_SPEEDUP,
@@ -10,16 +8,15 @@ from bench.analysis._stats import (
     LATENCY_SPEEDUP,
     Metric,
     bootstrap_geomean_ci,
-    config_differences,
-    first_difference,
-    lossless_check,
-    pair_runs,
-    paired_stats,
-    repeat_cv,
-    results_frame,
-    stream_latency_stats,
     verdict,
 )
+from bench.analysis._lossless import lossless_check
+from bench.analysis._paired import first_difference, pair_runs, results_frame
+from bench.analysis._reference import compare_runs, compare_summaries
+from bench.analysis._regress import regress, regress_markdown, regress_text
+from bench.analysis._stats import config_differences, paired_stats
+from bench.analysis._stream import stream_latency_stats
+from bench.analysis._variation import repeat_cv
 
 __all__ = [
     "ACCEPT_RATE",

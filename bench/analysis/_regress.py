@@ -19,17 +19,16 @@ import pandas as pd
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench.analysis._stats import (
+from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
     DECODE_SPEEDUP,
     LATENCY,
     LATENCY_SPEEDUP,
     Metric,
-    pair_runs,
-    results_frame,
     verdict,
 )
+from bench.analysis._paired import pair_runs, results_frame
 from bench.records import Run, load_run
 from bench.render import Column, markdown_table, text_table
 

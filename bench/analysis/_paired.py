@@ -1,0 +1,78 @@
+"""Per-sample frames of runs and the pairing of two runs' samples by (id, repeat)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bench._errors import BenchError
+from bench.records import Run, latest_by_key
+
+
+def results_frame(run: Run) -> pd.DataFrame:
+    """One row per (sample, repeat) of a run, the last attempt of each kept."""
+    rows = [
+        {
+            "id": r.id,
+            "repeat": r.repeat,
+            "category": r.category,
+            "ok": r.ok,
+            "latency_s": r.latency_s,
+            "pred_t_s": r.predicted_per_second if r.predicted_per_second is not None else r.client_decode_t_s,
+            "draft_n": r.draft_n,
+            "accepted": r.draft_n_accepted,
+            "output": "\n\n".join(r.outputs) if r.outputs else None,
+        }
+        for r in latest_by_key(run.results)
+    ]
+    columns = ["id", "repeat", "category", "ok", "latency_s", "pred_t_s", "draft_n", "accepted", "output"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """Index of the first differing character, or None when the strings are identical."""
+    if a == b:
+        return None
+    limit = min(len(a), len(b))
+    for index in range(limit):
+        if a[index] != b[index]:
+            return index
+    return limit
+
+
+def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.DataFrame:
+    """Match successful samples of two runs by (id, repeat) and compute per-sample speedups."""
+    base = results_frame(baseline)
+    spec = results_frame(speculative)
+    base = base[base["ok"]]
+    spec = spec[spec["ok"]]
+    merged = base.merge(spec, on=["id", "repeat"], suffixes=("_base", "_spec"))
+    if len(merged) < min_pairs:
+        raise BenchError(
+            f"only {len(merged)} successful samples match between the runs "
+            f"(baseline {len(base)}, speculative {len(spec)}); at least {min_pairs} needed: "
+            "run both over the same prompts"
+        )
+    merged = merged.rename(columns={"category_spec": "category"}).drop(columns=["category_base"])
+    merged["decode_speedup"] = merged["pred_t_s_spec"] / merged["pred_t_s_base"]
+    merged["latency_speedup"] = merged["latency_s_base"] / merged["latency_s_spec"]
+    identical = []
+    first_diff = []
+    for out_base, out_spec in zip(merged["output_base"], merged["output_spec"], strict=True):
+        if out_base is None or out_spec is None:
+            identical.append(None)
+            first_diff.append(None)
+            continue
+        index = first_difference(out_base, out_spec)
+        identical.append(index is None)
+        first_diff.append(index)
+    merged["identical"] = pd.array(identical, dtype="boolean")
+    merged["first_diff"] = pd.array(first_diff, dtype="Int64")
+    return merged
+
+
+def per_sample_geomean(frame: pd.DataFrame, column: str) -> np.ndarray:
+    values = frame[["id", column]].copy()
+    values = values[values[column] > 0]
+    values["log"] = np.log(values[column].astype(float))
+    return np.exp(values.groupby("id", sort=False)["log"].mean().to_numpy())

@@ -1,0 +1,50 @@
+"""Streaming latency percentiles per category."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bench._constants import OVERALL
+from bench.records import Run, latest_by_key
+
+
+def _percentiles(values: Sequence[float], prefix: str) -> dict[str, float | None]:
+    array = np.asarray([value for value in values if value is not None and math.isfinite(value)], dtype=float)
+    if array.size == 0:
+        return {f"{prefix}_p{q}": None for q in (50, 90, 99)}
+    p50, p90, p99 = np.percentile(array, [50, 90, 99])
+    return {f"{prefix}_p50": float(p50), f"{prefix}_p90": float(p90), f"{prefix}_p99": float(p99)}
+
+
+def stream_latency_stats(run: Run) -> list[dict[str, Any]]:
+    """Streaming latencies per category: TTFT, inter-token latency, TPOT and end-to-end, each p50/p90/p99.
+
+    TTFT is the first turn's; ITL pools every gap between content chunks; TPOT is
+    (end-to-end - TTFT) / (tokens - 1) over single-turn samples; client decode t/s is averaged.
+    Empty when the run was not streamed.
+    """
+    ok = [result for result in latest_by_key(run.results) if result.ok and result.ttft_s is not None]
+    if not ok:
+        return []
+    rows = []
+    for category in [*dict.fromkeys(result.category for result in ok), OVERALL]:
+        group = ok if category == OVERALL else [result for result in ok if result.category == category]
+        tpot = [
+            (result.latency_s - result.ttft_s) / (result.completion_tokens - 1)
+            for result in group
+            if result.turns == 1 and result.completion_tokens > 1 and result.ttft_s is not None
+        ]
+        decode = [result.client_decode_t_s for result in group if result.client_decode_t_s is not None]
+        row: dict[str, Any] = {"category": category, "n": len(group)}
+        row.update(_percentiles([result.ttft_s for result in group], "ttft"))
+        row.update(_percentiles([gap for result in group for gap in result.itl_s], "itl"))
+        row.update(_percentiles(tpot, "tpot"))
+        row.update(_percentiles([result.latency_s for result in group], "e2e"))
+        row["client_decode_t_s"] = statistics.mean(decode) if decode else None
+        rows.append(row)
+    return rows
