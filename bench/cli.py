@@ -9,9 +9,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench._constants import (
+    DEFAULT_GATE_THRESHOLD,
+    DEFAULT_THRESHOLD,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+)
 from bench._errors import BenchError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _json_object(value: str) -> dict[str, Any]:
@@ -151,50 +157,18 @@ def _default_output(label: str | None) -> str:
 
 def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
-    from bench.analysis import compare_runs, config_differences, lossless_check, paired_stats, repeat_cv
+    from bench.analysis import compare
     from bench.records import load_run
-    from bench.render import (
-        comparison_markdown,
-        comparison_text,
-        cv_text,
-        json_rows,
-        lossless_text,
-        stats_markdown,
-        stats_text,
-    )
+    from bench.render import render_json, render_markdown, render_text
 
     baseline = load_run(args.baseline)
     speculative = load_run(args.speculative)
-    rows = compare_runs(baseline, speculative)
-    stats = None
-    if args.stats:
-        for warning in config_differences(baseline, speculative):
-            sys.stderr.write(f"speedbench: warning: {warning}\n")
-        stats = paired_stats(
-            baseline, speculative, threshold=args.threshold, resamples=args.resamples, seed=args.seed,
-            min_pairs=args.min_pairs,
-        )
-    if args.format == "json":
-        payload: dict[str, Any] = {"comparison": json.loads(json_rows(rows))}
-        if stats is not None:
-            payload["stats"] = json.loads(json_rows(stats))
-            payload["lossless"] = lossless_check(baseline, speculative)
-            payload["repeat_cv"] = {"baseline": repeat_cv(baseline), "speculative": repeat_cv(speculative)}
-        out(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-        return EXIT_OK
-    if args.format == "markdown":
-        out(comparison_markdown(rows))
-        if stats is not None:
-            out("\n" + stats_markdown(stats))
-        return EXIT_OK
-    out(comparison_text(rows, args.baseline, args.speculative))
-    if stats is not None:
-        out("\n" + stats_text(stats, args.threshold))
-        out("\n" + lossless_text(lossless_check(baseline, speculative)))
-        for name, run in (("baseline", baseline), ("speculative", speculative)):
-            variation = repeat_cv(run)
-            if variation:
-                out(f"\n{name}: " + cv_text(variation))
+    comparison = compare(
+        baseline, speculative, stats=args.stats, threshold=args.threshold, resamples=args.resamples, seed=args.seed,
+        min_pairs=args.min_pairs, baseline_label=args.baseline, speculative_label=args.speculative, strict=True,
+    )
+    render = {"json": render_json, "markdown": render_markdown, "text": render_text}[args.format]
+    out(render(comparison))
     return EXIT_OK
 
 
@@ -247,12 +221,13 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 def cmd_report(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench report`: a PR-ready report.md with plots."""
+    from bench.analysis import compare
     from bench.records import load_run
     from bench.render import write_report
 
     baseline, speculative = _report_inputs(args)
-    report = write_report(load_run(baseline), load_run(speculative), args.out, title=args.title,
-                          threshold=args.threshold)
+    comparison = compare(load_run(baseline), load_run(speculative), threshold=args.threshold)
+    report = write_report(comparison, args.out, title=args.title)
     out(f"speedbench: wrote {report}\n")
     return EXIT_OK
 
@@ -279,9 +254,19 @@ def _latest_results(results_dir: str) -> Any:
     return folders[-1]
 
 
+def _gate_side(path: str) -> Any:
+    """A comparison folder as (baseline, speculative), or one run file."""
+    from pathlib import Path
+
+    from bench.records import load_comparison_folder, load_run
+
+    return load_comparison_folder(path) if Path(path).is_dir() else load_run(path)
+
+
 def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench regress`: exit 1 when a metric got significantly worse by more than its threshold."""
-    from bench.analysis import regress, regress_markdown, regress_text
+    from bench.analysis import regress
+    from bench.render import gate_markdown, gate_text
 
     thresholds = {
         "decode_speedup": args.threshold_decode, "decode_rate": args.threshold_decode,
@@ -289,13 +274,14 @@ def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         "accept_rate": args.threshold_accept,
     }
     thresholds = {key: (value if value is not None else args.threshold) for key, value in thresholds.items()}
-    rows = regress(args.reference, args.candidate, thresholds=thresholds, resamples=args.resamples, seed=args.seed)
-    out(regress_text(rows))
+    rows = regress(_gate_side(args.reference), _gate_side(args.candidate), thresholds=thresholds,
+                   resamples=args.resamples, seed=args.seed)
+    out(gate_text(rows))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(regress_markdown(rows) + "\n")
-    return EXIT_FAILED if any(row["status"] == "REGRESSED" for row in rows) else EXIT_OK
+            handle.write(gate_markdown(rows) + "\n")
+    return EXIT_FAILED if any(row.status == "REGRESSED" for row in rows) else EXIT_OK
 
 
 class _Parser(argparse.ArgumentParser):
@@ -329,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--speculative", required=True)
     compare.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     compare.add_argument("--stats", action="store_true", help="add paired per-sample statistics with 95%% CIs")
-    compare.add_argument("--threshold", type=float, default=0.02, help="smallest change that counts (0.02 = 2%%)")
+    compare.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                         help="smallest change that counts (0.02 = 2%%)")
     compare.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     compare.add_argument("--min-pairs", type=int, default=2, help="refuse with fewer matched samples")
@@ -366,13 +353,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--title", default=None)
     report.add_argument("--latest", default=None, metavar="RESULTS_DIR",
                         help="use the newest make-bench folder under RESULTS_DIR (and write there)")
-    report.add_argument("--threshold", type=float, default=0.02)
+    report.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="smallest change that counts")
     report.set_defaults(handler=cmd_report)
 
     gate = sub.add_parser("regress", help="CI gate: exit 1 on a significant regression over the threshold")
     gate.add_argument("--reference", required=True, help="comparison folder or run file")
     gate.add_argument("--candidate", required=True, help="comparison folder or run file")
-    gate.add_argument("--threshold", type=float, default=0.05, help="default for every metric (0.05 = 5%%)")
+    gate.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
+                      help="default for every metric (0.05 = 5%%)")
     gate.add_argument("--threshold-decode", type=float, default=None)
     gate.add_argument("--threshold-latency", type=float, default=None)
     gate.add_argument("--threshold-accept", type=float, default=None)

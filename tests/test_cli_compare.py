@@ -27,7 +27,8 @@ def test_compare_markdown_and_json(capsys) -> None:
             "--speculative", str(DATA / "reference_speculative.json")]
     assert main([*args, "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
-    assert markdown.splitlines()[2].startswith("| coding | 17.31 | 41.28 | 2.38x |")
+    assert markdown.splitlines()[0] == "### SpeedBench comparison"
+    assert markdown.splitlines()[4].startswith("| coding | 17.31 | 41.28 | 2.38x |")
     assert main([*args, "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["comparison"]
     assert [row["category"] for row in rows] == ["coding", "math", "qa", "rag", "writing", "overall"]
@@ -82,3 +83,19 @@ def test_byte_identical_to_the_reference_compare(tmp_path: Path, reference_compa
         capsys.readouterr()
         assert main(["compare", *args]) == 0
         assert capsys.readouterr().out == theirs.stdout, (baseline, speculative)
+
+
+def test_compare_markdown_stats_carries_every_report_table(capsys) -> None:
+    args = ["compare", "--baseline", str(DATA / "reference_baseline.json"),
+            "--speculative", str(DATA / "reference_speculative.json"), "--stats"]
+    assert main([*args, "--format", "markdown"]) == 0
+    markdown = capsys.readouterr().out
+    headings = [line for line in markdown.splitlines() if line.startswith("### ")]
+    assert headings[:3] == ["### SpeedBench comparison", "### Paired statistics", "### Lossless check"]
+    assert "decode_verdict" in markdown and "latency_verdict" in markdown
+    assert main([*args, "--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    overall = payload["stats"][-1]
+    assert overall["category"] == "overall"
+    assert {"decode_verdict", "latency_verdict", "latency_speedup_low"} <= set(overall)
+    assert payload["lossless"][-1]["category"] == "overall"

@@ -91,9 +91,11 @@ def test_baseline_and_ngram_mod_runs_compare(real_runs: tuple[Path, Run, Run], t
     assert "Lossless check" in out and "Paired statistics" in out
     rows = lossless_check(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"))
     assert rows[-1]["compared"] == 2
-    files = write_comparison(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"), tmp_path)
+    comparison, files = write_comparison(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"),
+                                         tmp_path)
     assert (tmp_path / "plots" / "speedup.png").stat().st_size > 10_000
-    assert files["files"][0].read_text().startswith("Comparison:")
+    assert files[0].read_text().startswith("Comparison:")
+    assert comparison.stats[-1].category == "overall"
 
 
 def test_pipeline_writes_results_folder(tmp_path: Path) -> None:

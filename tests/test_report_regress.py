@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.analysis import regress
+from bench.analysis import compare, regress
 from bench.cli import main
-from bench.records import Run, SampleResult, load_run, save_run, summarize
+from bench.records import Run, SampleResult, load_comparison_folder, load_run, save_run, summarize
 from bench.render import write_report
 
 
@@ -54,7 +54,7 @@ def comparison_pair(tmp_path: Path) -> tuple[Path, Path]:
 def test_report_is_complete_and_reproducible(comparison_pair: tuple[Path, Path], tmp_path: Path) -> None:
     ref, _ = comparison_pair
     base, spec = load_run(ref / "baseline.json"), load_run(ref / "speculative.json")
-    report = write_report(base, spec, tmp_path / "out", title="My PR")
+    report = write_report(compare(base, spec), tmp_path / "out", title="My PR")
     text = report.read_text()
     assert text.startswith("# My PR\n")
     assert "| speculative mode | baseline | ngram-mod |" in text
@@ -65,7 +65,7 @@ def test_report_is_complete_and_reproducible(comparison_pair: tuple[Path, Path],
         for suffix in ("png", "svg"):
             assert (tmp_path / "out" / "plots" / f"{name}.{suffix}").stat().st_size > 5_000
     first = {path.name: path.read_bytes() for path in (tmp_path / "out").rglob("*") if path.is_file()}
-    write_report(base, spec, tmp_path / "out", title="My PR")
+    write_report(compare(base, spec), tmp_path / "out", title="My PR")
     second = {path.name: path.read_bytes() for path in (tmp_path / "out").rglob("*") if path.is_file()}
     assert first == second
 
@@ -106,10 +106,11 @@ def test_regress_catches_a_planted_regression(comparison_pair: tuple[Path, Path]
     assert main(["regress", "--reference", str(ref), "--candidate", str(slow)]) == 1
     out = capsys.readouterr().out
     assert "coding decode speedup" in out.splitlines()[0] and "qa decode" not in out.splitlines()[0]
-    rows = {(row["category"], row["key"]): row for row in regress(str(ref), str(slow))}
-    assert rows[("coding", "decode_speedup")]["ratio"] == pytest.approx(0.8, abs=0.02)
-    assert rows[("qa", "decode_speedup")]["status"] == "unchanged"
-    assert rows[("coding", "accept_rate")]["status"] == "unchanged"
+    gate = regress(load_comparison_folder(ref), load_comparison_folder(slow))
+    rows = {(row.category, row.metric.key): row for row in gate}
+    assert rows[("coding", "decode_speedup")].ratio == pytest.approx(0.8, abs=0.02)
+    assert rows[("qa", "decode_speedup")].status == "unchanged"
+    assert rows[("coding", "accept_rate")].status == "unchanged"
     assert "### speedbench regress: " in summary_file.read_text()
     # a looser threshold than the drop lets it pass
     assert main(["regress", "--reference", str(ref), "--candidate", str(slow), "--threshold", "0.3"]) == 0
@@ -117,9 +118,9 @@ def test_regress_catches_a_planted_regression(comparison_pair: tuple[Path, Path]
 
 def test_regress_on_two_runs_of_one_configuration(comparison_pair: tuple[Path, Path]) -> None:
     ref, cand = comparison_pair
-    rows = regress(str(ref / "speculative.json"), str(cand / "speculative.json"))
-    assert {row["status"] for row in rows} == {"unchanged"}
-    assert {row["key"] for row in rows} == {"decode_rate", "latency", "accept_rate"}
+    rows = regress(load_run(ref / "speculative.json"), load_run(cand / "speculative.json"))
+    assert {row.status for row in rows} == {"unchanged"}
+    assert {row.metric.key for row in rows} == {"decode_rate", "latency", "accept_rate"}
 
 
 @pytest.mark.parametrize("bad", ["nope", "file"])
@@ -140,7 +141,7 @@ def test_hostile_category_names_cannot_break_the_report(tmp_path: Path) -> None:
     results = [SampleResult(id=f"s{i}", category=hostile, ok=True, turns=1, latency_s=1.0 + i,
                             predicted_per_second=10.0 + i, outputs=("x",)) for i in range(5)]
     base = Run(config={}, selected_samples=5, results=tuple(results), summary=tuple(summarize(results)))
-    report = write_report(base, base, tmp_path / "out").read_text()
+    report = write_report(compare(base, base), tmp_path / "out").read_text()
     fence = "````"
     assert f"{fence}\nComparison:" in report and report.count(fence) == 2
     assert "\\[click\\]" in report  # escaped in the Markdown tables

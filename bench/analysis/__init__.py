@@ -1,5 +1,6 @@
 """Analysis of run records: the reference comparison, paired statistics, lossless checks and the CI gate."""
 
+from bench.analysis._compare import Comparison, Estimate, ReferenceRow, StatsRow, compare
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
@@ -8,12 +9,13 @@ from bench.analysis._intervals import (
     LATENCY_SPEEDUP,
     Metric,
     bootstrap_geomean_ci,
+    bootstrap_ratio_of_sums,
     verdict,
 )
 from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import first_difference, pair_runs, results_frame
 from bench.analysis._reference import compare_runs, compare_summaries
-from bench.analysis._regress import regress, regress_markdown, regress_text
+from bench.analysis._regress import GateRow, GateSide, regress
 from bench.analysis._stats import config_differences, paired_stats
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv
@@ -24,8 +26,16 @@ __all__ = [
     "DECODE_SPEEDUP",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "Comparison",
+    "Estimate",
+    "GateRow",
+    "GateSide",
     "Metric",
+    "ReferenceRow",
+    "StatsRow",
     "bootstrap_geomean_ci",
+    "bootstrap_ratio_of_sums",
+    "compare",
     "compare_runs",
     "compare_summaries",
     "config_differences",
@@ -34,8 +44,6 @@ __all__ = [
     "pair_runs",
     "paired_stats",
     "regress",
-    "regress_markdown",
-    "regress_text",
     "repeat_cv",
     "results_frame",
     "stream_latency_stats",

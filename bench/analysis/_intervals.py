@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,48 @@ def bootstrap_geomean_ci(
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
     return (point, float(np.exp(low)), float(np.exp(high)))
+
+
+def resample_indices(n: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """Seeded bootstrap resamples of `n` sample indices, in chunks of rows (bounded memory)."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 2_000_000 // max(1, n))
+    for start in range(0, resamples, chunk):
+        yield rng.integers(0, n, size=(min(resamples, start + chunk) - start, n))
+
+
+def bootstrap_ratio_of_sums(
+    reference_numerator: np.ndarray,
+    reference_denominator: np.ndarray,
+    candidate_numerator: np.ndarray,
+    candidate_denominator: np.ndarray,
+    *,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    min_samples: int = MIN_SAMPLES_FOR_CI,
+) -> tuple[float, float, float]:
+    """Ratio of two pooled rates (e.g. candidate/reference accept rate) over paired samples, with a percentile CI."""
+    arrays = [np.asarray(values, dtype=float) for values in (
+        reference_numerator, reference_denominator, candidate_numerator, candidate_denominator)]
+
+    def ratio(ref_num: Any, ref_den: Any, new_num: Any, new_den: Any) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (new_num / new_den) / (ref_num / ref_den)
+
+    point = float(ratio(*(values.sum() for values in arrays)))
+    n = arrays[0].size
+    if n < max(2, min_samples) or not math.isfinite(point):
+        return (point, math.nan, math.nan)
+    draws = np.concatenate([
+        ratio(*(values[index].sum(axis=1) for values in arrays)) for index in resample_indices(n, resamples, seed)
+    ])
+    draws = draws[np.isfinite(draws)]
+    if draws.size < resamples * 0.9:  # too many resamples drew no drafts: no trustworthy interval
+        return (point, math.nan, math.nan)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(draws, [alpha, 1.0 - alpha])
+    return (point, float(low), float(high))
 
 
 def verdict(point: float, low: float, high: float, metric: Metric, threshold: float) -> str:

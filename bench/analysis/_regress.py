@@ -1,23 +1,22 @@
 """The CI gate: compare a candidate with a reference, category by category, and call regressions.
 
-Inputs are either two comparisons (folders holding `baseline.json` and `speculative.json`, as
-`make bench` writes them) or two run files of one configuration. Per category and metric, the
-candidate/reference ratio is estimated over the samples both share (paired by id), with a seeded
-bootstrap 95% CI. A metric regressed only when the CI says it got worse *and* the change exceeds
-that metric's threshold.
+Each side is either a comparison (a baseline run and a speculative run, as `make bench` writes
+them) or one run. Per category and metric, the candidate/reference ratio is estimated over the
+samples both share (paired by id), with the same interval estimator as `compare`. A metric
+regressed only when the interval says it got worse *and* the change exceeds that metric's threshold.
+The gate reads runs and returns rows; loading files and rendering are the caller's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from bench._constants import OVERALL
+from bench._constants import DEFAULT_GATE_THRESHOLD, OVERALL
 from bench._errors import BenchError
 from bench.analysis._intervals import (
     ACCEPT_RATE,
@@ -26,24 +25,48 @@ from bench.analysis._intervals import (
     LATENCY,
     LATENCY_SPEEDUP,
     Metric,
+    bootstrap_geomean_ci,
+    bootstrap_ratio_of_sums,
     verdict,
 )
 from bench.analysis._paired import pair_runs, results_frame
-from bench.records import Run, load_run
-from bench.render import Column, markdown_table, text_table
+from bench.records import Run
 
-RESULT_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("metric", "metric", ""),
-    ("n", "n", "int"),
-    ("reference", "reference", "speed"),
-    ("candidate", "candidate", "speed"),
-    ("change", "change", ""),
-    ("95% CI", "ci", ""),
-    ("status", "status", ""),
-]
+GateSide = Run | tuple[Run, Run]
+"""One side of the gate: a run, or a (baseline, speculative) comparison."""
 
-MIN_SAMPLES = 5
+REGRESSED, IMPROVED, UNCHANGED = "REGRESSED", "improved", "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class GateRow:
+    """One metric of one category: reference and candidate values, their ratio with its interval, a status."""
+
+    category: str
+    metric: Metric
+    n: int
+    reference: float
+    candidate: float
+    ratio: float
+    low: float
+    high: float
+    status: str
+
+    @property
+    def change(self) -> str:
+        """The ratio as a signed percentage."""
+        return f"{(self.ratio - 1.0) * 100:+.1f}%" if math.isfinite(self.ratio) else "n/a"
+
+    @property
+    def interval(self) -> str:
+        """The ratio's 95% interval, or n/a."""
+        return f"[{self.low:.3f}, {self.high:.3f}]" if math.isfinite(self.low) else "n/a"
+
+
+def _geo(series: pd.Series) -> float:
+    values = series.to_numpy(dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    return float(np.exp(np.log(values).mean())) if values.size else math.nan
 
 
 def _comparison_frame(baseline: Run, speculative: Run) -> pd.DataFrame:
@@ -68,162 +91,69 @@ def _run_frame(run: Run) -> pd.DataFrame:
     return grouped.reset_index()
 
 
-def _geo(series: pd.Series) -> float:
-    values = series.to_numpy(dtype=float)
-    values = values[np.isfinite(values) & (values > 0)]
-    return float(np.exp(np.log(values).mean())) if values.size else math.nan
+def _side_frame(side: GateSide) -> tuple[str, pd.DataFrame]:
+    if isinstance(side, tuple):
+        return "comparison", _comparison_frame(*side)
+    return "run", _run_frame(side)
 
 
-def load_side(path: str) -> tuple[str, pd.DataFrame]:
-    """Load a comparison folder or a run file; return its kind ('comparison' or 'run') and per-sample frame."""
-    target = Path(path)
-    if target.is_dir():
-        base, spec = target / "baseline.json", target / "speculative.json"
-        if not base.exists() or not spec.exists():
-            raise BenchError(f"{target}: a comparison folder needs baseline.json and speculative.json")
-        return "comparison", _comparison_frame(load_run(base), load_run(spec))
-    if not target.exists():
-        raise BenchError(f"{target}: no such file or folder")
-    return "run", _run_frame(load_run(target))
-
-
-def _bootstrap_ratio(
-    statistic: Callable[[np.ndarray], float], n: int, *, resamples: int, seed: int
-) -> tuple[float, float, float]:
-    point = statistic(np.arange(n))
-    if n < MIN_SAMPLES or not math.isfinite(point):
-        return point, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    draws = np.array([statistic(rng.integers(0, n, n)) for _ in range(resamples)])
-    draws = draws[np.isfinite(draws)]
-    if draws.size < resamples * 0.9:
-        return point, math.nan, math.nan
-    low, high = np.quantile(draws, [0.025, 0.975])
-    return point, float(low), float(high)
-
-
-def _pooled_rate_ratio(
-    accepted_ref: np.ndarray, drafted_ref: np.ndarray, accepted_new: np.ndarray, drafted_new: np.ndarray
-) -> Callable[[np.ndarray], float]:
-    """Statistic over resampled sample indices: candidate pooled accept rate / reference pooled accept rate."""
-
-    def statistic(index: np.ndarray) -> float:
-        ref_drafted, new_drafted = drafted_ref[index].sum(), drafted_new[index].sum()
-        if ref_drafted <= 0 or new_drafted <= 0:
-            return math.nan
-        ref = accepted_ref[index].sum() / ref_drafted
-        return (accepted_new[index].sum() / new_drafted) / ref if ref else math.nan
-
-    return statistic
-
-
-def _geomean_of(logs: np.ndarray) -> Callable[[np.ndarray], float]:
-    """Statistic over resampled sample indices: geometric mean of per-sample candidate/reference ratios."""
-
-    def statistic(index: np.ndarray) -> float:
-        return float(np.exp(logs[index].mean()))
-
-    return statistic
-
-
-def _metric_rows(
-    category: str,
-    joined: pd.DataFrame,
-    metrics: Sequence[Metric],
-    thresholds: Mapping[str, float],
-    resamples: int,
-    seed: int,
-) -> list[dict[str, Any]]:
-    rows = []
-    for metric in metrics:
+def _metric_row(
+    category: str, joined: pd.DataFrame, metric: Metric, threshold: float, resamples: int, seed: int
+) -> GateRow | None:
+    if metric is ACCEPT_RATE:
+        columns = [joined[key].to_numpy(dtype=float) for key in ("accepted_ref", "draft_n_ref", "accepted_new",
+                                                                 "draft_n_new")]
+        if columns[1].sum() <= 0 or columns[3].sum() <= 0:
+            return None
+        reference, candidate = columns[0].sum() / columns[1].sum(), columns[2].sum() / columns[3].sum()
+        point, low, high = bootstrap_ratio_of_sums(*columns, resamples=resamples, seed=seed)
         n = len(joined)
-        if metric is ACCEPT_RATE:
-            drafted_ref = joined["draft_n_ref"].to_numpy(dtype=float)
-            accepted_ref = joined["accepted_ref"].to_numpy(dtype=float)
-            drafted_new = joined["draft_n_new"].to_numpy(dtype=float)
-            accepted_new = joined["accepted_new"].to_numpy(dtype=float)
-            if drafted_ref.sum() <= 0 or drafted_new.sum() <= 0:
-                continue
-            reference = accepted_ref.sum() / drafted_ref.sum()
-            candidate = accepted_new.sum() / drafted_new.sum()
-            statistic = _pooled_rate_ratio(accepted_ref, drafted_ref, accepted_new, drafted_new)
-        else:
-            ref_values = joined[f"{metric.key}_ref"].to_numpy(dtype=float)
-            new_values = joined[f"{metric.key}_new"].to_numpy(dtype=float)
-            logs = np.log(new_values / ref_values)
-            keep = np.isfinite(logs)
-            logs, ref_values, new_values = logs[keep], ref_values[keep], new_values[keep]
-            if logs.size == 0:
-                continue
-            reference = float(np.exp(np.log(ref_values).mean()))
-            candidate = float(np.exp(np.log(new_values).mean()))
-
-            statistic = _geomean_of(logs)
-            n = int(logs.size)
-        point, low, high = _bootstrap_ratio(statistic, n, resamples=resamples, seed=seed)
-        call = verdict(point, low, high, metric, thresholds.get(metric.key, 0.05))
-        status = {"better": "improved", "worse": "REGRESSED", "not enough data": call}.get(call, "unchanged")
-        rows.append(
-            {
-                "category": category,
-                "metric": metric.label,
-                "key": metric.key,
-                "n": n,
-                "reference": reference,
-                "candidate": candidate,
-                "ratio": point,
-                "low": low,
-                "high": high,
-                "change": f"{(point - 1.0) * 100:+.1f}%" if math.isfinite(point) else "n/a",
-                "ci": f"[{low:.3f}, {high:.3f}]" if math.isfinite(low) else "n/a",
-                "status": status,
-            }
-        )
-    return rows
+    else:
+        ref_values = joined[f"{metric.key}_ref"].to_numpy(dtype=float)
+        new_values = joined[f"{metric.key}_new"].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = np.isfinite(np.log(new_values / ref_values))
+        ref_values, new_values = ref_values[keep], new_values[keep]
+        if ref_values.size == 0:
+            return None
+        reference = float(np.exp(np.log(ref_values).mean()))
+        candidate = float(np.exp(np.log(new_values).mean()))
+        point, low, high = bootstrap_geomean_ci(new_values / ref_values, resamples=resamples, seed=seed)
+        n = int(ref_values.size)
+    call = verdict(point, low, high, metric, threshold)
+    status = {"better": IMPROVED, "worse": REGRESSED, "not enough data": call}.get(call, UNCHANGED)
+    return GateRow(category, metric, n, reference, candidate, point, low, high, status)
 
 
 def regress(
-    reference: str,
-    candidate: str,
+    reference: GateSide,
+    candidate: GateSide,
     *,
     thresholds: Mapping[str, float] | None = None,
     resamples: int = 2000,
     seed: int = 0,
-) -> list[dict[str, Any]]:
-    """Per category and metric: reference, candidate, ratio with CI and a status (REGRESSED/improved/unchanged)."""
+) -> list[GateRow]:
+    """Per category and metric: reference, candidate, ratio with its interval and a status."""
     if resamples < 1:
         raise BenchError(f"--resamples must be >= 1 (got {resamples})")
-    ref_kind, ref_frame = load_side(reference)
-    new_kind, new_frame = load_side(candidate)
+    ref_kind, ref_frame = _side_frame(reference)
+    new_kind, new_frame = _side_frame(candidate)
     if ref_kind != new_kind:
-        raise BenchError(f"cannot compare a {ref_kind} ({reference}) with a {new_kind} ({candidate})")
-    metrics = [DECODE_SPEEDUP, LATENCY_SPEEDUP, ACCEPT_RATE] if ref_kind == "comparison" else [
-        DECODE_RATE, LATENCY, ACCEPT_RATE]
+        raise BenchError(f"cannot gate a {new_kind} against a {ref_kind}: give two comparison folders or two runs")
+    metrics: Sequence[Metric] = (
+        [DECODE_SPEEDUP, LATENCY_SPEEDUP, ACCEPT_RATE] if ref_kind == "comparison" else [DECODE_RATE, LATENCY,
+                                                                                          ACCEPT_RATE]
+    )
     joined = ref_frame.merge(new_frame, on=["id", "category"], suffixes=("_ref", "_new"))
     if joined.empty:
-        raise BenchError(f"{reference} and {candidate} share no samples; run both over the same prompts")
-    defaults = {metric.key: 0.05 for metric in metrics}
-    defaults.update(thresholds or {})
-    rows: list[dict[str, Any]] = []
+        raise BenchError("the reference and the candidate share no samples; run both over the same prompts")
+    limits = {metric.key: DEFAULT_GATE_THRESHOLD for metric in metrics}
+    limits.update(thresholds or {})
+    rows: list[GateRow] = []
     for category in [*dict.fromkeys(joined["category"]), OVERALL]:
         group = joined if category == OVERALL else joined[joined["category"] == category]
-        rows.extend(_metric_rows(category, group, metrics, defaults, resamples, seed))
+        for metric in metrics:
+            row = _metric_row(category, group, metric, limits[metric.key], resamples, seed)
+            if row is not None:
+                rows.append(row)
     return rows
-
-
-def regress_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The gate's table and a one-line verdict."""
-    regressed = [row for row in rows if row["status"] == "REGRESSED"]
-    head = (
-        f"speedbench regress: {len(regressed)} regression(s)"
-        + (": " + ", ".join(f"{row['category']} {row['metric']}" for row in regressed) if regressed else "")
-        + "\n"
-    )
-    return head + text_table(rows, RESULT_COLUMNS)
-
-
-def regress_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The gate's result as Markdown (for $GITHUB_STEP_SUMMARY)."""
-    regressed = sum(row["status"] == "REGRESSED" for row in rows)
-    head = "### speedbench regress: " + ("no regression" if not regressed else f"{regressed} regression(s)") + "\n\n"
-    return head + markdown_table(rows, RESULT_COLUMNS)

@@ -9,21 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
-from bench.analysis import compare_runs, lossless_check, paired_stats
+from bench.analysis import Comparison, compare
 from bench.prompts import load_prompts
 from bench.records import Run
-from bench.render import (
-    comparison_markdown,
-    comparison_text,
-    lossless_markdown,
-    lossless_text,
-    stats_markdown,
-    stats_text,
-)
+from bench.render import render_json, render_markdown, render_text
 from bench.runner import Progress, RunConfig, run_benchmark
-
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 @dataclass(frozen=True)
@@ -42,7 +34,7 @@ class PipelineConfig:
     results_dir: str = "results"
     label: str | None = None
     concurrency: int = 1
-    threshold: float = 0.02
+    threshold: float = DEFAULT_THRESHOLD
 
 
 @contextlib.contextmanager
@@ -155,9 +147,9 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
     if interrupted or died:
         out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
         return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
-    written = write_comparison(baseline, speculative, folder, threshold=config.threshold)
-    out("\n" + written["text"])
-    out(f"\nspeedbench: wrote {', '.join(str(path) for path in written['files'])}\n")
+    comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
+    out("\n" + render_text(comparison))
+    out(f"\nspeedbench: wrote {', '.join(str(path) for path in files)}\n")
     failed = baseline.failed_samples + speculative.failed_samples
     if failed:
         out(f"speedbench: {failed} samples failed; see the run files\n")
@@ -165,25 +157,16 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
     return EXIT_OK
 
 
-def write_comparison(baseline: Run, speculative: Run, folder: Path, *, threshold: float = 0.02) -> dict[str, Any]:
-    """Write comparison.txt/.md and the plots for two runs into `folder`; return the text and the files."""
-    base_label = str(baseline.path) if baseline.path else "baseline"
-    spec_label = str(speculative.path) if speculative.path else "speculative"
-    rows = compare_runs(baseline, speculative)
-    try:
-        stats = paired_stats(baseline, speculative, threshold=threshold, min_pairs=1)
-    except BenchError:  # no sample succeeded on both sides: the reference table still stands
-        stats = []
-    lossless = lossless_check(baseline, speculative)
-    text = comparison_text(rows, base_label, spec_label)
-    markdown = comparison_markdown(rows)
-    if stats:
-        text += "\n" + stats_text(stats, threshold) + "\n" + lossless_text(lossless)
-        markdown += "\n" + stats_markdown(stats) + "\n" + lossless_markdown(lossless)
-    files = [folder / "comparison.txt", folder / "comparison.md"]
-    files[0].write_text(text, encoding="utf-8")
-    files[1].write_text(markdown, encoding="utf-8")
+def write_comparison(
+    baseline: Run, speculative: Run, folder: Path, *, threshold: float = DEFAULT_THRESHOLD
+) -> tuple[Comparison, list[Path]]:
+    """Compare two runs once; write comparison.txt/.md/.json and the plots into `folder`; return both."""
+    comparison = compare(baseline, speculative, threshold=threshold)
+    files = [folder / "comparison.txt", folder / "comparison.md", folder / "comparison.json"]
+    files[0].write_text(render_text(comparison), encoding="utf-8")
+    files[1].write_text(render_markdown(comparison), encoding="utf-8")
+    files[2].write_text(render_json(comparison), encoding="utf-8")
     from bench.render import plot_all
 
-    files += plot_all(baseline, speculative, stats, folder / "plots", formats=("png",))
-    return {"text": text, "markdown": markdown, "files": files, "stats": stats, "lossless": lossless}
+    files += plot_all(comparison, folder / "plots", formats=("png",))
+    return comparison, files

@@ -8,7 +8,7 @@ from bench.records._acceptance import (
 )
 from bench.records._journal import Journal, journal_path, read_journal
 from bench.records._results import SampleResult, latest_by_key, result_from_dict
-from bench.records._run import Run, dumps_run, load_run, run_from_dict, save_run
+from bench.records._run import Run, dumps_run, load_comparison_folder, load_run, run_from_dict, save_run
 from bench.records._schema import SCHEMA_VERSION
 from bench.records._summary import summarize, summarize_group
 
@@ -24,6 +24,7 @@ __all__ = [
     "dumps_run",
     "journal_path",
     "latest_by_key",
+    "load_comparison_folder",
     "load_run",
     "read_journal",
     "result_from_dict",

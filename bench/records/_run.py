@@ -159,3 +159,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     return run_from_dict(data, source)
 
 
+
+
+def load_comparison_folder(path: str | os.PathLike[str]) -> tuple[Run, Run]:
+    """Load a comparison folder (`baseline.json` and `speculative.json`, as `speedbench bench` writes them)."""
+    folder = Path(path)
+    base, spec = folder / "baseline.json", folder / "speculative.json"
+    if not base.exists() or not spec.exists():
+        raise BenchError(f"{folder}: a comparison folder needs baseline.json and speculative.json")
+    return load_run(base), load_run(spec)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
+from bench.render._gate import gate_markdown, gate_text
 from bench.render._stats import (
     ci_cell,
     cv_text,
@@ -27,6 +29,7 @@ from bench.render._tables import (
     comparison_text,
     format_value,
     json_rows,
+    json_safe,
     markdown_escape,
     markdown_table,
     summary_text,
@@ -47,16 +50,23 @@ __all__ = [
     "RichProgress",
     "ci_cell",
     "comparison_markdown",
+    "comparison_payload",
     "comparison_text",
     "cv_text",
     "format_value",
+    "gate_markdown",
+    "gate_text",
     "json_rows",
+    "json_safe",
     "lossless_markdown",
     "lossless_text",
     "markdown_escape",
     "markdown_table",
     "plot_all",
+    "render_json",
+    "render_markdown",
     "render_report",
+    "render_text",
     "stats_markdown",
     "stats_text",
     "stream_markdown",

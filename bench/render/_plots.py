@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 from bench.records import Run
+
+if TYPE_CHECKING:
+    from bench.analysis import Comparison
 
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "speedbench"  # stable SVG ids: same inputs, same bytes
@@ -155,14 +158,14 @@ def position_acceptance(
     return _save(figure, out_dir, "position_acceptance", formats)
 
 
-def plot_all(
-    baseline: Run, speculative: Run, stats: list[dict[str, Any]], out_dir: Path, *, formats: tuple[str, ...]
-) -> list[Path]:
+def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...]) -> list[Path]:
     """Every plot of a comparison: speedup bars, accept rate vs speedup, latencies, per-position acceptance."""
+    stats = [row.as_cells() for row in comparison.stats]
     files = speedup_bars(stats, out_dir, formats=formats)
     files += accept_vs_speedup(stats, out_dir, formats=formats)
-    files += latency_distributions(_latencies(baseline), _latencies(speculative), out_dir, formats=formats)
-    per_position = (speculative.meta.get("acceptance") or {}).get("per_position")
+    files += latency_distributions(_latencies(comparison.baseline), _latencies(comparison.speculative), out_dir,
+                                   formats=formats)
+    per_position = (comparison.run_acceptance or {}).get("per_position")
     if per_position:
         files += position_acceptance(per_position, out_dir, formats=formats)
     return files

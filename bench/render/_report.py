@@ -6,11 +6,15 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.analysis import compare_runs, lossless_check, paired_stats, stream_latency_stats
+from bench._constants import MIN_SAMPLES_FOR_CI
 from bench.records import Run
+from bench.render._comparison import acceptance_line
 from bench.render._stats import lossless_markdown, stats_markdown, stream_markdown
+
+if TYPE_CHECKING:
+    from bench.analysis import Comparison
 from bench.render._tables import comparison_text, markdown_escape
 
 PLOT_TITLES = {
@@ -85,51 +89,36 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
     return rows
 
 
-def render_report(
-    baseline: Run,
-    speculative: Run,
-    *,
-    title: str | None = None,
-    baseline_label: str,
-    speculative_label: str,
-    plots: Sequence[str] = (),
-    threshold: float = 0.02,
-) -> str:
-    """The report's Markdown text (deterministic for the same inputs)."""
-    rows = compare_runs(baseline, speculative)
-    stats = paired_stats(baseline, speculative, threshold=threshold, min_pairs=1)
-    lossless = lossless_check(baseline, speculative)
+def render_report(comparison: Comparison, *, title: str | None = None, plots: Sequence[str] = ()) -> str:
+    """The report's Markdown text (deterministic for the same comparison)."""
+    baseline, speculative = comparison.baseline, comparison.speculative
     parts = [f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n"]
     parts.append("## Configuration\n\n")
     parts.append("| setting | baseline | speculative |\n| --- | --- | --- |\n")
     parts.extend(f"| {name} | {_cell(base)} | {_cell(spec)} |\n" for name, base, spec in configuration_rows(
         baseline, speculative))
     parts.append("\n## SpeedBench comparison\n\n")
-    table = comparison_text(rows, baseline_label, speculative_label)
+    table = comparison_text([row.as_cells() for row in comparison.reference], comparison.baseline_label,
+                            comparison.speculative_label)
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", table)), default=0))
     parts.append(f"{fence}\n{table}{fence}\n")
-    parts.append(
-        "\n## Paired statistics\n\nGeometric mean of per-sample speedups (samples matched by id) with a "
-        f"95% bootstrap CI. A verdict needs the CI to exclude 1.00x and a change over {threshold:.0%}; "
-        "categories with fewer than 5 samples get no interval.\n\n"
-    )
-    parts.append(stats_markdown(stats))
-    parts.append("\n## Lossless check\n\nSpeculative completions byte-identical to the baseline's "
-                 "(temperature 0); for the others, the sample and the index of the first differing character.\n\n")
-    parts.append(lossless_markdown(lossless))
-    streaming = [(name, stream_latency_stats(run)) for name, run in (("baseline", baseline),
-                                                                        ("speculative", speculative))]
-    for name, rows_of_run in streaming:
-        if rows_of_run:
-            parts.append(f"\n## Streaming latencies ({name})\n\n" + stream_markdown(rows_of_run))
-    acceptance = speculative.meta.get("acceptance")
-    if isinstance(acceptance, Mapping):
-        scope = "server-wide (other traffic may be included)" if acceptance.get("server_wide") else "this run only"
-        length = acceptance.get("acceptance_length")
+    if comparison.has_stats:
+        parts.append("\n## Paired statistics\n\n")
+        parts.append(stats_markdown(comparison.stats, comparison.threshold))
         parts.append(
-            f"\nServer counters over the speculative run ({scope}): acceptance length "
-            f"{'n/a' if length is None else f'{length:.2f}'} tokens per step.\n"
+            f"\nCategories with fewer than {MIN_SAMPLES_FOR_CI} paired samples get no interval and no verdict.\n"
         )
+        parts.append("\n## Lossless check\n\nSpeculative completions byte-identical to the baseline's "
+                     "(temperature 0); for the others, the sample and the index of the first differing character.\n\n")
+        parts.append(lossless_markdown(comparison.lossless))
+        for name, rows in comparison.streaming.items():
+            if rows:
+                parts.append(f"\n## Streaming latencies ({name})\n\n" + stream_markdown(rows))
+    elif comparison.stats_note:
+        parts.append(f"\nNo paired statistics: {markdown_escape(comparison.stats_note)}\n")
+    line = acceptance_line(comparison)
+    if line:
+        parts.append("\n" + line + "\n")
     if plots:
         parts.append("\n## Plots\n\n")
         for path in plots:
@@ -138,31 +127,14 @@ def render_report(
     return "".join(parts).rstrip("\n") + "\n"
 
 
-def write_report(
-    baseline: Run,
-    speculative: Run,
-    out_dir: str | Path,
-    *,
-    title: str | None = None,
-    threshold: float = 0.02,
-) -> Path:
+def write_report(comparison: Comparison, out_dir: str | Path, *, title: str | None = None) -> Path:
     """Write `report.md` and its plots (PNG and SVG) into `out_dir`; return the report's path."""
     from bench.render._plots import plot_all
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stats = paired_stats(baseline, speculative, threshold=threshold, min_pairs=1)
-    written = plot_all(baseline, speculative, stats, out / "plots", formats=("png", "svg"))
+    written = plot_all(comparison, out / "plots", formats=("png", "svg"))
     relative = [str(path.relative_to(out)) for path in written if path.suffix == ".png"]
-    text = render_report(
-        baseline,
-        speculative,
-        title=title,
-        baseline_label=str(baseline.path or "baseline"),
-        speculative_label=str(speculative.path or "speculative"),
-        plots=relative,
-        threshold=threshold,
-    )
     report = out / "report.md"
-    report.write_text(text, encoding="utf-8")
+    report.write_text(render_report(comparison, title=title, plots=relative), encoding="utf-8")
     return report

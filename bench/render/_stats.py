@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.render._tables import Column, format_value, markdown_table, text_table
+from bench.render._tables import Column, format_value, markdown_escape, markdown_table, text_table
+
+if TYPE_CHECKING:
+    from bench.analysis import StatsRow
 
 STATS_COLUMNS: list[Column] = [
     ("category", "category", ""),
     ("n", "n", "int"),
     ("decode_speedup", "decode_speedup_ci", ""),
+    ("decode_verdict", "decode_verdict", ""),
     ("latency_speedup", "latency_speedup_ci", ""),
+    ("latency_verdict", "latency_verdict", ""),
     ("accept_rate", "accept_rate", "rate"),
     ("accept_len", "acceptance_length", "speed"),
     ("identical", "identical_cell", ""),
-    ("verdict", "verdict", ""),
 ]
 
 LOSSLESS_COLUMNS: list[Column] = [
@@ -42,30 +46,44 @@ def ci_cell(point: Any, low: Any, high: Any) -> str:
     return f"{format_value(point, 'speedup')} {bounds}"
 
 
-def _stats_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _stats_cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
     cells = []
     for row in rows:
-        cell = dict(row)
-        for key in ("decode_speedup", "latency_speedup"):
-            cell[f"{key}_ci"] = ci_cell(row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high"))
-        compared = row.get("compared_outputs") or 0
-        cell["identical_cell"] = f"{row.get('identical')}/{compared}" if compared else "n/a"
+        cell = row.as_cells()
+        for estimate in (row.decode, row.latency):
+            key = estimate.metric.key
+            cell[f"{key}_ci"] = ci_cell(estimate.point, estimate.low, estimate.high)
+        cell["identical_cell"] = f"{row.identical}/{row.compared_outputs}" if row.compared_outputs else "n/a"
         cells.append(cell)
     return cells
 
 
-def stats_text(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
-    """The paired statistics table with a line that says how to read it."""
-    head = (
-        "Paired statistics: geometric mean of per-sample speedups, 95% bootstrap CI; "
-        f"verdict needs the CI to exclude 1.00x and a change over {threshold:.0%}\n"
+def _stats_legend(threshold: float) -> str:
+    return (
+        "geometric mean of per-sample speedups (samples matched by id) with a 95% interval; a verdict needs the "
+        f"interval to exclude 1.00x and a change over {threshold:.0%}"
     )
-    return head + text_table(_stats_cells(rows), STATS_COLUMNS)
 
 
-def stats_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The paired statistics table as Markdown."""
-    return markdown_table(_stats_cells(rows), STATS_COLUMNS)
+def _disagreement_lines(rows: Sequence[StatsRow]) -> list[str]:
+    return [
+        f"{row.category}: the reference's ratio of means and the paired geometric mean disagree in direction "
+        f"({'; '.join(row.disagreements)})"
+        for row in rows if row.disagreements
+    ]
+
+
+def stats_text(rows: Sequence[StatsRow], threshold: float) -> str:
+    """The paired statistics table, both verdicts labelled, with a line that says how to read it."""
+    notes = "".join(f"note: {line}\n" for line in _disagreement_lines(rows))
+    return f"Paired statistics: {_stats_legend(threshold)}\n" + text_table(_stats_cells(rows), STATS_COLUMNS) + notes
+
+
+def stats_markdown(rows: Sequence[StatsRow], threshold: float) -> str:
+    """The paired statistics table as Markdown, with its legend and any direction disagreements."""
+    notes = "".join(f"\n- {markdown_escape(line)}" for line in _disagreement_lines(rows))
+    legend = f"{_stats_legend(threshold).capitalize()}.\n\n"
+    return legend + markdown_table(_stats_cells(rows), STATS_COLUMNS) + (f"\nNotes:\n{notes}\n" if notes else "")
 
 
 def _lossless_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -92,16 +92,16 @@ def markdown_escape(text: str) -> str:
 
 def json_rows(rows: Sequence[Mapping[str, Any]]) -> str:
     """Render rows as indented JSON with NaN written as null."""
-    return json.dumps([_json_safe(dict(row)) for row in rows], indent=2, sort_keys=True) + "\n"
+    return json.dumps([json_safe(dict(row)) for row in rows], indent=2, sort_keys=True) + "\n"
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
+        return {key: json_safe(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
+        return [json_safe(item) for item in value]
     return value
 
 

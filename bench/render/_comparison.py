@@ -1,0 +1,112 @@
+"""A comparison rendered whole, as text, Markdown or JSON: the same numbers from the same `Comparison` object."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from bench.render._stats import (
+    cv_text,
+    lossless_markdown,
+    lossless_text,
+    stats_markdown,
+    stats_text,
+    stream_markdown,
+    stream_text,
+)
+from bench.render._tables import (
+    comparison_markdown,
+    comparison_text,
+    json_safe,
+    markdown_table,
+)
+
+if TYPE_CHECKING:
+    from bench.analysis import Comparison
+
+_CV_MARKDOWN_COLUMNS = [
+    ("category", "category", ""),
+    ("repeats", "repeats", "int"),
+    ("decode_t/s_cv", "pred_t_s_cv", "percent"),
+    ("latency_cv", "latency_cv", "percent"),
+]
+
+
+def _reference_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    return [row.as_cells() for row in comparison.reference]
+
+
+def acceptance_line(comparison: Comparison) -> str | None:
+    """One sentence on the server counters over the speculative run, when they were recorded."""
+    acceptance = comparison.run_acceptance
+    if not acceptance:
+        return None
+    scope = "server-wide (other traffic may be included)" if acceptance.get("server_wide") else "this run only"
+    length = acceptance.get("acceptance_length")
+    return (
+        f"Server counters over the speculative run ({scope}): acceptance length "
+        f"{'n/a' if length is None else f'{length:.2f}'} tokens per step."
+    )
+
+
+def render_text(comparison: Comparison) -> str:
+    """The reference's exact comparison output, then (with statistics) every table `compare --stats` shows."""
+    text = comparison_text(_reference_rows(comparison), comparison.baseline_label, comparison.speculative_label)
+    if comparison.stats_note:
+        text += f"\nspeedbench: no paired statistics: {comparison.stats_note}\n"
+    if not comparison.has_stats:
+        return text
+    text += "\n" + stats_text(comparison.stats, comparison.threshold)
+    text += "\n" + lossless_text(comparison.lossless)
+    for name, rows in comparison.streaming.items():
+        if rows:
+            text += f"\n{name}: " + stream_text(rows)
+    for name, rows in comparison.variation.items():
+        if rows:
+            text += f"\n{name}: " + cv_text(rows)
+    line = acceptance_line(comparison)
+    if line:
+        text += "\n" + line + "\n"
+    return text
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """Every table of the comparison as Markdown, each under a heading (what the report's tables carry)."""
+    parts = ["### SpeedBench comparison\n\n", comparison_markdown(_reference_rows(comparison))]
+    if comparison.stats_note:
+        parts.append(f"\nNo paired statistics: {comparison.stats_note}\n")
+    if comparison.has_stats:
+        parts += ["\n### Paired statistics\n\n", stats_markdown(comparison.stats, comparison.threshold)]
+        parts += ["\n### Lossless check\n\n", lossless_markdown(comparison.lossless)]
+        for name, rows in comparison.streaming.items():
+            if rows:
+                parts += [f"\n### Streaming latencies ({name})\n\n", stream_markdown(rows)]
+        for name, rows in comparison.variation.items():
+            if rows:
+                parts += [f"\n### Run-to-run variation ({name})\n\n", markdown_table(rows, _CV_MARKDOWN_COLUMNS)]
+        line = acceptance_line(comparison)
+        if line:
+            parts.append("\n" + line + "\n")
+    return "".join(parts)
+
+
+def comparison_payload(comparison: Comparison) -> dict[str, Any]:
+    """The comparison as one JSON-ready object (`comparison` rows keep the reference's keys)."""
+    payload: dict[str, Any] = {"comparison": _reference_rows(comparison)}
+    if comparison.stats_note:
+        payload["stats_note"] = comparison.stats_note
+    if comparison.has_stats:
+        payload["threshold"] = comparison.threshold
+        payload["stats"] = [row.as_cells() for row in comparison.stats]
+        payload["lossless"] = [dict(row) for row in comparison.lossless]
+        payload["repeat_cv"] = {name: [dict(row) for row in rows] for name, rows in comparison.variation.items()}
+        payload["streaming"] = {name: [dict(row) for row in rows] for name, rows in comparison.streaming.items()}
+        acceptance = comparison.run_acceptance
+        payload["acceptance"] = dict(acceptance) if isinstance(acceptance, Mapping) else None
+    return payload
+
+
+def render_json(comparison: Comparison) -> str:
+    """The comparison as indented JSON (NaN written as null)."""
+    return json.dumps(json_safe(comparison_payload(comparison)), indent=2, sort_keys=True) + "\n"
