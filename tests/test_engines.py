@@ -89,8 +89,15 @@ def test_counter_acceptance_and_gauges() -> None:
 
 def test_prometheus_parser_skips_junk() -> None:
     series = parse_prometheus('# HELP x\nx_total{a="1",b="q\\"x"} 3\nbad line\ny NaN\nz notanumber\n')
-    assert series[("x_total", (("a", "1"), ("b", 'q\\"x')))] == 3.0
+    assert series[("x_total", (("a", "1"), ("b", 'q"x')))] == 3.0
     assert len(series) == 2
+
+
+def test_prometheus_parser_reads_braces_inside_label_values() -> None:
+    text = 'llamacpp:spec_decode_num_drafts_total{model="a}b"} 7\nllamacpp:spec_decode_num_accepted_tokens_total 5\n'
+    series = parse_prometheus(text)
+    assert series[("llamacpp:spec_decode_num_drafts_total", (("model", "a}b"),))] == 7.0
+    assert LlamaCpp().acceptance_counters(text)["drafts"] == 7.0
 
 
 @pytest.mark.parametrize(

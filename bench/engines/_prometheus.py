@@ -2,30 +2,37 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+def _samples(text: str) -> Iterator[Any]:
+    """Every sample of the exposition; a malformed text is read line by line so one bad line costs only itself."""
+    try:
+        for family in text_string_to_metric_families(text):
+            yield from family.samples
+        return
+    except ValueError:
+        pass
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            for family in text_string_to_metric_families(line + "\n"):
+                yield from family.samples
+        except ValueError:
+            continue
 
 
 def parse_prometheus(text: str) -> Series:
-    """Parse Prometheus text exposition into {(name, sorted labels): value}; bad lines are skipped."""
+    """Parse Prometheus text exposition (with `prometheus_client`'s parser) into {(name, sorted labels): value}."""
     series: Series = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _LINE.match(line)
-        if not match:
-            continue
-        name, labels_text, value_text = match.groups()
-        try:
-            value = float(value_text)
-        except ValueError:
-            continue
-        labels = tuple(sorted(_LABEL.findall(labels_text or "")))
-        series[(name, labels)] = value
+    for sample in _samples(text):
+        series[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
     return series
 
 
