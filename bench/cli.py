@@ -117,7 +117,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     run, interrupted = run_benchmark(
         prompts, config, output=output, progress=_progress(args.quiet), resume=args.resume, force=args.force
     )
-    out(f"\nSummary (elapsed={run.meta.get('elapsed_s', 0.0):.2f}s)\n")
+    out(f"\nSummary (elapsed={run.info.elapsed_s or 0.0:.2f}s)\n")
     out(summary_text(run.summary))
     _extra_run_tables(run, out)
     out(f"\nspeedbench: wrote {output}\n")

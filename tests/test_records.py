@@ -142,3 +142,21 @@ def test_a_failed_save_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(OSError):
         save_run(Run(config={}, selected_samples=0, results=(), summary=()), tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_version_1_file_loads_with_typed_metadata(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[1] / "results" / "sample" / "speculative.json"
+    data = json.loads(sample.read_text())
+    data["schema_version"] = 1
+    data.pop("server_description", None)
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(data))
+    run = load_run(path)
+    assert run.schema_version == 1
+    assert run.info.engine == "llamacpp" and run.info.harness.startswith("speedbench")
+    assert run.info.server.build is None  # 1 files carry no adapter description; nothing is guessed
+    assert run.info.acceptance is not None and run.info.acceptance.acceptance_length > 1.0
+    assert run.settings.osl == run.config["osl"] and run.settings.tags.get("mode")
+    saved = tmp_path / "saved.json"
+    save_run(run, saved)
+    assert json.loads(saved.read_text())["schema_version"] == SCHEMA_VERSION

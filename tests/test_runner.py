@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench._errors import BenchError
-from bench.records import load_run, read_journal
+from bench.records import SCHEMA_VERSION, load_run, read_journal
 from bench.runner import RunConfig, normalize_base_url, run_benchmark
 from tests.conftest import make_prompts
 from tests.fakeserver import FakeServer, FakeState
@@ -60,7 +60,7 @@ def test_run_sends_reference_requests_and_records(fake_server: FakeServer, tmp_p
     assert overall["accept_rate"] == pytest.approx(0.75)
     assert overall["avg_pred_t_s"] == pytest.approx(50.0)
     saved = json.loads(output.read_text())
-    assert saved["engine"] == "llamacpp" and saved["schema_version"] == 1
+    assert saved["engine"] == "llamacpp" and saved["schema_version"] == SCHEMA_VERSION
     assert saved["acceptance"]["acceptance_length"] == pytest.approx(4.0)
     assert saved["acceptance"]["per_position"] == pytest.approx([1.5, 1.5])
     assert saved["server"]["props"]["model_path"] == "/models/fake.gguf"

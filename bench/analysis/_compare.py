@@ -22,7 +22,7 @@ from bench.analysis._paired import pair_runs, per_sample_geomean
 from bench.analysis._reference import compare_summaries
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv
-from bench.records import Run
+from bench.records import Acceptance, Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +124,9 @@ class Comparison:
         return bool(self.stats)
 
     @property
-    def run_acceptance(self) -> Mapping[str, Any] | None:
+    def run_acceptance(self) -> Acceptance | None:
         """Server counters over the speculative run (acceptance length, per position), when recorded."""
-        acceptance = self.speculative.meta.get("acceptance")
-        return acceptance if isinstance(acceptance, Mapping) else None
+        return self.speculative.info.acceptance
 
 
 def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:
@@ -239,20 +238,16 @@ def acceptance_length_by_category(run: Run) -> dict[str, float]:
     """Acceptance length per category: tokens per verify step, from per-sample counter deltas or engine data."""
     sums: dict[str, list[float]] = {}
     for result in run.results:
-        if not result.ok:
+        counted = result.verify_steps() if result.ok else None
+        if counted is None:
             continue
-        if result.spec.get("drafts"):
-            tokens, steps = result.spec["drafts"] + result.spec.get("accepted", 0.0), result.spec["drafts"]
-        elif result.spec.get("steps"):
-            tokens, steps = result.draft_n_accepted + result.spec["steps"], result.spec["steps"]
-        else:
-            continue
+        tokens, steps = counted
         for category in (result.category, OVERALL):
             pair = sums.setdefault(category, [0.0, 0.0])
             pair[0] += tokens
             pair[1] += steps
     lengths = {category: total / steps for category, (total, steps) in sums.items() if steps}
-    run_wide = run.meta.get("acceptance") or {}
-    if OVERALL not in lengths and isinstance(run_wide, Mapping) and run_wide.get("acceptance_length"):
-        lengths[OVERALL] = float(run_wide["acceptance_length"])
+    run_wide = run.info.acceptance
+    if OVERALL not in lengths and run_wide is not None and run_wide.acceptance_length:
+        lengths[OVERALL] = run_wide.acceptance_length
     return lengths

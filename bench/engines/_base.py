@@ -103,6 +103,14 @@ def openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _file_name(model: str | None) -> str | None:
+    """A model name as a reader may see it: the last path component, so no local path is recorded."""
+    if not model:
+        return None
+    return model.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] if model.startswith(("/", ".", "~")) or (
+        len(model) > 2 and model[1] == ":") else model
+
+
 class Engine:
     """Base adapter: a plain OpenAI-compatible server (client timing only, acceptance n/a)."""
 
@@ -136,6 +144,14 @@ class Engine:
     def trim_info(self, name: str, data: Any) -> Any:
         """What of one info document is worth keeping in the run file (large templates dropped)."""
         return data
+
+    def describe(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        """Engine, build, model (a file or model name, never a local path) and slots from the info documents."""
+        models = info.get("models")
+        data = models.get("data") if isinstance(models, Mapping) else None
+        first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
+        model = first.get("id") if isinstance(first.get("id"), str) else None
+        return {"engine": self.name, "build": None, "model": _file_name(model), "slots": None}
 
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
         """(server-root path, JSON body) of a request that counts the tokens of `text`, or None."""

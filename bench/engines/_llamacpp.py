@@ -53,6 +53,21 @@ class LlamaCpp(Engine):
             return {key: value for key, value in data.items() if key not in {"chat_template", "chat_template_tool_use"}}
         return data
 
+    def describe(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        """`/props` names the build, the model file and the slots."""
+        described = super().describe(info)
+        props = info.get("props") if isinstance(info.get("props"), Mapping) else {}
+        build = props.get("build_info")
+        if isinstance(build, str) and build and build != "b0-unknown":
+            described["build"] = build
+        model = props.get("model_path")
+        if isinstance(model, str) and model:
+            described["model"] = model.replace("\\", "/").rsplit("/", 1)[-1]
+        slots = props.get("total_slots")
+        if isinstance(slots, int) and not isinstance(slots, bool):
+            described["slots"] = slots
+        return described
+
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
         """llama.cpp's `/tokenize` takes `content`."""
         return "/tokenize", {"content": text}

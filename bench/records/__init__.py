@@ -7,6 +7,7 @@ from bench.records._acceptance import (
     counter_deltas,
 )
 from bench.records._journal import Journal, journal_path, read_journal
+from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._results import SampleResult, latest_by_key, result_from_dict
 from bench.records._run import Run, dumps_run, load_comparison_folder, load_run, run_from_dict, save_run
 from bench.records._schema import SCHEMA_VERSION
@@ -15,9 +16,13 @@ from bench.records._summary import summarize, summarize_group
 __all__ = [
     "COUNTER_KEYS",
     "SCHEMA_VERSION",
+    "Acceptance",
     "Journal",
     "Run",
+    "RunMeta",
+    "RunSettings",
     "SampleResult",
+    "ServerDescription",
     "acceptance_summary",
     "counter_acceptance",
     "counter_deltas",

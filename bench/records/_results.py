@@ -49,6 +49,16 @@ class SampleResult:
             out["spec"] = dict(self.spec)
         return out
 
+    def verify_steps(self) -> tuple[float, float] | None:
+        """(tokens produced, verification steps) of this sample, from counter deltas or the engine's step count."""
+        drafts = self.spec.get("drafts")
+        if drafts:
+            return float(drafts) + float(self.spec.get("accepted") or 0.0), float(drafts)
+        steps = self.spec.get("steps")
+        if steps:
+            return float(self.draft_n_accepted) + float(steps), float(steps)
+        return None
+
     @property
     def key(self) -> tuple[str, int]:
         """The pairing key: sample id and repeat index."""

@@ -10,11 +10,13 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
 from bench.records._journal import read_journal
+from bench.records._meta import RunMeta, RunSettings
 from bench.records._results import SampleResult, latest_by_key, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
 from bench.records._summary import summarize
@@ -30,6 +32,16 @@ class Run:
     summary: tuple[Mapping[str, Any], ...]
     meta: Mapping[str, Any] = field(default_factory=dict)
     path: str | None = None
+
+    @cached_property
+    def info(self) -> RunMeta:
+        """The run's metadata, typed."""
+        return RunMeta.from_mapping(self.meta)
+
+    @cached_property
+    def settings(self) -> RunSettings:
+        """The run's configuration, typed."""
+        return RunSettings.from_mapping(self.config)
 
     @property
     def completed_samples(self) -> int:

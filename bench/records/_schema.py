@@ -1,6 +1,6 @@
 """The run file format: its version history, the upgrade of older files, JSON-safe values.
 
-This module is the only contract between running and analysing. A run file is a JSON object
+The records package is the only contract between running and analysing. A run file is a JSON object
 that is a superset of what llama.cpp's `speed_bench.py --output` writes, so each tool reads the
 other's files. Format history (`schema_version`):
 
@@ -10,6 +10,9 @@ other's files. Format history (`schema_version`):
   `elapsed_s`, `engine`, `server`, `acceptance`, `warnings`, and per result `repeat`,
   `sub_category`, `outputs`, `reasoning`, `cache_n`, `ttft_s`, `itl_s`, `e2e_s`,
   `client_decode_t_s`, `error_kind`, `retries`, `spec`.
+- 2: speedbench 0.2. Adds `server_description` (engine, build, model file name, slots, as the
+  engine's adapter describes the server). Every 1 file is a valid 2 file: the upgrade only
+  renumbers it, and readers treat the new keys as absent.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -23,10 +26,11 @@ from typing import Any
 
 from bench._errors import BenchError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def finite(value: Any) -> Any:
+    """The value with NaN and infinities (at any depth) replaced by None, for strict JSON."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
@@ -37,6 +41,7 @@ def finite(value: Any) -> Any:
 
 
 def upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A parsed run file or journal header of any known version, readable as the current one (newer refused)."""
     version = data.get("schema_version", 0)
     if not isinstance(version, int) or version < 0:
         raise BenchError(f"{source}: schema_version {version!r} is not a non-negative integer")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from bench.render._stats import (
@@ -42,8 +42,8 @@ def acceptance_line(comparison: Comparison) -> str | None:
     acceptance = comparison.run_acceptance
     if not acceptance:
         return None
-    scope = "server-wide (other traffic may be included)" if acceptance.get("server_wide") else "this run only"
-    length = acceptance.get("acceptance_length")
+    scope = "server-wide (other traffic may be included)" if acceptance.server_wide else "this run only"
+    length = acceptance.acceptance_length
     return (
         f"Server counters over the speculative run ({scope}): acceptance length "
         f"{'n/a' if length is None else f'{length:.2f}'} tokens per step."
@@ -103,7 +103,7 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
         payload["repeat_cv"] = {name: [dict(row) for row in rows] for name, rows in comparison.variation.items()}
         payload["streaming"] = {name: [dict(row) for row in rows] for name, rows in comparison.streaming.items()}
         acceptance = comparison.run_acceptance
-        payload["acceptance"] = dict(acceptance) if isinstance(acceptance, Mapping) else None
+        payload["acceptance"] = dataclasses.asdict(acceptance) if acceptance is not None else None
     return payload
 
 

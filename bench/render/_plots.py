@@ -165,7 +165,7 @@ def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...])
     files += accept_vs_speedup(stats, out_dir, formats=formats)
     files += latency_distributions(_latencies(comparison.baseline), _latencies(comparison.speculative), out_dir,
                                    formats=formats)
-    per_position = (comparison.run_acceptance or {}).get("per_position")
+    per_position = comparison.run_acceptance.per_position if comparison.run_acceptance else ()
     if per_position:
         files += position_acceptance(per_position, out_dir, formats=formats)
     return files

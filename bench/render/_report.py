@@ -26,23 +26,18 @@ PLOT_TITLES = {
 
 
 def _model_name(run: Run) -> str | None:
-    tagged = run.config.get("tags", {}).get("model")
-    if tagged:
-        return str(tagged)
-    models = (run.meta.get("server") or {}).get("models")
-    if isinstance(models, Mapping) and isinstance(models.get("data"), list) and models["data"]:
-        first = models["data"][0]
-        if isinstance(first, Mapping) and first.get("id"):
-            return str(first["id"])
-    return run.config.get("model")
+    return run.settings.tags.get("model") or run.info.server.model or run.settings.model
 
 
-def _props_summary(run: Run) -> str | None:
-    props = (run.meta.get("server") or {}).get("props")
-    if not isinstance(props, Mapping):
-        return None
-    keep = {key: props[key] for key in ("build_info", "model_path", "total_slots") if key in props}
-    return json.dumps(keep, sort_keys=True) if keep else None
+def _server(run: Run) -> str | None:
+    """The server as what it is: engine, build and slots (never a local path or URL)."""
+    described = run.info.server
+    parts = [run.settings.tags.get("server") or described.engine or run.info.engine]
+    if described.build:
+        parts.append(f"build {described.build}")
+    if described.slots:
+        parts.append(f"{described.slots} slots")
+    return ", ".join(part for part in parts if part) or None
 
 
 def _cell(value: Any) -> str:
@@ -67,25 +62,24 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
         return getter(baseline), getter(speculative)
 
     rows: list[tuple[str, Any, Any]] = [
-        ("server", *both(lambda run: run.config.get("tags", {}).get("server") or run.config.get("url"))),
-        ("engine", *both(lambda run: run.meta.get("engine"))),
+        ("server", *both(_server)),
+        ("engine", *both(lambda run: run.info.engine)),
         ("model", *both(_model_name)),
-        ("speculative mode", *both(lambda run: run.config.get("tags", {}).get("mode"))),
-        ("dataset / bench", *both(lambda run: f"{run.config.get('dataset', 'n/a')} / {run.config.get('bench')}")),
-        ("category / limit", *both(lambda run: f"{run.config.get('category')} / {run.config.get('limit')}")),
-        ("osl (max_tokens)", *both(lambda run: run.config.get("osl"))),
-        ("concurrency", *both(lambda run: run.config.get("concurrency"))),
-        ("extra inputs", *both(lambda run: run.config.get("extra_inputs"))),
+        ("speculative mode", *both(lambda run: run.settings.tags.get("mode"))),
+        ("dataset / bench", *both(lambda run: f"{run.settings.dataset or 'n/a'} / {run.settings.bench}")),
+        ("category / limit", *both(lambda run: f"{run.settings.category} / {run.settings.limit}")),
+        ("osl (max_tokens)", *both(lambda run: run.settings.osl)),
+        ("concurrency", *both(lambda run: run.settings.concurrency)),
+        ("extra inputs", *both(lambda run: run.settings.extra_inputs)),
         ("samples ok / failed", *both(lambda run: f"{run.completed_samples} / {run.failed_samples}")),
-        ("server props", *both(_props_summary)),
-        ("harness", *both(lambda run: " ".join(str(v) for v in (run.meta.get("harness") or {}).values() if v))),
-        ("started (UTC)", *both(lambda run: run.meta.get("started_at"))),
+        ("harness", *both(lambda run: run.info.harness)),
+        ("started (UTC)", *both(lambda run: run.info.started_at)),
     ]
     for key in ("threads", "draft_model", "draft_max"):
-        values = both(lambda run, key=key: run.config.get("tags", {}).get(key))
+        values = both(lambda run, key=key: run.settings.tags.get(key))
         if any(values):
             rows.append((key, *values))
-    rows.append(("machine", *both(lambda run: _machine(run.meta.get("machine") or {}))))
+    rows.append(("machine", *both(lambda run: _machine(run.info.machine))))
     return rows
 
 

@@ -412,6 +412,7 @@ async def execute(
             "elapsed_s": time.perf_counter() - started,
             "engine": engine.name,
             "server": server,
+            "server_description": engine.describe(server),
             "acceptance": acceptance,
             "interrupted": interrupted,
             "warnings": notes,
