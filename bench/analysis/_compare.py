@@ -9,6 +9,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, OVERALL
 from bench._errors import BenchError
+from bench.analysis._grouping import each_category
 from bench.analysis._intervals import (
     DECODE_SPEEDUP,
     LATENCY_SPEEDUP,
@@ -194,8 +195,7 @@ def paired_rows(
     reference_by_category = {row.category: row for row in reference}
     acceptance_length = acceptance_length_by_category(speculative)
     rows = []
-    for category in [*dict.fromkeys(paired["category"]), OVERALL]:
-        group = paired if category == OVERALL else paired[paired["category"] == category]
+    for category, group in each_category(paired):
         estimates = {}
         for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP):
             point, low, high = bootstrap_geomean_ci(per_sample_geomean(group, metric.key), resamples=resamples,

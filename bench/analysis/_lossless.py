@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench._constants import OVERALL
+from bench.analysis._grouping import each_category
 from bench.analysis._paired import pair_runs
 from bench.records import Run
 
@@ -13,9 +13,7 @@ def lossless_check(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
     """Per category: how many speculative outputs are byte-identical to the baseline's, and where others differ."""
     paired = pair_runs(baseline, speculative, min_pairs=0)
     rows = []
-    order = list(dict.fromkeys(paired["category"]))
-    for category in [*order, OVERALL]:
-        group = paired if category == OVERALL else paired[paired["category"] == category]
+    for category, group in each_category(paired):
         known = group[group["identical"].notna()]
         differing = known[~known["identical"].astype(bool)]
         rows.append(

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bench._constants import DEFAULT_GATE_THRESHOLD, OVERALL
+from bench._constants import DEFAULT_GATE_THRESHOLD
 from bench._errors import BenchError
+from bench.analysis._grouping import each_category
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
@@ -150,8 +151,7 @@ def regress(
     limits = {metric.key: DEFAULT_GATE_THRESHOLD for metric in metrics}
     limits.update(thresholds or {})
     rows: list[GateRow] = []
-    for category in [*dict.fromkeys(joined["category"]), OVERALL]:
-        group = joined if category == OVERALL else joined[joined["category"] == category]
+    for category, group in each_category(joined):
         for metric in metrics:
             row = _metric_row(category, group, metric, limits[metric.key], resamples, seed)
             if row is not None:

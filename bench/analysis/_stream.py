@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from bench._constants import OVERALL
+from bench.analysis._grouping import each_category_of
 from bench.records import Run, latest_by_key
 
 
@@ -32,8 +32,7 @@ def stream_latency_stats(run: Run) -> list[dict[str, Any]]:
     if not ok:
         return []
     rows = []
-    for category in [*dict.fromkeys(result.category for result in ok), OVERALL]:
-        group = ok if category == OVERALL else [result for result in ok if result.category == category]
+    for category, group in each_category_of(ok, lambda result: result.category):
         tpot = [
             (result.latency_s - result.ttft_s) / (result.completion_tokens - 1)
             for result in group

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench._constants import OVERALL
+from bench.analysis._grouping import each_category
 from bench.analysis._paired import results_frame
 from bench.records import Run
 
@@ -18,9 +18,7 @@ def repeat_cv(run: Run) -> list[dict[str, Any]]:
     if frame.empty or frame["repeat"].nunique() < 2:
         return []
     rows = []
-    order = list(dict.fromkeys(frame["category"]))
-    for category in [*order, OVERALL]:
-        group = frame if category == OVERALL else frame[frame["category"] == category]
+    for category, group in each_category(frame):
         per_repeat = group.groupby("repeat")[["pred_t_s", "latency_s"]].mean()
         row: dict[str, Any] = {"category": category, "repeats": len(per_repeat)}
         for column, key in (("pred_t_s", "pred_t_s_cv"), ("latency_s", "latency_cv")):
