@@ -487,10 +487,10 @@ def synthetic_run(count: int, *, speculative: bool, seed: int) -> Any:
 
 
 def analysis_time(workdir: Path, count: int) -> tuple[float, dict[str, float]]:
-    """Seconds to load `count` records (two run files of count/2), summarise, compare, render, paired stats."""
-    from bench.analysis import compare_runs, paired_stats
+    """Seconds to load `count` records (two run files of count/2), summarise, build the Comparison, render it."""
+    from bench.analysis import compare
     from bench.records import load_run, save_run, summarize
-    from bench.render import comparison_text
+    from bench.render import render_text
 
     base_path, spec_path = workdir / "base-100k.json", workdir / "spec-100k.json"
     save_run(synthetic_run(count // 2, speculative=False, seed=1), base_path)
@@ -511,11 +511,10 @@ def analysis_time(workdir: Path, count: int) -> tuple[float, dict[str, float]]:
     summarize(baseline.results)
     summarize(speculative.results)
     lap("summarize")
-    rows = compare_runs(baseline, speculative)
-    comparison_text(rows, str(base_path), str(spec_path))
-    lap("compare+render")
-    paired_stats(baseline, speculative)
-    lap("paired_stats")
+    comparison = compare(baseline, speculative)
+    lap("compare (reference rows, paired statistics, lossless, streaming, variation)")
+    render_text(comparison)
+    lap("render")
     return time.perf_counter() - start, steps
 
 
