@@ -10,7 +10,7 @@ from bench.records._journal import Journal, journal_path, read_journal
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._results import SampleResult, latest_by_key, result_from_dict
 from bench.records._run import Run, dumps_run, load_comparison_folder, load_run, run_from_dict, save_run
-from bench.records._schema import SCHEMA_VERSION
+from bench.records._schema import SCHEMA_VERSION, finite
 from bench.records._summary import summarize, summarize_group
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "counter_acceptance",
     "counter_deltas",
     "dumps_run",
+    "finite",
     "journal_path",
     "latest_by_key",
     "load_comparison_folder",

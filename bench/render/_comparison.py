@@ -6,6 +6,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from bench.records import finite
 from bench.render._stats import (
     cv_text,
     lossless_markdown,
@@ -18,7 +19,6 @@ from bench.render._stats import (
 from bench.render._tables import (
     comparison_markdown,
     comparison_text,
-    json_safe,
     markdown_table,
 )
 
@@ -109,4 +109,4 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
 
 def render_json(comparison: Comparison) -> str:
     """The comparison as indented JSON (NaN written as null)."""
-    return json.dumps(json_safe(comparison_payload(comparison)), indent=2, sort_keys=True) + "\n"
+    return json.dumps(finite(comparison_payload(comparison)), indent=2, sort_keys=True) + "\n"

@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bench.records import finite
+
 Column = tuple[str, str, str]
 """(header, row key, kind): kind is one of "", "int", "rate", "seconds", "speed", "speedup"."""
 
@@ -92,17 +94,7 @@ def markdown_escape(text: str) -> str:
 
 def json_rows(rows: Sequence[Mapping[str, Any]]) -> str:
     """Render rows as indented JSON with NaN written as null."""
-    return json.dumps([json_safe(dict(row)) for row in rows], indent=2, sort_keys=True) + "\n"
-
-
-def json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(item) for item in value]
-    return value
+    return json.dumps([finite(dict(row)) for row in rows], indent=2, sort_keys=True) + "\n"
 
 
 def summary_text(summary: Sequence[Mapping[str, Any]]) -> str:
