@@ -82,7 +82,7 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> An
         for i in missing:
             axis.text(positions[i], 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
         if missing:
-            notes.append(f"{label.split(' (')[0]} n/a: {_names([categories[i] for i in missing])}.")
+            notes.append(f"{label.split(' (')[0].capitalize()} n/a: {_names([categories[i] for i in missing])}.")
         with_ci = [i for i, (lo, hi) in enumerate(zip(lows, highs, strict=True)) if _finite(lo) and _finite(hi)]
         with_interval[key] = [categories[i] for i in with_ci]
         if with_ci:
