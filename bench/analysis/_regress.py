@@ -45,6 +45,12 @@ RESULT_COLUMNS: list[Column] = [
 
 MIN_SAMPLES = 5
 
+MEANS_LINE = (
+    "reference, candidate: geometric means over the samples both share (accept rate: pooled); "
+    "change: geometric mean of per-sample candidate/reference ratios, 95% bootstrap CI"
+)
+"""How the gate's figures are averaged (compare's SpeedBench table uses arithmetic means)."""
+
 
 def _comparison_frame(baseline: Run, speculative: Run) -> pd.DataFrame:
     paired = pair_runs(baseline, speculative, min_pairs=0)
@@ -219,11 +225,11 @@ def regress_text(rows: Sequence[Mapping[str, Any]]) -> str:
         + (": " + ", ".join(f"{row['category']} {row['metric']}" for row in regressed) if regressed else "")
         + "\n"
     )
-    return head + text_table(rows, RESULT_COLUMNS)
+    return head + MEANS_LINE + "\n" + text_table(rows, RESULT_COLUMNS)
 
 
 def regress_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The gate's result as Markdown (for $GITHUB_STEP_SUMMARY)."""
     regressed = sum(row["status"] == "REGRESSED" for row in rows)
     head = "### speedbench regress: " + ("no regression" if not regressed else f"{regressed} regression(s)") + "\n\n"
-    return head + markdown_table(rows, RESULT_COLUMNS)
+    return head + MEANS_LINE + "\n\n" + markdown_table(rows, RESULT_COLUMNS)

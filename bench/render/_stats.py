@@ -57,7 +57,8 @@ def _stats_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def stats_text(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
     """The paired statistics table with a line that says how to read it."""
     head = (
-        "Paired statistics: geometric mean of per-sample speedups, 95% bootstrap CI; "
+        "Paired statistics: geometric mean of per-sample speedups (the table above: ratio of arithmetic means), "
+        "95% bootstrap CI; "
         f"verdict needs the CI to exclude 1.00x and a change over {threshold:.0%}\n"
     )
     return head + text_table(_stats_cells(rows), STATS_COLUMNS)
