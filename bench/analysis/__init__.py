@@ -1,5 +1,14 @@
 """Analysis of run records: the reference comparison, paired statistics, lossless checks and the CI gate."""
 
+from bench.analysis._cache import ArmCache, CacheUse, CategoryCache, cache_use, served_from_cache
+from bench.analysis._comparability import (
+    ArmState,
+    Comparability,
+    Difference,
+    check_comparable,
+    check_regress_comparable,
+    summary_only,
+)
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
@@ -24,8 +33,17 @@ __all__ = [
     "DECODE_SPEEDUP",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "ArmCache",
+    "ArmState",
+    "CacheUse",
+    "CategoryCache",
+    "Comparability",
+    "Difference",
     "Metric",
     "bootstrap_geomean_ci",
+    "cache_use",
+    "check_comparable",
+    "check_regress_comparable",
     "compare_runs",
     "compare_summaries",
     "config_differences",
@@ -38,6 +56,8 @@ __all__ = [
     "regress_text",
     "repeat_cv",
     "results_frame",
+    "served_from_cache",
     "stream_latency_stats",
+    "summary_only",
     "verdict",
 ]

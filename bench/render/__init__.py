@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from bench.render._mermaid import mermaid_text, speedup_chart
 from bench.render._stats import (
     ci_cell,
     cv_text,
@@ -55,8 +56,10 @@ __all__ = [
     "lossless_text",
     "markdown_escape",
     "markdown_table",
+    "mermaid_text",
     "plot_all",
     "render_report",
+    "speedup_chart",
     "stats_markdown",
     "stats_text",
     "stream_markdown",
