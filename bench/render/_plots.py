@@ -116,7 +116,7 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> An
     if not rows:
         axis.text(0.5, 0.5, "no category has a decode speedup", transform=axis.transAxes, ha="center")
     axis.set_xlabel("category")
-    axis.legend(loc="best", fontsize="small")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")  # outside: never over a bar
     axis.grid(axis="y", alpha=0.3)
     _footnote(figure, axis, notes, width=int(figure.get_figwidth() * 15))
     return figure
