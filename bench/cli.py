@@ -37,12 +37,35 @@ def _header(value: str) -> tuple[str, str]:
     return key.strip(), val.strip()
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already names it or there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "default" in text.lower()
+            or default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+            or action.required
+        ):
+            return text
+        shown = json.dumps(default) if isinstance(default, dict) else "%(default)s"
+        return f"{text} (default: {shown})"
+
+
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    from bench.prompts import HUB_REVISION
+
     parser.add_argument(
         "--url", action="append", default=None,
-        help="server URL (default localhost:8080); scheme and /v1 optional; repeat it to spread requests round-robin",
+        help="server URL (default: localhost:8080); scheme and /v1 optional; repeat it to spread requests round-robin",
     )
-    parser.add_argument("--model", default=None, help="optional model field sent in each request")
+    parser.add_argument("--model", default=None,
+                        help="model field sent in each request (default: none sent; the server picks)")
     parser.add_argument("--bench", default="qualitative", help="SPEED-Bench config (qualitative, throughput_1k, ...)")
     parser.add_argument("--category", default="all", help="'all' or a comma-separated list of categories")
     parser.add_argument("--osl", type=int, default=4096, help="output sequence length, sent as max_tokens")
@@ -50,24 +73,27 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "--extra-inputs", type=_json_object, default={"temperature": 0}, help="extra request fields (JSON object)"
     )
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight")
-    parser.add_argument("--limit", type=int, default=None, help="at most this many samples per category")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="at most this many samples per category (default: every sample)")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout in seconds")
     parser.add_argument(
         "--dataset", default="categories",
         help="'categories' (shipped), 'speed-bench' (hub), or a local .jsonl/.json/.parquet file",
     )
-    parser.add_argument("--revision", default=None, help="hub dataset revision (default: the pinned one)")
+    parser.add_argument("--revision", default=None,
+                        help=f"hub dataset revision (default: the pinned {HUB_REVISION[:12]})")
     parser.add_argument("--repeat", type=int, default=1, help="send every sample N times, interleaved")
     parser.add_argument("--warmup", type=int, default=0, help="untimed requests sent first")
     parser.add_argument("--stream", action="store_true", help="stream responses: TTFT, ITL, client decode t/s")
     parser.add_argument("--engine", default="auto", help="auto, llamacpp, vllm, sglang, trtllm or openai")
     parser.add_argument("--api", default="chat", choices=["chat", "completions"], help="endpoint to call")
-    parser.add_argument("--api-key", default=None, help="bearer token (default $OPENAI_API_KEY); never written")
-    parser.add_argument("--header", type=_header, action="append", default=[], help="extra HTTP header K:V")
+    parser.add_argument("--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY); never written")
+    parser.add_argument("--header", type=_header, action="append", default=[],
+                        help="extra HTTP header K:V, repeatable (default: none)")
     parser.add_argument("--retries", type=int, default=0, help="retry transport errors and 429s N times")
     parser.add_argument(
         "--chat-template-kwargs", type=_json_object, default=None,
-        help="JSON object passed through as chat_template_kwargs (e.g. reasoning switches)",
+        help="JSON object passed through as chat_template_kwargs, e.g. reasoning switches (default: none sent)",
     )
 
 
@@ -294,27 +320,33 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+    """The argument parser of every subcommand; every option says what it does and its default."""
     from bench._version import __version__
 
-    parser = _Parser(prog="speedbench", description="Benchmark speculative decoding in LLM servers.")
+    parser = _Parser(prog="speedbench", description="Benchmark speculative decoding in LLM servers.",
+                     formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"speedbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run a prompt set against one endpoint")
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text, formatter_class=_HelpFormatter)
+
+    run = command("run", "run a prompt set against one endpoint")
     _add_run_options(run)
-    run.add_argument("--output", default=None, help="run file (JSON); default results/<UTC time>-<label>.json")
-    run.add_argument("--label", default=None, help="a name for the run (progress and default file name)")
+    run.add_argument("--output", default=None, help="run file (JSON); default: results/<UTC time>-<label>.json")
+    run.add_argument("--label", default=None, help="a name for the run, shown in progress and the default file name "
+                     "(default: run)")
     run.add_argument("--resume", action="store_true", help="continue an interrupted run from its journal")
     run.add_argument("--force", action="store_true", help="overwrite an existing output file")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(handler=cmd_run)
 
-    compare = sub.add_parser("compare", help="compare a baseline run with a speculative run")
-    compare.add_argument("--baseline", required=True)
-    compare.add_argument("--speculative", required=True)
-    compare.add_argument("--format", choices=["text", "markdown", "json"], default="text")
-    compare.add_argument("--stats", action="store_true", help="add paired per-sample statistics with 95%% CIs")
+    compare = command("compare", "compare a baseline run with a speculative run")
+    compare.add_argument("--baseline", required=True, help="the baseline run file (no speculative decoding)")
+    compare.add_argument("--speculative", required=True, help="the speculative run file")
+    compare.add_argument("--format", choices=["text", "markdown", "json"], default="text", help="output format")
+    compare.add_argument("--stats", action="store_true",
+                         help="add paired per-sample statistics: geometric means with 95%% CIs")
     compare.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                          help="smallest change that counts (0.02 = 2%%)")
     compare.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples")
@@ -322,50 +354,58 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--min-pairs", type=int, default=2, help="refuse with fewer matched samples")
     compare.set_defaults(handler=cmd_compare)
 
-    serve = sub.add_parser("serve", help="serve a GGUF with the embedded llama.cpp server")
+    serve = command("serve", "serve a GGUF with the embedded llama.cpp server")
     serve.add_argument("--mode", default="baseline", help="baseline, ngram-mod, ngram-simple or draft")
     serve.add_argument("--model", default=None, help="GGUF to serve (default: the packaged gemma 270M)")
     serve.add_argument("--draft-model", default=None, help="draft GGUF for --mode draft (default: the model)")
     serve.add_argument("--port", type=int, default=None, help="port (default: a free one)")
-    serve.add_argument("--threads", type=int, default=1)
-    serve.add_argument("--ctx-size", type=int, default=4096)
+    serve.add_argument("--threads", type=int, default=1, help="server CPU threads")
+    serve.add_argument("--ctx-size", type=int, default=4096, help="total KV context in tokens")
     serve.set_defaults(handler=cmd_serve)
 
-    bench = sub.add_parser("bench", help="baseline vs speculative on the embedded server (or two URLs)")
+    bench = command("bench", "baseline vs speculative on the embedded server (or two URLs)")
     bench.add_argument("--limit", type=int, default=2, help="samples per category")
     bench.add_argument("--osl", type=int, default=64, help="max_tokens per turn")
     bench.add_argument("--spec", default="ngram-mod", help="speculative mode: ngram-mod, ngram-simple or draft")
     bench.add_argument("--model", default=None, help="GGUF to serve (default: the packaged gemma 270M)")
-    bench.add_argument("--draft", default=None, help="draft GGUF for --spec draft")
-    bench.add_argument("--base-url", default=None, help="benchmark this baseline server instead")
-    bench.add_argument("--spec-url", default=None, help="benchmark this speculative server instead")
-    bench.add_argument("--category", default="all")
+    bench.add_argument("--draft", default=None, help="draft GGUF for --spec draft (default: the model)")
+    bench.add_argument("--base-url", default=None,
+                       help="benchmark this baseline server instead (default: start the embedded one)")
+    bench.add_argument("--spec-url", default=None,
+                       help="benchmark this speculative server instead (default: start the embedded one)")
+    bench.add_argument("--category", default="all", help="'all' or a comma-separated list of categories")
     bench.add_argument("--threads", type=int, default=1, help="server CPU threads")
-    bench.add_argument("--concurrency", type=int, default=1)
-    bench.add_argument("--results-dir", default="results")
-    bench.add_argument("--label", default=None)
-    bench.add_argument("--quiet", action="store_true")
+    bench.add_argument("--concurrency", type=int, default=1, help="requests in flight")
+    bench.add_argument("--results-dir", default="results", help="folder that receives <UTC time>-<label>/")
+    bench.add_argument("--label", default=None,
+                       help="suffix of the result folder's name (default: the --spec mode, or 'external')")
+    bench.add_argument("--quiet", action="store_true", help="no progress display")
     bench.set_defaults(handler=cmd_bench)
-    report = sub.add_parser("report", help="write a PR-ready report.md with plots")
-    report.add_argument("--baseline", default=None)
-    report.add_argument("--speculative", default=None)
-    report.add_argument("--out", default=None, help="output folder")
-    report.add_argument("--title", default=None)
+
+    report = command("report", "write a PR-ready report.md with plots")
+    for arm in ("baseline", "speculative"):
+        report.add_argument(f"--{arm}", default=None,
+                            help=f"the {arm} run file (default: {arm}.json of --latest; needed without it)")
+    report.add_argument("--out", default=None, help="output folder (default with --latest: that folder)")
+    report.add_argument("--title", default=None,
+                        help="the report's heading (default: 'Speculative decoding benchmark')")
     report.add_argument("--latest", default=None, metavar="RESULTS_DIR",
-                        help="use the newest make-bench folder under RESULTS_DIR (and write there)")
-    report.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="smallest change that counts")
+                        help="use the newest make-bench folder under RESULTS_DIR and write there "
+                        "(default: none; give --baseline, --speculative and --out instead)")
+    report.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                        help="smallest change that counts (0.02 = 2%%)")
     report.set_defaults(handler=cmd_report)
 
-    gate = sub.add_parser("regress", help="CI gate: exit 1 on a significant regression over the threshold")
+    gate = command("regress", "CI gate: exit 1 on a significant regression over the threshold")
     gate.add_argument("--reference", required=True, help="comparison folder or run file")
     gate.add_argument("--candidate", required=True, help="comparison folder or run file")
     gate.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
                       help="default for every metric (0.05 = 5%%)")
-    gate.add_argument("--threshold-decode", type=float, default=None)
-    gate.add_argument("--threshold-latency", type=float, default=None)
-    gate.add_argument("--threshold-accept", type=float, default=None)
-    gate.add_argument("--resamples", type=int, default=2000)
-    gate.add_argument("--seed", type=int, default=0)
+    for metric in ("decode", "latency", "accept"):
+        gate.add_argument(f"--threshold-{metric}", type=float, default=None,
+                          help=f"threshold of the {metric} metric (default: --threshold)")
+    gate.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    gate.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     gate.set_defaults(handler=cmd_regress)
     return parser
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
 from collections import Counter
 from pathlib import Path
 
@@ -173,6 +175,7 @@ def test_hub_loader_uses_the_pinned_revision_on_local_files_of_the_same_shape(
         return datasets.Dataset.from_parquet(str(local))
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the fake stands in for the cache: no reachability probe
     prompts = load_prompts("speed-bench", bench="throughput_1k", category="low_entropy", limit=2)
     assert calls == [(HUB_DATASET, "throughput_1k", "test", HUB_REVISION)]
     assert [s.id for s in prompts.samples] == [f"{1:032x}", f"{3:032x}"]
@@ -180,3 +183,97 @@ def test_hub_loader_uses_the_pinned_revision_on_local_files_of_the_same_shape(
     assert calls[-1][3] == "abc123"
     with pytest.raises(BenchError, match="available benches: qualitative, throughput_1k"):
         load_prompts("speed-bench", bench="throughput_3k")
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def hub_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """Record hub loads instead of making them; no offline variable set."""
+    import datasets
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: calls.append((args, kwargs)) or [])
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    return calls
+
+
+def test_unreachable_hub_fails_at_once_without_calling_the_hub_client(
+    hub_calls: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = _closed_port()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(BenchError) as caught:
+        load_prompts("speed-bench", bench="qualitative")
+    message = str(caught.value)
+    assert message.startswith(f"cannot load nvidia/SPEED-Bench (qualitative): 127.0.0.1:{port} is unreachable")
+    assert "HF_HUB_OFFLINE=1" in message and "\n" not in message
+    assert hub_calls == []
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [(TimeoutError(), "huggingface.co:443 did not answer within 3s"),
+     (socket.gaierror(-3, "Temporary failure in name resolution"),
+      "huggingface.co:443 is unreachable (Temporary failure in name resolution)")],
+)
+def test_no_network_and_no_dns_are_named(hub_calls: list, monkeypatch: pytest.MonkeyPatch, error: OSError,
+                                         expected: str) -> None:
+    import bench.prompts._sets as sets
+
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    probed = []
+
+    def refuse(address: tuple[str, int], timeout: float) -> None:
+        probed.append((address, timeout))
+        raise error
+
+    monkeypatch.setattr(sets.socket, "create_connection", refuse)
+    with pytest.raises(BenchError, match=re.escape(expected)):
+        load_prompts("speed-bench", bench="qualitative")
+    assert probed == [(("huggingface.co", 443), sets.HUB_PROBE_TIMEOUT_S)] and hub_calls == []
+
+
+def test_offline_mode_skips_the_probe_and_explains_a_missing_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    import bench.prompts._sets as sets
+
+    def no_cache(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'nvidia/SPEED-Bench' on the Hub (LocalEntryNotFoundError)\nmore")
+
+    monkeypatch.setattr(datasets, "load_dataset", no_cache)
+    monkeypatch.setattr(sets.socket, "create_connection", lambda *a, **k: pytest.fail("probed in offline mode"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(BenchError) as caught:
+        load_prompts("speed-bench", bench="qualitative")
+    assert str(caught.value) == (
+        f"cannot load nvidia/SPEED-Bench (qualitative, revision {sets.HUB_REVISION}) (offline mode: no cached copy "
+        "of this revision?): Couldn't reach 'nvidia/SPEED-Bench' on the Hub (LocalEntryNotFoundError)"
+    )
+
+
+def test_reachable_hub_is_loaded(hub_calls: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        with pytest.raises(BenchError, match="no usable rows"):
+            load_prompts("speed-bench", bench="qualitative")
+    assert len(hub_calls) == 1
+
+
+def test_offline_hub_is_one_line_and_exit_2_from_the_cli(
+    hub_calls: list, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    assert main(["run", "--dataset", "speed-bench", "--url", "127.0.0.1:9", "--quiet", "--output", "/dev/null"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("speedbench: error: cannot load nvidia/SPEED-Bench (qualitative)")

@@ -1,5 +1,14 @@
 """Analysis of run records: the reference comparison, paired statistics, lossless checks and the CI gate."""
 
+from bench.analysis._cache import ArmCache, CacheUse, CategoryCache, cache_use, served_from_cache
+from bench.analysis._comparability import (
+    ArmState,
+    Comparability,
+    Difference,
+    check_comparable,
+    check_regress_comparable,
+    summary_only,
+)
 from bench.analysis._compare import Comparison, Estimate, ReferenceRow, StatsRow, compare
 from bench.analysis._intervals import (
     ACCEPT_RATE,
@@ -26,7 +35,13 @@ __all__ = [
     "DECODE_SPEEDUP",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "ArmCache",
+    "ArmState",
+    "CacheUse",
+    "CategoryCache",
+    "Comparability",
     "Comparison",
+    "Difference",
     "Estimate",
     "GateRow",
     "GateSide",
@@ -35,6 +50,9 @@ __all__ = [
     "StatsRow",
     "bootstrap_geomean_ci",
     "bootstrap_ratio_of_sums",
+    "cache_use",
+    "check_comparable",
+    "check_regress_comparable",
     "compare",
     "compare_runs",
     "compare_summaries",
@@ -46,6 +64,8 @@ __all__ = [
     "regress",
     "repeat_cv",
     "results_frame",
+    "served_from_cache",
     "stream_latency_stats",
+    "summary_only",
     "verdict",
 ]

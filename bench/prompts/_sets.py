@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,13 +203,51 @@ def shipped_rows(bench: str) -> list[Any]:
     return rows
 
 
+HUB_PROBE_TIMEOUT_S = 3.0
+"""How long the hub's host may take to accept a connection before we call the machine offline."""
+
+_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def _offline_requested() -> bool:
+    return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"} for name in _OFFLINE_VARIABLES)
+
+
+def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the hub (`$HF_ENDPOINT`, default huggingface.co) cannot be reached, or None when a connection opens."""
+    from urllib.parse import urlsplit
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    host = parts.hostname or "huggingface.co"
+    port = parts.port or (80 if parts.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except TimeoutError:
+        return f"{host}:{port} did not answer within {timeout:.0f}s"
+    except OSError as exc:
+        return f"{host}:{port} is unreachable ({exc.strerror or exc.__class__.__name__})"
+
+
 def hub_rows(bench: str, revision: str) -> list[Any]:
+    """Rows of one SPEED-Bench config from the hub; fails in seconds, on one line, when the hub is unreachable."""
     if bench not in HUB_BENCHES:
         raise BenchError(f"unknown --bench {bench!r}; available benches: {', '.join(HUB_BENCHES)}")
+    offline = _offline_requested()
+    if not offline:
+        reason = hub_unreachable()
+        if reason is not None:  # the hub client would retry for ~25 s before failing
+            raise BenchError(
+                f"cannot load {HUB_DATASET} ({bench}): {reason}; connect to the network, set HF_HUB_OFFLINE=1 to "
+                "use a cached copy, or pass --dataset categories or a local file"
+            )
     try:
         from datasets import load_dataset
 
         dataset = load_dataset(HUB_DATASET, name=bench, split="test", revision=revision)
     except Exception as exc:  # the hub client raises many types
-        raise BenchError(f"cannot load {HUB_DATASET} ({bench}, revision {revision}): {exc}".splitlines()[0]) from None
+        first = f"{exc}".splitlines()[0] if f"{exc}".strip() else exc.__class__.__name__
+        hint = " (offline mode: no cached copy of this revision?)" if offline else ""
+        raise BenchError(f"cannot load {HUB_DATASET} ({bench}, revision {revision}){hint}: {first}") from None
     return [dict(row) for row in dataset]

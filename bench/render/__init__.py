@@ -11,6 +11,7 @@ from typing import Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._gate import gate_markdown, gate_text
+from bench.render._mermaid import mermaid_text, speedup_chart
 from bench.render._stats import (
     ci_cell,
     cv_text,
@@ -60,11 +61,13 @@ __all__ = [
     "lossless_text",
     "markdown_escape",
     "markdown_table",
+    "mermaid_text",
     "plot_all",
     "render_json",
     "render_markdown",
     "render_report",
     "render_text",
+    "speedup_chart",
     "stats_markdown",
     "stats_text",
     "stream_markdown",

@@ -21,8 +21,9 @@ GATE_COLUMNS: list[Column] = [
     ("status", "status", ""),
 ]
 _LEGEND = (
-    "reference and candidate: geometric means over shared samples (accept rate: pooled); change: their paired "
-    "ratio; a regression needs the interval below 1.00x and a change over the metric's threshold"
+    "reference, candidate: geometric means over the samples both share (accept rate: pooled); "
+    "change: geometric mean of per-sample candidate/reference ratios, 95% interval; a regression needs the "
+    "interval below 1.00x and a change over the metric's threshold"
 )
 
 
@@ -44,11 +45,11 @@ def gate_text(rows: Sequence[GateRow]) -> str:
     head = f"speedbench regress: {len(regressed)} regression(s)"
     if regressed:
         head += ": " + ", ".join(f"{row.category} {row.metric.label}" for row in regressed)
-    return head + "\n" + text_table(_cells(rows), GATE_COLUMNS) + f"({_LEGEND})\n"
+    return head + "\n" + _LEGEND + "\n" + text_table(_cells(rows), GATE_COLUMNS)
 
 
 def gate_markdown(rows: Sequence[GateRow]) -> str:
     """The gate's result as Markdown."""
     regressed = len(_regressed(rows))
     head = "### speedbench regress: " + ("no regression" if not regressed else f"{regressed} regression(s)")
-    return head + "\n\n" + markdown_table(_cells(rows), GATE_COLUMNS) + f"\n{_LEGEND.capitalize()}.\n"
+    return head + "\n\n" + _LEGEND.capitalize() + ".\n\n" + markdown_table(_cells(rows), GATE_COLUMNS)

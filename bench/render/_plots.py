@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import statistics
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
+from bench._constants import MIN_SAMPLES_FOR_CI
 from bench.records import Run
 
 if TYPE_CHECKING:
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "speedbench"  # stable SVG ids: same inputs, same bytes
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 # Okabe-Ito colour-blind-safe palette
 BLUE, ORANGE, GREEN, VERMILLION, GREY = "#0072B2", "#E69F00", "#009E73", "#D55E00", "#999999"
@@ -44,15 +48,30 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def speedup_bars(
-    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, title: str = "", formats: Sequence[str] = FORMATS
-) -> list[Path]:
-    """Per-category decode and latency speedup bars (geomean) with 95% CI whiskers and a 1.0x line."""
+def _footnote(figure: Any, axis: Any, lines: Sequence[str], *, width: int = 110) -> None:
+    """Notes under the x-axis label (itself under the rotated tick labels), so they never overlap them."""
+    if not lines:
+        return
+    text = "\n".join(textwrap.fill(line, width=width) for line in lines)
+    axis.annotate(text, xy=(0.0, 0.0), xycoords=("axes fraction", axis.xaxis.label), xytext=(0, -6),
+                  textcoords="offset points", ha="left", va="top", fontsize=8, color="#444444",
+                  annotation_clip=False)
+
+
+def _names(names: Sequence[str], limit: int = 12) -> str:
+    shown = [str(name) for name in names[:limit]]
+    return ", ".join(shown) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> Any:
+    """The speedup bar chart as a matplotlib figure (whiskers only where an interval exists, and it says where)."""
     rows = [row for row in stats if _finite(row.get("decode_speedup"))]
+    dropped = [_label(row.get("category")) for row in stats if not _finite(row.get("decode_speedup"))]
     categories = [_label(row["category"]) for row in rows]
     figure, axis = plt.subplots(figsize=(max(7.0, 0.75 * len(rows) + 3), 4.6))
     width = 0.38
-    missing_ci = False
+    with_interval: dict[str, list[str]] = {}
+    notes = []
     for offset, key, colour, label in (
         (-width / 2, "decode_speedup", BLUE, "decode speedup (t/s)"),
         (width / 2, "latency_speedup", ORANGE, "latency speedup (end to end)"),
@@ -62,7 +81,13 @@ def speedup_bars(
         highs = [row.get(f"{key}_high") for row in rows]
         positions = [index + offset for index in range(len(rows))]
         axis.bar(positions, values, width, color=colour, label=label)
+        missing = [i for i, row in enumerate(rows) if not _finite(row.get(key))]
+        for i in missing:
+            axis.text(positions[i], 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
+        if missing:
+            notes.append(f"{label.split(' (')[0].capitalize()} n/a: {_names([categories[i] for i in missing])}.")
         with_ci = [i for i, (lo, hi) in enumerate(zip(lows, highs, strict=True)) if _finite(lo) and _finite(hi)]
+        with_interval[key] = [categories[i] for i in with_ci]
         if with_ci:
             axis.errorbar(
                 [positions[i] for i in with_ci],
@@ -73,40 +98,173 @@ def speedup_bars(
                 ],
                 fmt="none", ecolor="#333333", elinewidth=1, capsize=3,
             )
-        missing_ci = missing_ci or len(with_ci) < len(rows)
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1, label="no change (1.0x)")
     axis.set_xticks(range(len(rows)), categories, rotation=30, ha="right")
     axis.set_ylabel("speedup, speculative vs baseline (x)")
-    axis.set_title(_label(title) if title else "Speedup per category (geometric mean of per-sample speedups, 95% CI)")
-    if missing_ci:
-        figure.text(0.01, -0.02, "Bars without whiskers: fewer than 5 paired samples, no confidence interval.",
-                    fontsize=8, color="#555555")
-    axis.legend(loc="best", fontsize="small")
+    with_ci = [c for c in categories if c in with_interval["decode_speedup"] or c in with_interval["latency_speedup"]]
+    if rows and len(with_ci) == len(rows):
+        scope = "95% CI"
+    elif with_ci:
+        scope = f"95% CI on {len(with_ci)} of {len(rows)} categories"
+    else:
+        scope = "no confidence intervals"
+    axis.set_title(_label(title) if title else f"Speedup per category (geometric mean of per-sample speedups, {scope})")
+    if rows and len(with_ci) < len(rows):
+        without = [c for c in categories if c not in with_ci]
+        whiskers = f"Whiskers: 95% bootstrap CI, on {_names(with_ci)}. " if with_ci else ""
+        notes.insert(0, f"{whiskers}No whiskers on {_names(without)}: fewer than {MIN_SAMPLES_FOR_CI} paired "
+                        "samples, no confidence interval.")
+    if dropped:
+        notes.append(f"Not shown (decode speedup n/a): {_names(dropped)}.")
+    if not rows:
+        axis.text(0.5, 0.5, "no category has a decode speedup", transform=axis.transAxes, ha="center")
+    axis.set_xlabel("category")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")  # outside: never over a bar
     axis.grid(axis="y", alpha=0.3)
-    return _save(figure, out_dir, "speedup", formats)
+    _footnote(figure, axis, notes, width=int(figure.get_figwidth() * 15))
+    return figure
 
 
-def accept_vs_speedup(
-    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, formats: Sequence[str] = FORMATS
+def speedup_bars(
+    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, title: str = "", formats: Sequence[str] = FORMATS
 ) -> list[Path]:
-    """Accept rate against decode speedup, one labelled point per category."""
-    rows = [
-        row for row in stats
-        if row.get("category") != "overall" and _finite(row.get("accept_rate")) and _finite(row.get("decode_speedup"))
-    ]
+    """Per-category decode and latency speedup bars (geomean) with 95% CI whiskers where they exist, a 1.0x line."""
+    return _save(speedup_figure(stats, title=title), out_dir, "speedup", formats)
+
+
+LABEL_OFFSETS = [(dx, dy) for dy in (3, -11, 12, -20, 21, -29, 30, -38, 39, -47) for dx in (5, -5)]
+"""Candidate label offsets (points) around a point, nearest first; left offsets put the text left of the point."""
+
+_LEADER = {"arrowstyle": "-", "color": "#777777", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 3}
+
+
+def _candidates() -> list[tuple[int, int]]:
+    far = [(dx, sign * 9 * step) for step in range(6, 60) for sign in (1, -1) for dx in (5, -5)]
+    return [*LABEL_OFFSETS, *far]
+
+
+def place_labels(axis: Any, points: Sequence[tuple[float, float]], labels: Sequence[str]) -> list[Any]:
+    """Annotate points so no two labels overlap each other or a point; labels moved away get a leader line."""
+    figure = axis.figure
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    marks = [axis.transData.transform(point) for point in points]
+    margin = 3 * figure.dpi / 72.0
+    placed: list[Any] = []
+    annotations = []
+    for (x, y), text in sorted(zip(points, labels, strict=True), key=lambda item: (-item[0][1], item[0][0])):
+        for dx, dy in _candidates():
+            note = axis.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=8,
+                                 ha="left" if dx > 0 else "right", va="bottom" if dy >= 0 else "top",
+                                 arrowprops=_LEADER if abs(dy) > 12 else None, annotation_clip=False)
+            note.update_positions(renderer)
+            box = Text.get_window_extent(note, renderer)  # the text alone, not its leader line
+            hits_point = any(box.x0 - margin <= mx <= box.x1 + margin and box.y0 - margin <= my <= box.y1 + margin
+                             for mx, my in marks)
+            if not hits_point and not any(box.overlaps(other) for other in placed):
+                break
+            note.remove()
+        else:  # no free place within reach: keep the last candidate rather than drop the name
+            note = axis.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=8,
+                                 arrowprops=_LEADER, annotation_clip=False)
+            note.update_positions(renderer)
+            box = Text.get_window_extent(note, renderer)
+        placed.append(box)
+        annotations.append(note)
+    return annotations
+
+
+def accept_figure(stats: Sequence[Mapping[str, Any]]) -> Any:
+    """Accept rate against decode speedup as a figure; categories that cannot be placed are named on it."""
+    categories = [row for row in stats if row.get("category") != "overall"]
+    rows = [row for row in categories if _finite(row.get("accept_rate")) and _finite(row.get("decode_speedup"))]
+    no_accept = [_label(row.get("category")) for row in categories if not _finite(row.get("accept_rate"))]
+    no_speedup = [_label(row.get("category")) for row in categories
+                  if _finite(row.get("accept_rate")) and not _finite(row.get("decode_speedup"))]
     figure, axis = plt.subplots(figsize=(6.5, 4.6))
-    axis.scatter([row["accept_rate"] for row in rows], [row["decode_speedup"] for row in rows], color=GREEN, s=40)
-    for row in rows:
-        axis.annotate(_label(row["category"]), (row["accept_rate"], row["decode_speedup"]), fontsize=8,
-                      xytext=(4, 3), textcoords="offset points")
+    points = [(float(row["accept_rate"]), float(row["decode_speedup"])) for row in rows]
+    axis.scatter([x for x, _ in points], [y for _, y in points], color=GREEN, s=40, zorder=3)
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1)
     axis.set_xlabel("accept rate (accepted / drafted tokens)")
     axis.set_ylabel("decode speedup (x)")
     axis.set_title("Accept rate vs decode speedup per category")
     axis.grid(alpha=0.3)
-    if not rows:
-        axis.text(0.5, 0.5, "no drafts recorded", transform=axis.transAxes, ha="center")
-    return _save(figure, out_dir, "accept_vs_speedup", formats)
+    if points:
+        xs, ys = [x for x, _ in points], [y for _, y in points]
+        pad_x = max(0.05, (max(xs) - min(xs)) * 0.15)
+        pad_y = max(0.1, (max(ys) - min(ys)) * 0.25)
+        axis.set_xlim(min(xs) - pad_x, max(xs) + pad_x)
+        axis.set_ylim(min(min(ys), 1.0) - pad_y, max(ys) + pad_y)
+        place_labels(axis, points, [_label(row["category"]) for row in rows])
+    else:
+        axis.text(0.5, 0.5, "no category has both an accept rate and a decode speedup", transform=axis.transAxes,
+                  ha="center")
+    notes = []
+    if no_accept:
+        notes.append(f"Not shown, accept rate n/a (nothing drafted): {_names(no_accept)}.")
+    if no_speedup:
+        notes.append(f"Not shown, decode speedup n/a: {_names(no_speedup)}.")
+    _footnote(figure, axis, notes, width=95)
+    return figure
+
+
+def accept_vs_speedup(
+    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, formats: Sequence[str] = FORMATS
+) -> list[Path]:
+    """Accept rate against decode speedup, one labelled point per category (labels kept apart)."""
+    return _save(accept_figure(stats), out_dir, "accept_vs_speedup", formats)
+
+
+FEW_SAMPLES = 5
+"""Below this many requests per arm and category, latencies are drawn as points: a box of 1-2 values is a line."""
+
+
+def latency_figure(baseline: Mapping[str, Sequence[float]], speculative: Mapping[str, Sequence[float]]) -> Any:
+    """Per-category latency: boxes where there are enough requests, the requests themselves where there are few."""
+    categories = [category for category in speculative if baseline.get(category) and speculative.get(category)]
+    only = [_label(c) for c in [*speculative, *baseline] if not (baseline.get(c) and speculative.get(c))]
+    figure, axis = plt.subplots(figsize=(max(7.0, 0.8 * len(categories) + 3), 4.6))
+    few_categories = set()
+    for shift, data, colour in ((0.0, baseline, BLUE), (1.0, speculative, ORANGE)):
+        boxed = [(index * 3.0 + shift, list(data[c])) for index, c in enumerate(categories)
+                 if len(data[c]) >= FEW_SAMPLES]
+        if boxed:
+            boxes = axis.boxplot([values for _, values in boxed], positions=[p for p, _ in boxed], widths=0.8,
+                                 patch_artist=True, showfliers=True, medianprops={"color": "black", "linewidth": 1.5})
+            for patch in boxes["boxes"]:
+                patch.set_facecolor(colour)
+                patch.set_alpha(0.75)
+        for index, category in enumerate(categories):
+            values = list(data[category])
+            if len(values) >= FEW_SAMPLES:
+                continue
+            few_categories.add(category)
+            position = index * 3.0 + shift
+            spread = [position + 0.5 * (k - (len(values) - 1) / 2) / max(1, len(values)) for k in range(len(values))]
+            axis.scatter(spread, values, color=colour, edgecolor="black", linewidth=0.6, s=30, zorder=3)
+            axis.hlines(statistics.median(values), position - 0.4, position + 0.4, color="black", linewidth=1.5,
+                        zorder=2)
+    axis.set_xticks([index * 3.0 + 0.5 for index in range(len(categories))], [_label(c) for c in categories],
+                    rotation=30, ha="right")
+    axis.set_xlabel("category")
+    axis.set_ylabel("request latency (s)")
+    axis.set_title("Per-request latency: baseline (blue) vs speculative (orange)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour, alpha=0.75) for colour in (BLUE, ORANGE)]
+    axis.legend(handles, ["baseline", "speculative"], fontsize="small")
+    axis.grid(axis="y", alpha=0.3)
+    if not categories:
+        axis.text(0.5, 0.5, "no category has successful requests in both runs", transform=axis.transAxes,
+                  ha="center")
+    notes = []
+    if few_categories:
+        shown = [_label(c) for c in categories if c in few_categories]
+        boxes_too = " Boxes elsewhere: quartiles, whiskers 1.5 IQR." if len(few_categories) < len(categories) else ""
+        notes.append(f"Points, one per request, with a line at the median: fewer than {FEW_SAMPLES} requests in an "
+                     f"arm ({_names(shown)}).{boxes_too}")
+    if only:
+        notes.append(f"Not shown (no successful request in one of the runs): {_names(list(dict.fromkeys(only)))}.")
+    _footnote(figure, axis, notes, width=int(figure.get_figwidth() * 15))
+    return figure
 
 
 def latency_distributions(
@@ -116,31 +274,8 @@ def latency_distributions(
     *,
     formats: Sequence[str] = FORMATS,
 ) -> list[Path]:
-    """Per-category box plots of per-request latency, baseline against speculative."""
-    categories = [category for category in speculative if baseline.get(category)]
-    figure, axis = plt.subplots(figsize=(max(7.0, 0.8 * len(categories) + 3), 4.6))
-    positions_base = [index * 3.0 for index in range(len(categories))]
-    positions_spec = [index * 3.0 + 1.0 for index in range(len(categories))]
-    for positions, data, colour in (
-        (positions_base, [baseline[c] for c in categories], BLUE),
-        (positions_spec, [speculative[c] for c in categories], ORANGE),
-    ):
-        if data:
-            boxes = axis.boxplot(data, positions=positions, widths=0.8, patch_artist=True, showfliers=True,
-                                 medianprops={"color": "black", "linewidth": 1.5})
-            for patch in boxes["boxes"]:
-                patch.set_facecolor(colour)
-                patch.set_alpha(0.75)
-    axis.set_xticks(
-        [index * 3.0 + 0.5 for index in range(len(categories))], [_label(c) for c in categories], rotation=30,
-        ha="right",
-    )
-    axis.set_ylabel("request latency (s)")
-    axis.set_title("Per-request latency: baseline (blue) vs speculative (orange)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colour, alpha=0.75) for colour in (BLUE, ORANGE)]
-    axis.legend(handles, ["baseline", "speculative"], fontsize="small")
-    axis.grid(axis="y", alpha=0.3)
-    return _save(figure, out_dir, "latency", formats)
+    """Per-category latency of each request, baseline against speculative (boxes, or points when few)."""
+    return _save(latency_figure(baseline, speculative), out_dir, "latency", formats)
 
 
 def position_acceptance(

@@ -60,7 +60,8 @@ def _stats_cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
 
 def _stats_legend(threshold: float) -> str:
     return (
-        "geometric mean of per-sample speedups (samples matched by id) with a 95% interval; a verdict needs the "
+        "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
+        "with a 95% interval; a verdict needs the "
         f"interval to exclude 1.00x and a change over {threshold:.0%}"
     )
 

@@ -404,7 +404,7 @@ async def execute(
     meta = {
         key: value
         for key, value in header.items()
-        if key not in {"config", "selected_samples", "sample_ids", "prompts_sha256"}
+        if key not in {"config", "selected_samples", "sample_ids"}  # prompts_sha256 kept: compare checks it
     }
     meta.update(
         {

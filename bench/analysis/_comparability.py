@@ -1,0 +1,314 @@
+"""Can two runs be compared? Differences in what was measured, named and graded, before any table is drawn.
+
+A difference that changes what a speedup means (no samples in common, other prompts, another
+output length, concurrency, bench or dataset, the same file twice) is an error; a lesser one
+(engine, model, harness version, extra inputs, which categories were selected...) is a warning.
+Failed samples and interrupted or partial runs are recorded per arm so every output can flag them
+and `report` can refuse a partial run. Files that carry only a `summary` (pasted tables rebuilt)
+cannot be checked at all: that is said once, and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.records import Run
+
+ERROR = "error"
+WARNING = "warning"
+NOTHING_CHECKED = "nothing could be checked"
+
+# config keys compared between two runs, and how much a difference matters
+_ERROR_CONFIG_KEYS = ("bench", "dataset", "osl", "concurrency", "api")
+_WARNING_CONFIG_KEYS = (
+    "extra_inputs", "chat_template_kwargs", "category", "limit", "repeat", "revision", "stream", "warmup",
+)
+_SELECTION_KEYS = ("category", "limit", "repeat", "dataset", "bench", "revision")
+"""Keys that change which samples are selected (and so the prompt digest) without changing any one prompt."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One setting that differs between two runs, and whether it changes what the comparison means."""
+
+    field: str
+    baseline: str
+    speculative: str
+    severity: str
+    labels: tuple[str, str] = ("baseline", "speculative")
+
+    @property
+    def message(self) -> str:
+        """One line naming the difference: `osl differs: baseline=32 speculative=16`."""
+        return f"{self.field} differs: {self.labels[0]}={self.baseline} {self.labels[1]}={self.speculative}"
+
+
+@dataclass(frozen=True)
+class ArmState:
+    """What one run finished: selected, recorded and failed samples, and whether it was interrupted."""
+
+    arm: str
+    path: str | None
+    selected: int
+    recorded: int
+    failed: int
+    interrupted: bool
+
+    @property
+    def partial(self) -> bool:
+        """Interrupted, or fewer samples recorded than were selected."""
+        return self.interrupted or self.recorded < self.selected
+
+    @property
+    def message(self) -> str:
+        """One line: `speculative: interrupted, 14 of 22 samples recorded, 2 failed`."""
+        parts = []
+        if self.interrupted:
+            parts.append("interrupted")
+        if self.partial:
+            parts.append(f"{self.recorded} of {self.selected} samples recorded")
+        if self.failed:
+            parts.append(f"{self.failed} of {self.recorded} samples failed")
+        return f"{self.arm} ({_file_name(self.path)}): " + (", ".join(parts) if parts else "complete")
+
+
+@dataclass(frozen=True)
+class Comparability:
+    """The outcome of the check: graded differences, notes for the reader, and whether anything was checked."""
+
+    differences: tuple[Difference, ...]
+    notes: tuple[str, ...]
+    checked: bool
+    arms: tuple[ArmState, ...] = ()
+
+    @property
+    def errors(self) -> tuple[Difference, ...]:
+        """Differences that change what the comparison means (refused unless --allow-mismatch)."""
+        return tuple(d for d in self.differences if d.severity == ERROR)
+
+    @property
+    def warnings(self) -> tuple[Difference, ...]:
+        """Lesser differences, printed above the table."""
+        return tuple(d for d in self.differences if d.severity == WARNING)
+
+    @property
+    def partial(self) -> tuple[ArmState, ...]:
+        """Arms that were interrupted or recorded fewer samples than selected (report refuses these)."""
+        return tuple(arm for arm in self.arms if arm.partial)
+
+    @property
+    def failed(self) -> tuple[ArmState, ...]:
+        """Arms with failed samples."""
+        return tuple(arm for arm in self.arms if arm.failed)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """One line per partial or failing arm, for every output to show."""
+        return tuple(arm.message for arm in self.arms if arm.partial or arm.failed)
+
+    def lines(self) -> list[str]:
+        """Everything worth printing, one line each: errors, warnings, flags and notes."""
+        return [
+            *(f"error: {d.message}" for d in self.errors),
+            *(f"warning: {d.message}" for d in self.warnings),
+            *(f"warning: {flag}" for flag in self.flags),
+            *(f"note: {note}" for note in self.notes),
+        ]
+
+
+def summary_only(run: Run) -> bool:
+    """A file that carries only a `summary` (no config, no results): a pasted table rebuilt."""
+    return not run.config and not run.results
+
+
+def check_comparable(baseline: Run, speculative: Run) -> Comparability:
+    """Compare what two runs measured: graded differences, per-arm state and notes; never raises."""
+    return _check(baseline, speculative, ("baseline", "speculative"), same_mode_expected=False)
+
+
+def check_regress_comparable(reference: Run, candidate: Run) -> Comparability:
+    """The same check for the gate's reference and candidate (runs of one arm, so the speculative mode must match)."""
+    return _check(reference, candidate, ("reference", "candidate"), same_mode_expected=True)
+
+
+def _check(first: Run, second: Run, labels: tuple[str, str], *, same_mode_expected: bool) -> Comparability:
+    if summary_only(first) or summary_only(second):
+        which = [_file_name(run.path) for run in (first, second) if summary_only(run)]
+        note = f"{NOTHING_CHECKED}: {' and '.join(which)} carry only a summary (no config, no per-sample results)"
+        return Comparability(differences=(), notes=(note,), checked=False)
+    differences: list[Difference] = []
+    notes: list[str] = []
+
+    def differ(name: str, a: Any, b: Any, severity: str) -> None:
+        differences.append(Difference(name, _show(a), _show(b), severity, labels))
+
+    if _same_file(first, second):
+        where = _file_name(first.path)
+        differences.append(Difference("file", where, _file_name(second.path), ERROR, labels))
+        notes.append(f"the {labels[0]} and the {labels[1]} are the same file (or identical copies)")
+
+    for key in _ERROR_CONFIG_KEYS + _WARNING_CONFIG_KEYS:
+        severity = ERROR if key in _ERROR_CONFIG_KEYS else WARNING
+        if key in first.config and key in second.config:
+            if first.config[key] != second.config[key]:
+                differ(key, first.config[key], second.config[key], severity)
+        elif severity == ERROR and (key in first.config) != (key in second.config) and key != "api":
+            missing = labels[0] if key not in first.config else labels[1]
+            notes.append(f"{key} is not recorded in the {missing} run; it could not be checked")
+
+    _check_prompts(first, second, labels, differences, notes)
+    _check_samples(first, second, labels, differences)
+
+    for name, getter in (("engine", _engine), ("model", _model), ("harness version", _harness)):
+        a, b = getter(first), getter(second)
+        if a is not None and b is not None and a != b:
+            differ(name, a, b, WARNING)
+    mode_a, mode_b = _mode(first), _mode(second)
+    if same_mode_expected and mode_a is not None and mode_b is not None and mode_a != mode_b:
+        differ("speculative mode", mode_a, mode_b, WARNING)
+    if not same_mode_expected and _drafted(first):
+        differences.append(
+            Difference("speculative mode", "drafted tokens", mode_b or "speculative", WARNING, labels)
+        )
+        notes.append(f"the {labels[0]} run drafted tokens: it was not run without speculative decoding")
+
+    arms = tuple(_arm_state(label, run) for label, run in zip(labels, (first, second), strict=True))
+    return Comparability(differences=tuple(differences), notes=tuple(notes), checked=True, arms=arms)
+
+
+def _check_prompts(
+    first: Run, second: Run, labels: tuple[str, str], differences: list[Difference], notes: list[str]
+) -> None:
+    """Prompt digests: the same selection with another digest means other prompts (an error)."""
+    digest_a, digest_b = first.meta.get("prompts_sha256"), second.meta.get("prompts_sha256")
+    if not digest_a or not digest_b:
+        notes.append("no prompt digest in one of the runs: prompts are matched by sample id only")
+        return
+    if digest_a == digest_b:
+        return
+    same_selection = all(first.config.get(key) == second.config.get(key) for key in _SELECTION_KEYS)
+    if same_selection:
+        differences.append(Difference("prompts (sha256)", digest_a[:12], digest_b[:12], ERROR, labels))
+    else:
+        notes.append("the prompt digests differ because the sample selections differ; samples are paired by id")
+
+
+def _check_samples(first: Run, second: Run, labels: tuple[str, str], differences: list[Difference]) -> None:
+    keys_a = {result.key for result in first.results}
+    keys_b = {result.key for result in second.results}
+    shared = keys_a & keys_b
+    if not shared:
+        differences.append(
+            Difference("sample ids", f"{len(keys_a)} samples", f"{len(keys_b)} samples, none in common", ERROR, labels)
+        )
+        return
+    ok_a = {result.key for result in first.results if result.ok}
+    ok_b = {result.key for result in second.results if result.ok}
+    if not ok_a & ok_b:
+        differences.append(
+            Difference(
+                "successful samples", f"{len(ok_a)} of {len(keys_a)}", f"{len(ok_b)} of {len(keys_b)}, none in common",
+                ERROR, labels,
+            )
+        )
+    elif keys_a != keys_b:
+        differences.append(
+            Difference(
+                "sample ids", f"{len(keys_a)} samples", f"{len(keys_b)} samples ({len(shared)} in common)",
+                WARNING, labels,
+            )
+        )
+
+
+def _arm_state(label: str, run: Run) -> ArmState:
+    return ArmState(
+        arm=label,
+        path=run.path,
+        selected=run.selected_samples,
+        recorded=len({result.key for result in run.results}),
+        failed=sum(1 for result in run.results if not result.ok),
+        interrupted=bool(run.meta.get("interrupted")),
+    )
+
+
+def _same_file(first: Run, second: Run) -> bool:
+    if first.path and second.path:
+        try:
+            if os.path.samefile(first.path, second.path):
+                return True
+        except OSError:
+            pass
+        digests = [_file_digest(run.path) for run in (first, second)]
+        if digests[0] is not None and digests[0] == digests[1]:
+            return True
+        if None not in digests:
+            return False
+    return _content_digest(first) == _content_digest(second)
+
+
+def _file_digest(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _content_digest(run: Run) -> str:
+    payload = json.dumps(run.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _file_name(path: str | None) -> str:
+    return Path(path).name if path else "(in memory)"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def _engine(run: Run) -> str | None:
+    engine = run.meta.get("engine")
+    return str(engine) if engine else None
+
+
+def _model(run: Run) -> str | None:
+    """The model the server said it served (file name only), else the requested model or the model tag."""
+    server = run.meta.get("server")
+    if isinstance(server, Mapping):
+        models = server.get("models")
+        data = models.get("data") if isinstance(models, Mapping) else None
+        if isinstance(data, list) and data and isinstance(data[0], Mapping) and data[0].get("id"):
+            return Path(str(data[0]["id"])).name
+    tags = run.config.get("tags")
+    if isinstance(tags, Mapping) and tags.get("model"):
+        return str(tags["model"])
+    model = run.config.get("model")
+    return Path(str(model)).name if model else None
+
+
+def _harness(run: Run) -> str | None:
+    harness = run.meta.get("harness")
+    if isinstance(harness, Mapping) and harness.get("version"):
+        return f"{harness.get('name')} {harness['version']}"
+    return None
+
+
+def _mode(run: Run) -> str | None:
+    tags = run.config.get("tags")
+    if isinstance(tags, Mapping) and tags.get("mode"):
+        return str(tags["mode"])
+    return None
+
+
+def _drafted(run: Run) -> bool:
+    return any(result.draft_n > 0 for result in run.results if result.ok)

@@ -1,0 +1,146 @@
+"""Plots that cannot mislead: notes clear of the labels, honest titles, points at few samples, labels apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.text import Text
+
+from bench.analysis import compare
+from bench.records import load_run
+from bench.render._plots import (
+    FEW_SAMPLES,
+    accept_figure,
+    latency_figure,
+    place_labels,
+    plot_all,
+    speedup_figure,
+)
+
+SAMPLE = Path(__file__).resolve().parents[1] / "results" / "sample"
+CATEGORIES = ["coding", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay", "stem",
+              "summarization", "writing"]
+
+
+def _stats(with_ci: set[str], *, latency_na: tuple[str, ...] = (), decode_na: tuple[str, ...] = ()) -> list[dict]:
+    rows = []
+    for index, category in enumerate([*CATEGORIES, "overall"]):
+        decode = None if category in decode_na else 1.1 + 0.05 * index
+        latency = None if category in latency_na else 1.05 + 0.02 * index
+        ci = category in with_ci
+        rows.append({
+            "category": category, "decode_speedup": decode, "latency_speedup": latency,
+            "decode_speedup_low": decode - 0.05 if ci and decode else None,
+            "decode_speedup_high": decode + 0.05 if ci and decode else None,
+            "latency_speedup_low": latency - 0.05 if ci and latency else None,
+            "latency_speedup_high": latency + 0.05 if ci and latency else None,
+            "accept_rate": 1.0 if index % 3 else 0.6 + 0.01 * index,
+        })
+    return rows
+
+
+def _boxes(figure) -> tuple[list, object]:
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    axis = figure.axes[0]
+    ticks = [label.get_window_extent(renderer) for label in axis.get_xticklabels() if label.get_text()]
+    notes = [text for text in axis.texts if text.get_fontsize() == 8 and text.get_text().endswith(".")]
+    return ticks, notes, renderer
+
+
+def _all_text(figure) -> str:
+    text = "\n".join(text.get_text() for text in figure.axes[0].texts) + "\n" + figure.axes[0].get_title()
+    return " ".join(text.split())  # footnotes are wrapped
+
+
+def test_speedup_footnote_sits_below_the_rotated_labels() -> None:
+    figure = speedup_figure(_stats({"overall"}))
+    ticks, notes, renderer = _boxes(figure)
+    assert len(notes) == 1
+    note = notes[0].get_window_extent(renderer)
+    assert ticks and all(not note.overlaps(tick) and note.y1 < tick.y0 for tick in ticks)
+    plt.close(figure)
+
+
+def test_speedup_title_says_which_bars_have_an_interval() -> None:
+    figure = speedup_figure(_stats({"overall"}))
+    title = figure.axes[0].get_title()
+    assert "95% CI on 1 of 12 categories" in title
+    assert "Whiskers: 95% bootstrap CI, on overall. No whiskers on coding" in _all_text(figure)
+    plt.close(figure)
+    everywhere = speedup_figure(_stats(set([*CATEGORIES, "overall"])))
+    assert everywhere.axes[0].get_title().endswith("95% CI)") and "whiskers" not in _all_text(everywhere).lower()
+    plt.close(everywhere)
+    nowhere = speedup_figure(_stats(set()))
+    assert "no confidence intervals" in nowhere.axes[0].get_title()
+    plt.close(nowhere)
+
+
+def test_speedup_names_what_is_missing() -> None:
+    figure = speedup_figure(_stats({"overall"}, latency_na=("qa",), decode_na=("rag",)))
+    text = _all_text(figure)
+    assert "Latency speedup n/a: qa." in text
+    assert "Not shown (decode speedup n/a): rag." in text
+    assert [label.get_text() for label in figure.axes[0].get_xticklabels()].count("rag") == 0
+    plt.close(figure)
+
+
+def test_few_latencies_are_drawn_as_points_not_collapsed_boxes() -> None:
+    baseline = {"qa": [1.5], "rag": [4.0, 10.0], "math": [1.0, 1.1, 1.2, 1.3, 1.4, 1.6]}
+    speculative = {"qa": [1.2], "rag": [4.1, 9.0], "math": [0.9, 1.0, 1.1, 1.2, 1.3, 1.5]}
+    figure = latency_figure(baseline, speculative)
+    axis = figure.axes[0]
+    points = sum(len(c.get_offsets()) for c in axis.collections if isinstance(c, PathCollection))
+    assert points == 6  # qa and rag: every request a point, both arms
+    assert len(axis.patches) == 2  # math: a box per arm (at least FEW_SAMPLES requests)
+    assert f"fewer than {FEW_SAMPLES} requests in an arm (qa, rag). Boxes elsewhere" in _all_text(figure)
+    plt.close(figure)
+
+
+def test_latency_names_categories_missing_from_one_run() -> None:
+    figure = latency_figure({"qa": [1.0]}, {"qa": [1.0], "rag": [2.0]})
+    assert "Not shown (no successful request in one of the runs): rag." in _all_text(figure)
+    plt.close(figure)
+
+
+def test_accept_labels_do_not_collide_and_nothing_vanishes_silently() -> None:
+    stats = _stats(set())
+    stats[1]["accept_rate"] = None  # humanities: nothing drafted
+    stats[5]["decode_speedup"] = None  # rag
+    figure = accept_figure(stats)
+    axis = figure.axes[0]
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    labels = [text for text in axis.texts if text.get_text() in CATEGORIES]
+    assert len(labels) == len(CATEGORIES) - 2
+    boxes = [Text.get_window_extent(label, renderer) for label in labels]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    text = _all_text(figure)
+    assert "accept rate n/a (nothing drafted): humanities." in text and "decode speedup n/a: rag." in text
+    plt.close(figure)
+
+
+@pytest.mark.parametrize("count", [2, 6, 12])
+def test_place_labels_keeps_crowded_labels_apart(count: int) -> None:
+    figure, axis = plt.subplots(figsize=(6.5, 4.6))
+    points = [(1.0, 1.25 + 0.002 * index) for index in range(count)]  # one tight cluster, as at accept rate 1.0
+    axis.scatter([x for x, _ in points], [y for _, y in points])
+    axis.set_xlim(0.5, 1.1)
+    axis.set_ylim(0.8, 1.8)
+    notes = place_labels(axis, points, [f"category-{index}" for index in range(count)])
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    boxes = [Text.get_window_extent(note, renderer) for note in notes]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    plt.close(figure)
+
+
+def test_plot_all_keeps_its_files(tmp_path: Path) -> None:
+    baseline, speculative = load_run(SAMPLE / "baseline.json"), load_run(SAMPLE / "speculative.json")
+    files = plot_all(compare(baseline, speculative), tmp_path, formats=("png",))
+    assert [path.name for path in files] == ["speedup.png", "accept_vs_speedup.png", "latency.png",
+                                            "position_acceptance.png"]
+    assert all(path.stat().st_size > 5_000 for path in files)
