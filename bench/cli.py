@@ -181,6 +181,27 @@ def _default_output(label: str | None) -> str:
     return os.path.join("results", f"{stamp}-{label or 'run'}.json")
 
 
+def _vet(first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = True, gate: bool = False) -> Any:
+    """Check two runs are comparable: refuse meaning-changing differences (and partial runs where asked), exit 2;
+    print every other difference, partial or failing arm and note to stderr, one line each."""
+    from bench.analysis import check_comparable, check_regress_comparable
+
+    checked = (check_regress_comparable if gate else check_comparable)(first, second)
+    if checked.errors and not allow_mismatch:
+        raise BenchError(
+            "the runs are not comparable: " + "; ".join(d.message for d in checked.errors)
+            + " (pass --allow-mismatch to compare them anyway)"
+        )
+    if checked.partial and not allow_partial:
+        raise BenchError(
+            "partial run: " + "; ".join(arm.message for arm in checked.partial)
+            + " (finish it with --resume, or pass --allow-partial)"
+        )
+    for line in checked.lines():
+        sys.stderr.write(f"speedbench: {line}\n")
+    return checked
+
+
 def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
     from bench.analysis import compare
@@ -189,9 +210,11 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
     baseline = load_run(args.baseline)
     speculative = load_run(args.speculative)
+    checked = _vet(baseline, speculative, allow_mismatch=args.allow_mismatch)
     comparison = compare(
         baseline, speculative, stats=args.stats, threshold=args.threshold, resamples=args.resamples, seed=args.seed,
         min_pairs=args.min_pairs, baseline_label=args.baseline, speculative_label=args.speculative, strict=True,
+        comparability=checked,
     )
     render = {"json": render_json, "markdown": render_markdown, "text": render_text}[args.format]
     out(render(comparison))
@@ -251,8 +274,10 @@ def cmd_report(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.records import load_run
     from bench.render import write_report
 
-    baseline, speculative = _report_inputs(args)
-    comparison = compare(load_run(baseline), load_run(speculative), threshold=args.threshold)
+    baseline_path, speculative_path = _report_inputs(args)
+    baseline, speculative = load_run(baseline_path), load_run(speculative_path)
+    checked = _vet(baseline, speculative, allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial)
+    comparison = compare(baseline, speculative, threshold=args.threshold, comparability=checked)
     report = write_report(comparison, args.out, title=args.title)
     out(f"speedbench: wrote {report}\n")
     return EXIT_OK
@@ -300,8 +325,12 @@ def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         "accept_rate": args.threshold_accept,
     }
     thresholds = {key: (value if value is not None else args.threshold) for key, value in thresholds.items()}
-    rows = regress(_gate_side(args.reference), _gate_side(args.candidate), thresholds=thresholds,
-                   resamples=args.resamples, seed=args.seed)
+    reference, candidate = _gate_side(args.reference), _gate_side(args.candidate)
+    if isinstance(reference, tuple) == isinstance(candidate, tuple):  # a folder against a file: regress refuses
+        pairs = zip(reference, candidate, strict=True) if isinstance(reference, tuple) else [(reference, candidate)]
+        for first, second in pairs:
+            _vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
+    rows = regress(reference, candidate, thresholds=thresholds, resamples=args.resamples, seed=args.seed)
     out(gate_text(rows))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
@@ -352,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     compare.add_argument("--min-pairs", type=int, default=2, help="refuse with fewer matched samples")
+    compare.add_argument("--allow-mismatch", action="store_true",
+                         help="compare runs whose prompts, osl, concurrency or dataset differ (shown above the table)")
     compare.set_defaults(handler=cmd_compare)
 
     serve = command("serve", "serve a GGUF with the embedded llama.cpp server")
@@ -394,6 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: none; give --baseline, --speculative and --out instead)")
     report.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="smallest change that counts (0.02 = 2%%)")
+    report.add_argument("--allow-mismatch", action="store_true",
+                        help="report on runs whose prompts, osl, concurrency or dataset differ (named in the report)")
+    report.add_argument("--allow-partial", action="store_true",
+                        help="report on an interrupted or partial run (flagged in the report)")
     report.set_defaults(handler=cmd_report)
 
     gate = command("regress", "CI gate: exit 1 on a significant regression over the threshold")
@@ -406,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help=f"threshold of the {metric} metric (default: --threshold)")
     gate.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     gate.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    gate.add_argument("--allow-mismatch", action="store_true",
+                      help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")
     gate.set_defaults(handler=cmd_regress)
     return parser
 

@@ -27,8 +27,11 @@ def test_compare_markdown_and_json(capsys) -> None:
             "--speculative", str(DATA / "reference_speculative.json")]
     assert main([*args, "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
-    assert markdown.splitlines()[0] == "### SpeedBench comparison"
-    assert markdown.splitlines()[4].startswith("| coding | 17.31 | 41.28 | 2.38x |")
+    lines = markdown.splitlines()
+    table = lines.index("### SpeedBench comparison")
+    assert lines[table + 4].startswith("| coding | 17.31 | 41.28 | 2.38x |")
+    if table:  # what the reader must know comes first, under its own heading
+        assert lines[0] == "### Before reading the tables"
     assert main([*args, "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["comparison"]
     assert [row["category"] for row in rows] == ["coding", "math", "qa", "rag", "writing", "overall"]
@@ -91,7 +94,8 @@ def test_compare_markdown_stats_carries_every_report_table(capsys) -> None:
     assert main([*args, "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
     headings = [line for line in markdown.splitlines() if line.startswith("### ")]
-    assert headings[:3] == ["### SpeedBench comparison", "### Paired statistics", "### Lossless check"]
+    start = headings.index("### SpeedBench comparison")
+    assert headings[start:start + 3] == ["### SpeedBench comparison", "### Paired statistics", "### Lossless check"]
     assert "decode_verdict" in markdown and "latency_verdict" in markdown
     assert main([*args, "--format", "json"]) == 0
     payload = json.loads(capsys.readouterr().out)
@@ -99,3 +103,48 @@ def test_compare_markdown_stats_carries_every_report_table(capsys) -> None:
     assert overall["category"] == "overall"
     assert {"decode_verdict", "latency_verdict", "latency_speedup_low"} <= set(overall)
     assert payload["lossless"][-1]["category"] == "overall"
+
+
+def _shifted(tmp_path: Path, name: str, **config: object) -> Path:
+    """A copy of the reference speculative run with some config keys changed."""
+    data = json.loads((DATA / "reference_speculative.json").read_text())
+    data["config"].update(config)
+    target = tmp_path / name
+    target.write_text(json.dumps(data))
+    return target
+
+
+def test_compare_refuses_runs_that_measured_different_things(tmp_path: Path, capsys) -> None:
+    other = _shifted(tmp_path, "osl16.json", osl=16, concurrency=2)
+    args = ["compare", "--baseline", str(DATA / "reference_baseline.json"), "--speculative", str(other)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "osl differs" in err and "concurrency differs" in err
+    assert "--allow-mismatch" in err
+    assert main([*args, "--allow-mismatch"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("mismatch: osl differs") and "\nComparison: baseline=" in out
+
+
+def test_compare_refuses_a_file_against_itself(capsys) -> None:
+    same = str(DATA / "reference_speculative.json")
+    assert main(["compare", "--baseline", same, "--speculative", same]) == 2
+    assert "same" in capsys.readouterr().err
+
+
+def test_compare_refuses_a_run_where_every_sample_failed(tmp_path: Path, capsys) -> None:
+    data = json.loads((DATA / "reference_speculative.json").read_text())
+    for result in data["results"]:
+        result["ok"] = False
+    dead = tmp_path / "dead.json"
+    dead.write_text(json.dumps(data))
+    assert main(["compare", "--baseline", str(DATA / "reference_baseline.json"), "--speculative", str(dead)]) == 2
+    assert "successful samples" in capsys.readouterr().err
+
+
+def test_a_lesser_difference_is_a_warning_and_the_table_keeps_parity(tmp_path: Path, capsys) -> None:
+    other = _shifted(tmp_path, "t07.json", extra_inputs={"temperature": 0.7})
+    assert main(["compare", "--baseline", str(DATA / "reference_baseline.json"), "--speculative", str(other)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("Comparison: baseline=")
+    assert "warning: extra_inputs differs" in captured.err

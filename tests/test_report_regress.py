@@ -58,9 +58,12 @@ def test_report_is_complete_and_reproducible(comparison_pair: tuple[Path, Path],
     text = report.read_text()
     assert text.startswith("# My PR\n")
     assert "| speculative mode | baseline | ngram-mod |" in text
-    assert f"```\nComparison: baseline={ref / 'baseline.json'} speculative={ref / 'speculative.json'}\n" in text
+    assert "```\nComparison: baseline=baseline.json speculative=speculative.json\n" in text
+    assert str(tmp_path) not in text  # file names only: no path of the machine it ran on
+    assert "```mermaid\nxychart-beta" in text
     assert "## Paired statistics" in text and "## Lossless check" in text
-    assert "![Decode and latency speedup per category (95% CI)](plots/speedup.png)" in text
+    assert "![Decode and latency speedup per category (geometric means; 95% CI where n >= " in text
+    assert "](plots/speedup.png)" in text
     for name in ("speedup", "accept_vs_speedup", "latency", "position_acceptance"):
         for suffix in ("png", "svg"):
             assert (tmp_path / "out" / "plots" / f"{name}.{suffix}").stat().st_size > 5_000
@@ -76,7 +79,8 @@ def test_report_tables_match_compare(comparison_pair: tuple[Path, Path], tmp_pat
     assert main(["compare", *pair]) == 0
     compare_out = capsys.readouterr().out
     assert main(["report", *pair, "--out", str(tmp_path / "r")]) == 0
-    assert compare_out in (tmp_path / "r" / "report.md").read_text()
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert compare_out.replace(str(ref) + "/", "") in report
 
 
 def test_regress_a_a_passes(comparison_pair: tuple[Path, Path], capsys) -> None:
@@ -166,7 +170,9 @@ def test_pipeline_with_a_failing_speculative_server_exits_1_and_keeps_the_table(
     assert code == 1
     (folder,) = tmp_path.iterdir()
     assert folder.name.endswith("-external")
-    assert (folder / "comparison.txt").read_text().startswith("Comparison: baseline=")
+    text = (folder / "comparison.txt").read_text()
+    assert text.startswith("mismatch: successful samples differs")  # every speculative sample failed
+    assert "\nComparison: baseline=" in text
     assert "2 samples failed" in "".join(lines)
 
 
@@ -183,3 +189,38 @@ def test_committed_sample_report_is_reproduced_byte_for_byte(tmp_path: Path, mon
     capsys.readouterr()
     assert main(["compare", "--baseline", "baseline.json", "--speculative", "speculative.json"]) == 0
     assert capsys.readouterr().out in (sample / "report.md").read_text()
+
+
+def test_report_refuses_a_partial_run_unless_allowed(comparison_pair: tuple[Path, Path], tmp_path: Path,
+                                                      capsys) -> None:
+    ref, _ = comparison_pair
+    spec = load_run(ref / "speculative.json")
+    partial = Run(config=spec.config, selected_samples=spec.selected_samples, results=spec.results[:30],
+                  summary=tuple(summarize(spec.results[:30])), meta={**spec.meta, "interrupted": True})
+    save_run(partial, tmp_path / "partial.json")
+    args = ["report", "--baseline", str(ref / "baseline.json"), "--speculative", str(tmp_path / "partial.json"),
+            "--out", str(tmp_path / "r")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "partial run" in err and "30 of 40 samples recorded" in err and "--allow-partial" in err
+    assert not (tmp_path / "r" / "report.md").exists()
+    assert main([*args, "--allow-partial"]) == 0
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "## Before reading the tables" in report and "interrupted, 30 of 40 samples recorded" in report
+
+
+def test_regress_refuses_configurations_that_differ(comparison_pair: tuple[Path, Path], tmp_path: Path,
+                                                    capsys) -> None:
+    ref, cand = comparison_pair
+    short = tmp_path / "short"
+    short.mkdir()
+    for name in ("baseline.json", "speculative.json"):
+        run = load_run(cand / name)
+        save_run(Run(config={**run.config, "osl": 16}, selected_samples=run.selected_samples, results=run.results,
+                     summary=run.summary, meta=run.meta), short / name)
+    args = ["regress", "--reference", str(ref), "--candidate", str(short)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "osl differs: reference=64 candidate=16" in err
+    assert main([*args, "--allow-mismatch"]) == 0
+    assert "osl differs" in capsys.readouterr().err

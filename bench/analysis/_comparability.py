@@ -46,6 +46,9 @@ class Difference:
     @property
     def message(self) -> str:
         """One line naming the difference: `osl differs: baseline=32 speculative=16`."""
+        if self.field == "file":
+            return f"the same file (or identical copies) on both sides: {self.labels[0]}={self.baseline} " \
+                   f"{self.labels[1]}={self.speculative}"
         return f"{self.field} differs: {self.labels[0]}={self.baseline} {self.labels[1]}={self.speculative}"
 
 
@@ -277,37 +280,30 @@ def _show(value: Any) -> str:
 
 
 def _engine(run: Run) -> str | None:
-    engine = run.meta.get("engine")
-    return str(engine) if engine else None
+    return run.info.engine
 
 
 def _model(run: Run) -> str | None:
-    """The model the server said it served (file name only), else the requested model or the model tag."""
+    """The model the server described (file name only), else the model tag or the requested model."""
+    model = run.info.server.model or _served_model(run) or run.settings.tags.get("model") or run.settings.model
+    return Path(model).name if model else None
+
+
+def _served_model(run: Run) -> str | None:
+    """The first model of the server's OpenAI model list (0.1 files carry no adapter description)."""
     server = run.meta.get("server")
-    if isinstance(server, Mapping):
-        models = server.get("models")
-        data = models.get("data") if isinstance(models, Mapping) else None
-        if isinstance(data, list) and data and isinstance(data[0], Mapping) and data[0].get("id"):
-            return Path(str(data[0]["id"])).name
-    tags = run.config.get("tags")
-    if isinstance(tags, Mapping) and tags.get("model"):
-        return str(tags["model"])
-    model = run.config.get("model")
-    return Path(str(model)).name if model else None
+    models = server.get("models") if isinstance(server, Mapping) else None
+    data = models.get("data") if isinstance(models, Mapping) else None
+    first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
+    return str(first["id"]) if first.get("id") else None
 
 
 def _harness(run: Run) -> str | None:
-    harness = run.meta.get("harness")
-    if isinstance(harness, Mapping) and harness.get("version"):
-        return f"{harness.get('name')} {harness['version']}"
-    return None
+    return run.info.harness if run.info.harness_version else None
 
 
 def _mode(run: Run) -> str | None:
-    tags = run.config.get("tags")
-    if isinstance(tags, Mapping) and tags.get("mode"):
-        return str(tags["mode"])
-    return None
+    return run.settings.tags.get("mode")
 
 
 def _drafted(run: Run) -> bool:

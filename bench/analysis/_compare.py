@@ -9,6 +9,8 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, OVERALL
 from bench._errors import BenchError
+from bench.analysis._cache import CacheUse, cache_use
+from bench.analysis._comparability import Comparability, check_comparable
 from bench.analysis._grouping import each_category
 from bench.analysis._intervals import (
     DECODE_SPEEDUP,
@@ -118,6 +120,8 @@ class Comparison:
     lossless: tuple[Mapping[str, Any], ...] = ()
     streaming: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     variation: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    comparability: Comparability | None = None
+    cache: CacheUse | None = None
 
     @property
     def has_stats(self) -> bool:
@@ -147,6 +151,7 @@ def compare(
     baseline_label: str | None = None,
     speculative_label: str | None = None,
     strict: bool = False,
+    comparability: Comparability | None = None,
 ) -> Comparison:
     """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld."""
     reference = reference_rows(baseline, speculative)
@@ -154,8 +159,10 @@ def compare(
         "baseline_label": baseline_label or str(baseline.path or "baseline"),
         "speculative_label": speculative_label or str(speculative.path or "speculative"),
     }
+    checked = comparability or check_comparable(baseline, speculative)
     if not stats:
-        return Comparison(baseline, speculative, reference=reference, threshold=threshold, **labels)
+        return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
+                          **labels)
     try:
         rows = paired_rows(baseline, speculative, reference, threshold=threshold, resamples=resamples, seed=seed,
                            min_pairs=min_pairs)
@@ -175,6 +182,8 @@ def compare(
         streaming={name: tuple(stream_latency_stats(run)) for name, run in (("baseline", baseline),
                                                                             ("speculative", speculative))},
         variation={name: tuple(repeat_cv(run)) for name, run in (("baseline", baseline), ("speculative", speculative))},
+        comparability=checked,
+        cache=cache_use(baseline, speculative),
         **labels,
     )
 

@@ -19,6 +19,7 @@ from bench.render._stats import (
 from bench.render._tables import (
     comparison_markdown,
     comparison_text,
+    markdown_escape,
     markdown_table,
 )
 
@@ -50,14 +51,37 @@ def acceptance_line(comparison: Comparison) -> str | None:
     )
 
 
+def mismatch_lines(comparison: Comparison) -> list[str]:
+    """Differences that change the meaning of the comparison (shown only when compared anyway)."""
+    checked = comparison.comparability
+    return [f"mismatch: {difference.message}" for difference in checked.errors] if checked else []
+
+
+def reader_lines(comparison: Comparison) -> list[str]:
+    """Everything a reader should know before trusting the tables: mismatches, warnings, partial runs, notes."""
+    return comparison.comparability.lines() if comparison.comparability else []
+
+
+def cache_line(comparison: Comparison) -> str | None:
+    """The prompt-cache hygiene line, when cache use was recorded."""
+    return comparison.cache.message if comparison.cache is not None and comparison.cache.known else None
+
+
 def render_text(comparison: Comparison) -> str:
-    """The reference's exact comparison output, then (with statistics) every table `compare --stats` shows."""
-    text = comparison_text(_reference_rows(comparison), comparison.baseline_label, comparison.speculative_label)
+    """The reference's exact comparison output, then (with statistics) every table `compare --stats` shows.
+
+    Mismatches (runs compared anyway) come first; otherwise the output starts byte for byte as the reference's.
+    """
+    mismatches = "".join(line + "\n" for line in mismatch_lines(comparison))
+    text = mismatches + comparison_text(_reference_rows(comparison), comparison.baseline_label,
+                                        comparison.speculative_label)
     if comparison.stats_note:
         text += f"\nspeedbench: no paired statistics: {comparison.stats_note}\n"
     if not comparison.has_stats:
         return text
     text += "\n" + stats_text(comparison.stats, comparison.threshold)
+    if cache_line(comparison):
+        text += f"{cache_line(comparison)}\n"
     text += "\n" + lossless_text(comparison.lossless)
     for name, rows in comparison.streaming.items():
         if rows:
@@ -73,11 +97,17 @@ def render_text(comparison: Comparison) -> str:
 
 def render_markdown(comparison: Comparison) -> str:
     """Every table of the comparison as Markdown, each under a heading (what the report's tables carry)."""
-    parts = ["### SpeedBench comparison\n\n", comparison_markdown(_reference_rows(comparison))]
+    parts = []
+    if reader_lines(comparison):
+        parts += ["### Before reading the tables\n\n", *(f"- {markdown_escape(line)}\n" for line in reader_lines(
+            comparison)), "\n"]
+    parts += ["### SpeedBench comparison\n\n", comparison_markdown(_reference_rows(comparison))]
     if comparison.stats_note:
         parts.append(f"\nNo paired statistics: {comparison.stats_note}\n")
     if comparison.has_stats:
         parts += ["\n### Paired statistics\n\n", stats_markdown(comparison.stats, comparison.threshold)]
+        if cache_line(comparison):
+            parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
         parts += ["\n### Lossless check\n\n", lossless_markdown(comparison.lossless)]
         for name, rows in comparison.streaming.items():
             if rows:
@@ -94,6 +124,18 @@ def render_markdown(comparison: Comparison) -> str:
 def comparison_payload(comparison: Comparison) -> dict[str, Any]:
     """The comparison as one JSON-ready object (`comparison` rows keep the reference's keys)."""
     payload: dict[str, Any] = {"comparison": _reference_rows(comparison)}
+    checked = comparison.comparability
+    if checked is not None:
+        payload["comparability"] = {
+            "checked": checked.checked,
+            "errors": [difference.message for difference in checked.errors],
+            "warnings": [difference.message for difference in checked.warnings],
+            "flags": list(checked.flags),
+            "notes": list(checked.notes),
+        }
+    if comparison.cache is not None:
+        payload["cache"] = {"known": comparison.cache.known, "differs": comparison.cache.differs,
+                            "message": comparison.cache.message}
     if comparison.stats_note:
         payload["stats_note"] = comparison.stats_note
     if comparison.has_stats:

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench._constants import MIN_SAMPLES_FOR_CI
+from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
 from bench.records import Run
-from bench.render._comparison import acceptance_line
+from bench.render._comparison import acceptance_line, cache_line, reader_lines
+from bench.render._mermaid import speedup_chart
 from bench.render._stats import lossless_markdown, stats_markdown, stream_markdown
 
 if TYPE_CHECKING:
@@ -18,7 +19,9 @@ if TYPE_CHECKING:
 from bench.render._tables import comparison_text, markdown_escape
 
 PLOT_TITLES = {
-    "speedup": "Decode and latency speedup per category (95% CI)",
+    "speedup": (
+        f"Decode and latency speedup per category (geometric means; 95% CI where n >= {MIN_SAMPLES_FOR_CI})"
+    ),
     "accept_vs_speedup": "Accept rate vs decode speedup",
     "latency": "Per-request latency, baseline vs speculative",
     "position_acceptance": "Per-position acceptance",
@@ -87,18 +90,24 @@ def render_report(comparison: Comparison, *, title: str | None = None, plots: Se
     """The report's Markdown text (deterministic for the same comparison)."""
     baseline, speculative = comparison.baseline, comparison.speculative
     parts = [f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n"]
+    if reader_lines(comparison):
+        parts.append("## Before reading the tables\n\n")
+        parts.extend(f"- {markdown_escape(line)}\n" for line in reader_lines(comparison))
+        parts.append("\n")
     parts.append("## Configuration\n\n")
     parts.append("| setting | baseline | speculative |\n| --- | --- | --- |\n")
     parts.extend(f"| {name} | {_cell(base)} | {_cell(spec)} |\n" for name, base, spec in configuration_rows(
         baseline, speculative))
     parts.append("\n## SpeedBench comparison\n\n")
-    table = comparison_text([row.as_cells() for row in comparison.reference], comparison.baseline_label,
-                            comparison.speculative_label)
+    table = comparison_text([row.as_cells() for row in comparison.reference], _file_name(comparison.baseline_label),
+                            _file_name(comparison.speculative_label))
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", table)), default=0))
     parts.append(f"{fence}\n{table}{fence}\n")
     if comparison.has_stats:
         parts.append("\n## Paired statistics\n\n")
         parts.append(stats_markdown(comparison.stats, comparison.threshold))
+        if cache_line(comparison):
+            parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
         parts.append(
             f"\nCategories with fewer than {MIN_SAMPLES_FOR_CI} paired samples get no interval and no verdict.\n"
         )
@@ -113,12 +122,34 @@ def render_report(comparison: Comparison, *, title: str | None = None, plots: Se
     line = acceptance_line(comparison)
     if line:
         parts.append("\n" + line + "\n")
+    parts.append("\n## Speedup chart\n\n" + _chart(comparison))
     if plots:
-        parts.append("\n## Plots\n\n")
+        parts.append(
+            "\n## Plots\n\nThe PNG files beside this report (`plots/`), for docs and wikis that serve them; a pull "
+            "request description shows the chart above, which GitHub draws from the text.\n\n"
+        )
         for path in plots:
             name = Path(path).stem
             parts.append(f"![{PLOT_TITLES.get(name, name)}]({path})\n\n")
     return "".join(parts).rstrip("\n") + "\n"
+
+
+def _file_name(label: str) -> str:
+    """A run's label as the report shows it: its file name, never a local path."""
+    return Path(label).name or label
+
+
+def _chart(comparison: Comparison) -> str:
+    """Per-category speedups as a Mermaid chart: paired geometric means when computed, else the reference's ratios."""
+    if comparison.has_stats:
+        rows = [row for row in comparison.stats if row.category != OVERALL]
+        return speedup_chart("Speedup per category (geometric mean of per-sample speedups)",
+                             [row.category for row in rows], [row.decode.point for row in rows],
+                             [row.latency.point for row in rows])
+    reference = [row for row in comparison.reference if row.category != OVERALL]
+    return speedup_chart("Speedup per category (ratio of means, as the reference table)",
+                         [row.category for row in reference], [row.decode_speedup for row in reference],
+                         [row.latency_speedup for row in reference])
 
 
 def write_report(comparison: Comparison, out_dir: str | Path, *, title: str | None = None) -> Path:
