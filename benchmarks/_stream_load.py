@@ -10,6 +10,7 @@ with the server's gaps between the sends of the same chunks; the error is |clien
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import resource
@@ -190,7 +191,7 @@ def floor_receive(port: int, load: Load, prefix: str) -> tuple[dict[str, list[in
 
 def gap_errors_ms(sent_ns: list[int], client_gaps_s: list[float]) -> list[float]:
     """|client gap - server gap| in ms for each pair of consecutive content chunks (both lists in order)."""
-    server_gaps = [(later - earlier) / 1e9 for earlier, later in zip(sent_ns, sent_ns[1:], strict=False)]
+    server_gaps = [(later - earlier) / 1e9 for earlier, later in itertools.pairwise(sent_ns)]
     return [abs(client - server) * 1000.0 for client, server in zip(client_gaps_s, server_gaps, strict=False)]
 
 
@@ -204,7 +205,7 @@ def floor_outcome(port_server: StreamServer, load: Load, prefix: str) -> Outcome
         outcome.chunks += len(times)
         server = sent.get(key, [])
         outcome.lost += max(0, len(server) - len(times))
-        gaps = [(later - earlier) / 1e9 for earlier, later in zip(times, times[1:], strict=False)]
+        gaps = [(later - earlier) / 1e9 for earlier, later in itertools.pairwise(times)]
         outcome.errors_ms.extend(gap_errors_ms(server, gaps))
     return outcome
 

@@ -62,7 +62,7 @@ def pregenerated(chunks: int) -> tuple[bytes, list[bytes], bytes]:
 class Stream:
     """One connection's state: request buffer and, while streaming, the schedule and send log."""
 
-    __slots__ = ("sock", "buffer", "key", "next_index", "start_ns", "phase", "sent_ns")
+    __slots__ = ("buffer", "key", "next_index", "phase", "sent_ns", "sock", "start_ns")
 
     def __init__(self, sock: socket.socket) -> None:
         """A new connection waiting for its first request."""
@@ -130,7 +130,7 @@ def serve(port_file: str, log_file: str, chunks: int, interval_ns: int) -> None:
             events = poller.poll(timeout)
         except InterruptedError:
             continue
-        for fileno, mask in events:
+        for fileno, _mask in events:
             if fileno == listener.fileno():
                 while True:
                     try:

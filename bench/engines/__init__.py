@@ -11,6 +11,7 @@ from bench.engines._adapters import (
     SGLang,
     TensorRTLLM,
     TurnStats,
+    chunk_token_evidence,
     detect_engine,
     engine_by_name,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "TensorRTLLM",
     "TurnStats",
     "by_label",
+    "chunk_token_evidence",
     "detect_engine",
     "engine_by_name",
     "parse_prometheus",
