@@ -180,12 +180,14 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             payload["stats"] = json.loads(json_rows(stats))
             payload["lossless"] = lossless_check(baseline, speculative)
             payload["repeat_cv"] = {"baseline": repeat_cv(baseline), "speculative": repeat_cv(speculative)}
+            payload["streaming"] = _stream_rows(baseline, speculative)
         out(json.dumps(payload, indent=2, sort_keys=True) + "\n")
         return EXIT_OK
     if args.format == "markdown":
         out(comparison_markdown(rows))
         if stats is not None:
             out("\n" + stats_markdown(stats))
+            _stream_tables(baseline, speculative, out, markdown=True)
         return EXIT_OK
     out(comparison_text(rows, args.baseline, args.speculative))
     if stats is not None:
@@ -195,7 +197,24 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             variation = repeat_cv(run)
             if variation:
                 out(f"\n{name}: " + cv_text(variation))
+        _stream_tables(baseline, speculative, out, markdown=False)
     return EXIT_OK
+
+
+def _stream_rows(baseline: Any, speculative: Any) -> dict[str, list[dict[str, Any]]]:
+    """Streaming latency rows (TTFT, ITL, per-token ITL, TPOT, queue wait, e2e) of each streamed run."""
+    from bench.analysis import stream_latency_stats
+
+    rows = {name: stream_latency_stats(run) for name, run in (("baseline", baseline), ("speculative", speculative))}
+    return {name: value for name, value in rows.items() if value}
+
+
+def _stream_tables(baseline: Any, speculative: Any, out: Callable[[str], Any], *, markdown: bool) -> None:
+    """`compare --stats`: the streaming latency table (with definitions) of each run that was streamed."""
+    from bench.render import stream_markdown, stream_text
+
+    for name, rows in _stream_rows(baseline, speculative).items():
+        out(f"\n{name}: " + (stream_markdown(rows) if markdown else stream_text(rows)))
 
 
 def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:

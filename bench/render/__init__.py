@@ -10,6 +10,7 @@ import importlib
 from typing import Any
 
 from bench.render._stats import (
+    STREAM_DEFINITIONS,
     ci_cell,
     cv_text,
     lossless_markdown,
@@ -42,6 +43,7 @@ _LAZY = {
 
 __all__ = [
     "COMPARISON_COLUMNS",
+    "STREAM_DEFINITIONS",
     "SUMMARY_COLUMNS",
     "Column",
     "RichProgress",
