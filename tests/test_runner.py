@@ -247,10 +247,10 @@ def test_an_unexpected_error_fails_one_sample_not_the_run(fake_server: FakeServe
 
     real = runner.run_sample
 
-    async def flaky(transport, engine, sample, settings, *, repeat=0):
+    async def flaky(transport, engine, sample, settings, **kwargs):
         if sample.id == "coding-001":
             raise RuntimeError("boom")
-        return await real(transport, engine, sample, settings, repeat=repeat)
+        return await real(transport, engine, sample, settings, **kwargs)
 
     monkeypatch.setattr(runner, "run_sample", flaky)
     run, _ = run_benchmark(make_prompts(), _config(fake_server), output=tmp_path / "r.json",

@@ -1,6 +1,6 @@
 """Engine adapters: what each server (llama.cpp, vLLM, SGLang, TensorRT-LLM, plain OpenAI) returns, read one way."""
 
-from bench.engines._base import Engine, ResponseError, TurnStats
+from bench.engines._base import Engine, ResponseError, TurnStats, chunk_token_evidence
 from bench.engines._detect import (
     ENGINE_NAMES,
     ENGINES,
@@ -26,6 +26,7 @@ __all__ = [
     "TensorRTLLM",
     "TurnStats",
     "by_label",
+    "chunk_token_evidence",
     "detect_engine",
     "engine_by_name",
     "engine_from_metrics",

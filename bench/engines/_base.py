@@ -194,3 +194,22 @@ def acceptance_gauges_of(metrics_text: str, prefix: str) -> dict[str, float] | N
     return {"acceptance_length": length, "accept_rate": rate}
 
 
+def chunk_token_evidence(chunk: Mapping[str, Any]) -> tuple[str, int] | None:
+    """What a streamed chunk says about its own tokens, or None: ("usage", cumulative completion tokens)
+    (vLLM's `continuous_usage_stats`, any server that reports usage per chunk), ("token_ids", count) (vLLM's
+    `return_token_ids`, SGLang), or ("logprobs", count) (OpenAI `logprobs.content`, one entry per token)."""
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        choice = choices[0]
+        ids = choice.get("token_ids")
+        if isinstance(ids, list):
+            return ("token_ids", len(ids))
+        logprobs = choice.get("logprobs")
+        if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+            return ("logprobs", len(logprobs["content"]))
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        tokens = usage.get("completion_tokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+            return ("usage", tokens)
+    return None

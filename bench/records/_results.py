@@ -41,6 +41,19 @@ class SampleResult:
     error_kind: str | None = None
     retries: int = 0
     spec: Mapping[str, Any] = field(default_factory=dict)
+    chunk_tokens: tuple[int, ...] = ()
+    chunk_tokens_source: str | None = None
+    itl_token_s: tuple[float, ...] = ()
+    tpot_s: float | None = None
+    scheduled_s: float | None = None
+    sent_s: float | None = None
+
+    @property
+    def queue_wait_s(self) -> float | None:
+        """Seconds the sample waited in the client between being due and its first request going out."""
+        if self.scheduled_s is None or self.sent_s is None:
+            return None
+        return max(0.0, self.sent_s - self.scheduled_s)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as a JSON-ready dict (tuples serialise as JSON arrays)."""
@@ -66,7 +79,7 @@ class SampleResult:
 
 
 _RESULT_FIELD_NAMES = tuple(f.name for f in fields(SampleResult))
-_TUPLE_FIELDS = {"outputs", "reasoning", "itl_s"}
+_TUPLE_FIELDS = {"outputs", "reasoning", "itl_s", "chunk_tokens", "itl_token_s"}
 
 
 def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleResult:

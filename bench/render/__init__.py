@@ -13,6 +13,7 @@ from bench.render._comparison import comparison_payload, render_json, render_mar
 from bench.render._gate import gate_markdown, gate_text
 from bench.render._mermaid import mermaid_text, speedup_chart
 from bench.render._stats import (
+    STREAM_DEFINITIONS,
     ci_cell,
     cv_text,
     lossless_markdown,
@@ -45,6 +46,7 @@ _LAZY = {
 
 __all__ = [
     "COMPARISON_COLUMNS",
+    "STREAM_DEFINITIONS",
     "SUMMARY_COLUMNS",
     "Column",
     "RichProgress",

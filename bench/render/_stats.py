@@ -106,25 +106,43 @@ def lossless_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return markdown_table(_lossless_cells(rows), LOSSLESS_COLUMNS)
 
 
+STREAM_DEFINITIONS: dict[str, str] = {
+    "ttft": "time to first token: request sent -> first content chunk's last byte read off the socket",
+    "itl": "inter-token latency per chunk: gap between consecutive content chunks (a burst of tokens is one gap)",
+    "itl_tok": "per-token ITL: each chunk's gap spread evenly over the tokens it carried (first chunk's are TTFT)",
+    "tpot": "time per output token: (end to end - TTFT) / (output tokens - 1), per sample",
+    "queue": "queue wait: request sent - sample scheduled (a concurrency slot freed); not in TTFT or e2e",
+    "e2e": "end to end: request sent -> stream finished ([DONE]), summed over turns",
+}
+"""One line per streaming metric, shown under the table (README: Streaming timing definitions)."""
+
+
 STREAM_COLUMNS: list[Column] = [
     ("category", "category", ""),
     ("n", "n", "int"),
-    *[(f"{name}_{q}", f"{name}_{q}", "ms") for name in ("ttft", "itl", "tpot") for q in ("p50", "p90", "p99")],
+    *[(f"{name}_{q}", f"{name}_{q}", "ms") for name in ("ttft", "itl", "itl_tok", "tpot", "queue")
+      for q in ("p50", "p90", "p99")],
     *[(f"e2e_{q}", f"e2e_{q}", "seconds") for q in ("p50", "p90", "p99")],
     ("client_decode_t/s", "client_decode_t_s", "speed"),
 ]
 
 
+def stream_definitions() -> list[str]:
+    """`name: definition` lines of the streaming metrics (one per column family)."""
+    return [f"{name}: {text}" for name, text in STREAM_DEFINITIONS.items()]
+
+
 def stream_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Streaming latency percentiles per category."""
-    return "Streaming latencies (TTFT, inter-token, time per output token, end to end)\n" + text_table(
-        rows, STREAM_COLUMNS
+    """Streaming latency percentiles per category, followed by each metric's definition."""
+    return (
+        "Streaming latencies (TTFT, inter-token per chunk and per token, time per output token, queue wait, "
+        "end to end)\n" + text_table(rows, STREAM_COLUMNS) + "".join(f"  {line}\n" for line in stream_definitions())
     )
 
 
 def stream_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Streaming latency percentiles as Markdown."""
-    return markdown_table(rows, STREAM_COLUMNS)
+    """Streaming latency percentiles as Markdown, followed by each metric's definition."""
+    return markdown_table(rows, STREAM_COLUMNS) + "\n" + "".join(f"- {line}\n" for line in stream_definitions())
 
 
 def cv_text(rows: Sequence[Mapping[str, Any]]) -> str:

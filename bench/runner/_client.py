@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.engines import Engine, ResponseError, TurnStats
+from bench.engines import Engine, ResponseError, TurnStats, chunk_token_evidence
 from bench.prompts import Sample
 from bench.records import SampleResult
-from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
+from bench.runner._transport import Response, Transport, TransportError, retry_after_seconds
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class _Turn:
     itl_s: list[float] = field(default_factory=list)
     decode_span_s: float | None = None
     retries: int = 0
+    chunk_tokens: list[int] = field(default_factory=list)
+    chunk_tokens_source: str | None = None
+    itl_token_s: list[float] = field(default_factory=list)
+    sent_at: float | None = None
 
 
 def build_payload(
@@ -115,31 +119,43 @@ async def _stream_turn(
     reasoning: list[str] = []
     finish_reason = None
     token_times: list[float] = []
+    chunk_chars: list[int] = []
+    evidence: list[tuple[str, int] | None] = []
+    cumulative = 0
     done = False
-    async for event in transport.stream(settings.endpoint, body):
-        if isinstance(event, Response):
-            raise _http_failure(event)
-        assert isinstance(event, StreamEvent)
-        if event.data.strip() == "[DONE]":
-            done = True
+    loads = json.loads
+    async for batch in transport.stream_batches(settings.endpoint, body):
+        if isinstance(batch, Response):
+            raise _http_failure(batch)
+        for event in batch:
+            data = event.data
+            if data == "[DONE]" or data.strip() == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = loads(data)
+            except ValueError:
+                raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data[:120]!r}") from None
+            if type(chunk) is not dict:
+                raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
+            if "error" in chunk and isinstance(chunk["error"], Mapping | str):
+                raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
+            text, thought, finish = _delta_text(chunk)
+            tokens = chunk_token_evidence(chunk) if text or thought or "usage" in chunk else None
+            if text or thought:
+                token_times.append(event.at)
+                chunk_chars.append(len(text) + len(thought))
+                if tokens is not None and tokens[0] == "usage":
+                    tokens, cumulative = ("usage", tokens[1] - cumulative), tokens[1]
+                evidence.append(tokens)
+            elif tokens is not None and tokens[0] == "usage":
+                cumulative = tokens[1]
+            content.append(text)
+            reasoning.append(thought)
+            finish_reason = finish or finish_reason
+            merged.update(chunk)
+        if done:
             break
-        try:
-            chunk = json.loads(event.data)
-        except ValueError:
-            raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {event.data[:120]!r}") from None
-        if not isinstance(chunk, dict):
-            raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
-        if isinstance(chunk.get("error"), Mapping | str):
-            raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
-        text, thought, finish = _delta_text(chunk)
-        if text or thought:
-            token_times.append(event.at)
-        content.append(text)
-        reasoning.append(thought)
-        finish_reason = finish or finish_reason
-        for key, value in chunk.items():
-            if key != "choices":
-                merged[key] = value
     end = time.perf_counter()
     if not done:
         raise SampleFailure("stream_incomplete", "stream ended without [DONE]")
@@ -149,16 +165,75 @@ async def _stream_turn(
     ttft = token_times[0] - start if token_times else None
     itl = [later - earlier for earlier, later in itertools.pairwise(token_times)]
     span = token_times[-1] - token_times[0] if len(token_times) >= 2 else None
-    return _Turn(stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span)
+    counts, source = chunk_token_counts(evidence, chunk_chars, stats.completion_tokens)
+    return _Turn(
+        stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span, chunk_tokens=counts,
+        chunk_tokens_source=source, itl_token_s=per_token_itl(itl, counts), sent_at=start,
+    )
+
+
+def chunk_token_counts(
+    evidence: list[tuple[str, int] | None], chars: list[int], total: int
+) -> tuple[list[int], str | None]:
+    """Tokens each content chunk carried and how that was known.
+
+    From the chunks themselves when every content chunk says (per-chunk `usage` deltas, `token_ids` or
+    `logprobs` entries: the source is that name); otherwise the response's final token count
+    (usage/timings) spread over the chunks in proportion to their characters, at least one each while
+    there are enough tokens ("spread"); with no count at all, one token per chunk ("assumed").
+    """
+    if not chars:
+        return [], None
+    if all(item is not None for item in evidence):
+        kinds = {item[0] for item in evidence if item is not None}
+        counts = [max(0, item[1]) for item in evidence if item is not None]
+        return counts, "+".join(sorted(kinds))
+    if total <= 0:
+        return [1] * len(chars), "assumed"
+    return _spread(total, chars), "spread"
+
+
+def _spread(total: int, chars: list[int]) -> list[int]:
+    """`total` tokens over chunks in proportion to their characters (largest remainder; >= 1 each if possible)."""
+    floor_each = 1 if total >= len(chars) else 0
+    rest = total - floor_each * len(chars)
+    weight = sum(chars)
+    shares = [rest * size / weight for size in chars] if weight else [rest / len(chars)] * len(chars)
+    counts = [floor_each + int(share) for share in shares]
+    missing = total - sum(counts)
+    order = sorted(range(len(chars)), key=lambda index: int(shares[index]) - shares[index])
+    for index in order[:missing]:
+        counts[index] += 1
+    return counts
+
+
+def per_token_itl(itl: list[float], counts: list[int]) -> list[float]:
+    """Each chunk's gap (from the previous token-carrying chunk) spread evenly over the tokens it carried.
+
+    The first chunk's tokens are not in it (they are the time to first token); a chunk that carried no
+    token adds its gap to the next one's.
+    """
+    if len(counts) != len(itl) + 1:
+        return []
+    out: list[float] = []
+    carried = 0.0
+    for gap, tokens in zip(itl, counts[1:], strict=True):
+        carried += gap
+        if tokens > 0:
+            share = carried / tokens
+            out.extend([share] * tokens)
+            carried = 0.0
+    return out
 
 
 async def _plain_turn(
     transport: Transport, settings: RequestSettings, engine: Engine, body: bytes
 ) -> _Turn:
+    sent_at = time.perf_counter()
     response = await transport.post(settings.endpoint, body)
     if response.status != 200:
         raise _http_failure(response)
-    return _Turn(stats=engine.parse(_parse_json(response.body)), latency_s=response.elapsed_s)
+    return _Turn(stats=engine.parse(_parse_json(response.body)), latency_s=response.elapsed_s, sent_at=sent_at)
 
 
 async def send_turn(
@@ -167,10 +242,12 @@ async def send_turn(
     """Send one request, retrying transport errors and 429s up to `settings.retries` times."""
     body = json.dumps(payload).encode("utf-8")
     attempt = 0
+    first_at = time.perf_counter()
     while True:
         try:
             turn = await (_stream_turn if settings.stream else _plain_turn)(transport, settings, engine, body)
             turn.retries = attempt
+            turn.sent_at = first_at
             return turn
         except TransportError as exc:
             if attempt >= settings.retries:
@@ -191,12 +268,24 @@ def _positive(value: float) -> float | None:
 
 
 async def run_sample(
-    transport: Transport, engine: Engine, sample: Sample, settings: RequestSettings, *, repeat: int = 0
+    transport: Transport,
+    engine: Engine,
+    sample: Sample,
+    settings: RequestSettings,
+    *,
+    repeat: int = 0,
+    scheduled_at: float | None = None,
+    origin: float = 0.0,
 ) -> SampleResult:
-    """Send a sample's turns in order (each reply appended to the history) and aggregate as the reference does."""
+    """Send a sample's turns in order (each reply appended to the history) and aggregate as the reference does.
+
+    `scheduled_at` is the perf_counter time the sample became due (a concurrency slot freed); it and the
+    time the first request went out are recorded as seconds since `origin` (the run's start).
+    """
     messages: list[dict[str, str]] = []
     turns: list[_Turn] = []
     total_latency = 0.0
+    began = time.perf_counter()
     try:
         for text in sample.turns:
             messages.append({"role": "user", "content": text})
@@ -216,11 +305,19 @@ async def run_sample(
             repeat=repeat,
             sub_category=sample.sub_category,
             retries=sum(turn.retries for turn in turns),
+            scheduled_s=_since(scheduled_at, origin),
+            sent_s=_since(turns[0].sent_at if turns and turns[0].sent_at else began, origin),
         )
-    return _aggregate(sample, turns, total_latency, repeat)
+    timing = {"scheduled_s": _since(scheduled_at, origin), "sent_s": _since(turns[0].sent_at or began, origin)}
+    return _aggregate(sample, turns, total_latency, repeat, timing)
 
 
-def _single_turn(sample: Sample, turn: _Turn, repeat: int) -> SampleResult:
+def _since(at: float | None, origin: float) -> float | None:
+    """A perf_counter time as seconds since `origin`, to the microsecond."""
+    return None if at is None else round(at - origin, 6)
+
+
+def _single_turn(sample: Sample, turn: _Turn, repeat: int, timing: Mapping[str, float | None]) -> SampleResult:
     """The common case (one non-streamed turn) without the multi-turn bookkeeping."""
     stats = turn.stats
     return SampleResult(
@@ -245,12 +342,15 @@ def _single_turn(sample: Sample, turn: _Turn, repeat: int) -> SampleResult:
         reasoning=(stats.reasoning,) if stats.reasoning else (),
         cache_n=stats.cache_n,
         retries=turn.retries,
+        **timing,
     )
 
 
-def _aggregate(sample: Sample, turns: list[_Turn], total_latency: float, repeat: int) -> SampleResult:
+def _aggregate(
+    sample: Sample, turns: list[_Turn], total_latency: float, repeat: int, timing: Mapping[str, float | None]
+) -> SampleResult:
     if len(turns) == 1 and turns[0].ttft_s is None and turns[0].stats.spec_steps is None:
-        return _single_turn(sample, turns[0], repeat)
+        return _single_turn(sample, turns[0], repeat, timing)
     stats = [turn.stats for turn in turns]
     prompt_tokens = sum(s.prompt_tokens for s in stats)
     completion_tokens = sum(s.completion_tokens for s in stats)
@@ -302,4 +402,24 @@ def _aggregate(sample: Sample, turns: list[_Turn], total_latency: float, repeat:
         client_decode_t_s=client_decode if client_decode and math.isfinite(client_decode) else None,
         retries=sum(turn.retries for turn in turns),
         spec=spec,
+        chunk_tokens=tuple(count for turn in turns for count in turn.chunk_tokens),
+        chunk_tokens_source=_sources(turns),
+        itl_token_s=tuple(round(x, 6) for turn in turns for x in turn.itl_token_s),
+        tpot_s=_tpot(turns),
+        **timing,
     )
+
+
+def _sources(turns: list[_Turn]) -> str | None:
+    """How the chunks' token counts were obtained, over all turns (e.g. `usage`, `spread`, `logprobs+spread`)."""
+    names = {part for turn in turns if turn.chunk_tokens_source for part in turn.chunk_tokens_source.split("+")}
+    return "+".join(sorted(names)) or None
+
+
+def _tpot(turns: list[_Turn]) -> float | None:
+    """Time per output token after the first: sum of (latency - TTFT) over sum of (tokens - 1), streamed turns."""
+    decode = sum(turn.latency_s - turn.ttft_s for turn in turns if turn.ttft_s is not None)
+    tokens = sum(turn.stats.completion_tokens - 1 for turn in turns if turn.ttft_s is not None)
+    if tokens <= 0 or any(turn.ttft_s is None for turn in turns):
+        return None
+    return round(decode / tokens, 9)

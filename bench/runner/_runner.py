@@ -35,6 +35,7 @@ from bench.records import (
     summarize,
 )
 from bench.runner._client import RequestSettings, build_payload, run_sample, send_turn
+from bench.runner._lag import LagMonitor
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._transport import Transport, TransportError
 
@@ -343,6 +344,7 @@ async def execute(
     journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
     results: list[SampleResult] = list(previous)
     started = time.perf_counter()
+    lag: LagMonitor | None = None
     try:
         async with Transport(
             timeout=config.timeout, connections=config.concurrency * len(base_urls), headers=headers
@@ -376,14 +378,23 @@ async def execute(
                 if config.per_sample_metrics and config.concurrency == 1 and len(base_urls) == 1 and metrics_before
                 else None
             )
-            new_results = await _drive(
-                transport, engine, plan.jobs, settings, config.concurrency, stop, progress, journal, meter
-            )
+            lag = LagMonitor(progress)
+            lag.start()
+            try:
+                new_results = await _drive(
+                    transport, engine, plan.jobs, settings, config.concurrency, stop, progress, journal, meter,
+                    origin=started,
+                )
+            finally:
+                await lag.stop()
             results.extend(new_results)
             progress.finish()
             metrics_after = await _get_text(transport, roots[0] + "/metrics")
             acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
             notes = engine.warnings()
+            lag_note = lag.warning()
+            if lag_note:
+                notes = [*notes, lag_note]
             for note in notes:
                 progress.message(f"speedbench: warning: {note}")
             if meter is not None and meter.moved_between:
@@ -416,6 +427,7 @@ async def execute(
             "acceptance": acceptance,
             "interrupted": interrupted,
             "warnings": notes,
+            "client_lag": lag.summary() if lag is not None else None,
             "dataset": {"source": prompts.source, "bench": prompts.bench, "skipped_rows": prompts.skipped},
         }
     )
@@ -500,14 +512,23 @@ async def _drive(
     progress: Progress,
     journal: Journal | None,
     meter: _SampleMeter | None = None,
+    *,
+    origin: float | None = None,
 ) -> list[SampleResult]:
-    """Run jobs with `concurrency` workers; on a stop request finish in-flight work within a grace period."""
+    """Run jobs with `concurrency` workers; on a stop request finish in-flight work within a grace period.
+
+    Closed loop: a sample is scheduled when a worker's slot frees (the run's start for the first wave, the
+    moment the slot's previous sample finished after that); `origin` is the time its records count from.
+    """
+    began = time.perf_counter()
+    origin = began if origin is None else origin
     queue: asyncio.Queue[tuple[int, Sample, int]] = asyncio.Queue()
     for index, (sample, repeat) in enumerate(jobs):
         queue.put_nowait((index, sample, repeat))
     results: list[SampleResult] = []
 
     async def worker() -> None:
+        free_at = began
         while not stop.requested.is_set():
             try:
                 index, sample, repeat = queue.get_nowait()
@@ -515,8 +536,13 @@ async def _drive(
                 return
             request_settings = settings[index % len(settings)]
 
+            scheduled_at = free_at
+
             async def send() -> SampleResult:
-                return await run_sample(transport, engine, sample, request_settings, repeat=repeat)  # noqa: B023
+                return await run_sample(
+                    transport, engine, sample, request_settings, repeat=repeat, scheduled_at=scheduled_at,  # noqa: B023
+                    origin=origin,
+                )
 
             try:
                 result = await (meter.measure(send) if meter is not None else send())
@@ -526,6 +552,7 @@ async def _drive(
                     error=f"{exc.__class__.__name__}: {exc}"[:500], error_kind="internal", repeat=repeat,
                     sub_category=sample.sub_category,
                 )
+            free_at = time.perf_counter()
             results.append(result)
             if journal is not None:
                 journal.append(result)

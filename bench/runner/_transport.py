@@ -9,6 +9,8 @@ harness end to end. Nothing else in speedbench opens HTTP connections to the ser
 from __future__ import annotations
 
 import asyncio
+import bisect
+import functools
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 KEEPALIVE_S = 4.0
 _UNSENT = "Can not write request body"  # aiohttp's message when writing to a closed connection fails
@@ -42,10 +45,53 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
-    """One server-sent event's data and the perf_counter time it arrived."""
+    """One server-sent event's data and the perf_counter time its last byte came off the socket."""
 
     data: str
     at: float
+
+
+class _Arrivals:
+    """When each read from the socket brought a streamed body's bytes: (body bytes so far, perf_counter time)."""
+
+    __slots__ = ("ends", "reader", "times")
+
+    def __init__(self, reader: aiohttp.StreamReader, first_at: float) -> None:
+        """Start with the body bytes that came with the headers, read at `first_at`."""
+        self.reader = reader
+        self.ends = [reader.total_bytes]
+        self.times = [first_at]
+
+    def time_of(self, offset: int, start: int) -> tuple[float, int]:
+        """(arrival time of body byte `offset` - 1, index to start the next search at); -1.0 when unknown."""
+        index = bisect.bisect_left(self.ends, offset, start)
+        if index < len(self.ends):
+            return self.times[index], index
+        return -1.0, start
+
+
+class _TimedProtocol(ResponseHandler):
+    """aiohttp's connection protocol, timestamping each read as it comes off the socket (before any parsing).
+
+    asyncio calls `data_received` right after its recv() in the event loop's read callback, so the time taken
+    here does not wait for the coroutine that consumes the stream to be resumed. While a stream is read
+    (`arrivals` set), the body size after each read is recorded with the time of that read.
+    """
+
+    last_at = 0.0
+    arrivals: _Arrivals | None = None
+
+    def data_received(self, data: bytes) -> None:
+        """Time the read, hand it to aiohttp, record how far the streamed body got."""
+        at = time.perf_counter()
+        self.last_at = at
+        super().data_received(data)
+        arrivals = self.arrivals
+        if arrivals is not None:
+            total = arrivals.reader.total_bytes
+            if total != arrivals.ends[-1]:
+                arrivals.ends.append(total)
+                arrivals.times.append(at)
 
 
 def _classify(exc: BaseException) -> TransportError:
@@ -76,6 +122,10 @@ class Transport:
         connector = aiohttp.TCPConnector(
             limit=self._connections, ttl_dns_cache=300, force_close=False, keepalive_timeout=KEEPALIVE_S
         )
+        # Private hook (aiohttp 3.x builds each connection's protocol from `_factory`): a protocol that
+        # timestamps reads at the socket. Without it, streamed events are timed when they are consumed.
+        if hasattr(connector, "_factory"):
+            connector._factory = functools.partial(_TimedProtocol, loop=asyncio.get_running_loop())
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=True
         )
@@ -139,6 +189,20 @@ class Transport:
 
     async def stream(self, url: str, body: bytes) -> AsyncIterator[Response | StreamEvent]:
         """POST and yield server-sent events as they arrive; a non-200 answer is yielded as a Response."""
+        async for batch in self.stream_batches(url, body):
+            if isinstance(batch, Response):
+                yield batch
+                return
+            for event in batch:
+                yield event
+
+    async def stream_batches(self, url: str, body: bytes) -> AsyncIterator[Response | list[StreamEvent]]:
+        """POST and yield the server-sent events of each read as a list; a non-200 answer as a Response.
+
+        Each event's `at` is when its last byte came off the socket (read callback of the event loop, see
+        `_TimedProtocol`), not when this generator was resumed; a batch per read keeps the per-event work of
+        a busy loop small.
+        """
         try:
             response, start = await self._send("POST", url, body)
             async with response:
@@ -146,15 +210,38 @@ class Transport:
                     payload = await response.read()
                     yield Response(response.status, payload, _headers(response), time.perf_counter() - start)
                     return
-                decoder = SSEDecoder()
-                async for chunk in response.content.iter_any():
-                    arrived = time.perf_counter()
-                    for data in decoder.feed(chunk):
-                        yield StreamEvent(data, arrived)
-                for data in decoder.close():
-                    yield StreamEvent(data, time.perf_counter())
+                protocol = response.connection.protocol if response.connection is not None else None
+                timed = isinstance(protocol, _TimedProtocol)
+                arrivals = _Arrivals(response.content, protocol.last_at) if timed else None
+                if timed:
+                    protocol.arrivals = arrivals
+                try:
+                    async for batch in _events(response.content, arrivals):
+                        yield batch
+                finally:
+                    if timed:
+                        protocol.arrivals = None
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _classify(exc) from exc
+
+
+async def _events(reader: aiohttp.StreamReader, arrivals: _Arrivals | None) -> AsyncIterator[list[StreamEvent]]:
+    """The events of a streamed body, a list per read, each timed by when its last byte arrived."""
+    decoder = SSEDecoder()
+    search = 0
+    async for chunk in reader.iter_any():
+        consumed = time.perf_counter()
+        events = []
+        for data, end in decoder.feed_positions(chunk):
+            at = -1.0
+            if arrivals is not None:
+                at, search = arrivals.time_of(end, search)
+            events.append(StreamEvent(data, at if at >= 0.0 else consumed))
+        if events:
+            yield events
+    tail = [StreamEvent(data, time.perf_counter()) for data in decoder.close()]
+    if tail:
+        yield tail
 
 
 def _headers(response: aiohttp.ClientResponse) -> Mapping[str, str]:
@@ -168,9 +255,28 @@ class SSEDecoder:
     def __init__(self) -> None:
         """Start with an empty buffer."""
         self._buffer = b""
+        self._offset = 0
+
+    def feed_positions(self, chunk: bytes) -> list[tuple[str, int]]:
+        """Add bytes; return (data payload, body offset just past its line's newline) of each completed line."""
+        base = self._offset - len(self._buffer)
+        self._offset += len(chunk)
+        buffer = self._buffer + chunk if self._buffer else chunk
+        out = []
+        position = 0
+        while True:
+            newline = buffer.find(b"\n", position)
+            if newline < 0:
+                break
+            if buffer.startswith(b"data:", position):
+                out.append((_data(buffer[position:newline]), base + newline + 1))
+            position = newline + 1
+        self._buffer = buffer[position:]
+        return out
 
     def feed(self, chunk: bytes) -> list[str]:
         """Add bytes; return the data payloads of the lines completed by them."""
+        self._offset += len(chunk)
         self._buffer += chunk
         if b"\n" not in self._buffer:
             return []
