@@ -74,6 +74,30 @@ def _count(value: Any) -> int | None:
     return int(number) if number is not None else None
 
 
+def _drafts(container: Mapping[str, Any], drafted_key: str, accepted_key: str, where: str) -> dict[str, int | None]:
+    """Validated draft counts {draft_n, draft_n_accepted}: absent or whole numbers >= 0, accepted <= drafted.
+
+    Anything else (negative, fractional, a string, accepted above drafted) makes the response's
+    acceptance untrustworthy: ResponseError bad_timings, never a silent 0 or an accept rate above 1.
+    """
+    counts: dict[str, int | None] = {}
+    for name, key in (("draft_n", drafted_key), ("draft_n_accepted", accepted_key)):
+        value = container.get(key)
+        if value is None:
+            counts[name] = None
+            continue
+        number = _number(value)
+        if number is None or number != int(number):
+            raise ResponseError("bad_timings", f"{where}.{key} is {value!r}, not a non-negative whole number")
+        counts[name] = int(number)
+    drafted, accepted = counts["draft_n"], counts["draft_n_accepted"]
+    if accepted and (drafted is None or accepted > drafted):
+        raise ResponseError(
+            "bad_timings", f"{where}.{accepted_key} ({accepted}) exceeds {where}.{drafted_key} ({drafted})"
+        )
+    return counts
+
+
 def _openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason."""
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
@@ -166,8 +190,7 @@ class LlamaCpp(Engine):
             fields["total_tokens"] = fields["prompt_tokens"] + fields["completion_tokens"]
         return TurnStats(
             **fields,
-            draft_n=_count(timings.get("draft_n")),
-            draft_n_accepted=_count(timings.get("draft_n_accepted")),
+            **_drafts(timings, "draft_n", "draft_n_accepted", "timings"),
             prompt_ms=_checked(timings, "prompt_ms"),
             predicted_ms=_checked(timings, "predicted_ms"),
             prompt_per_second=_checked(timings, "prompt_per_second"),
@@ -203,8 +226,7 @@ class VLLM(Engine):
             )
         return TurnStats(
             **fields,
-            draft_n=_count(spec.get("num_draft_tokens")),
-            draft_n_accepted=_count(spec.get("num_accepted_draft_tokens")),
+            **_drafts(spec, "num_draft_tokens", "num_accepted_draft_tokens", "metrics.speculative_decoding"),
             spec_steps=_count(spec.get("num_spec_steps")),
         )
 
@@ -240,8 +262,7 @@ class SGLang(Engine):
             self.notes.add("SGLang responses carry no sglext.spec_tokens_details: per-request acceptance is n/a")
         return TurnStats(
             **fields,
-            draft_n=_count(spec.get("spec_num_proposed_drafts")),
-            draft_n_accepted=_count(spec.get("spec_num_correct_drafts")),
+            **_drafts(spec, "spec_num_proposed_drafts", "spec_num_correct_drafts", "sglext.spec_tokens_details"),
             spec_steps=_count(spec.get("spec_verify_ct")),
         )
 

@@ -7,6 +7,7 @@ from bench.records._acceptance import (
     counter_deltas,
 )
 from bench.records._journal import Journal, journal_path, read_journal
+from bench.records._lock import lock_path, output_lock
 from bench.records._results import SampleResult, latest_by_key, result_from_dict
 from bench.records._run import Run, dumps_run, load_run, run_from_dict, save_run
 from bench.records._schema import SCHEMA_VERSION
@@ -25,6 +26,8 @@ __all__ = [
     "journal_path",
     "latest_by_key",
     "load_run",
+    "lock_path",
+    "output_lock",
     "read_journal",
     "result_from_dict",
     "run_from_dict",

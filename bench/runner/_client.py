@@ -11,10 +11,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench._redact import one_line
 from bench.engines import Engine, ResponseError, TurnStats
 from bench.prompts import Sample
 from bench.records import SampleResult
-from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
+from bench.runner._transport import (
+    NOT_RETRIED,
+    Response,
+    StreamEvent,
+    Transport,
+    TransportError,
+    retry_after_seconds,
+)
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,8 @@ class SampleFailure(Exception):
     """A turn failed: `kind` says how (connect, timeout, http_5xx, invalid_json, ...)."""
 
     def __init__(self, kind: str, message: str, retry_after: float = 1.0) -> None:
-        """Record the error kind, message and how long the server asked us to wait."""
-        super().__init__(message)
+        """Record the error kind, the message (secrets redacted, one line) and how long the server asked us to wait."""
+        super().__init__(one_line(message))
         self.kind = kind
         self.retry_after = retry_after
 
@@ -70,7 +78,7 @@ def build_payload(
 
 
 def _http_failure(response: Response) -> SampleFailure:
-    body = response.body[:500].decode("utf-8", errors="replace").replace("\n", "\\n")
+    body = response.body[:500].decode("utf-8", errors="replace")
     if response.status == 429:
         kind = "http_429"
     elif 400 <= response.status < 500:
@@ -116,6 +124,7 @@ async def _stream_turn(
     finish_reason = None
     token_times: list[float] = []
     done = False
+    chunks = 0
     async for event in transport.stream(settings.endpoint, body):
         if isinstance(event, Response):
             raise _http_failure(event)
@@ -131,6 +140,8 @@ async def _stream_turn(
             raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
         if isinstance(chunk.get("error"), Mapping | str):
             raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
+        if isinstance(chunk.get("choices"), list):
+            chunks += 1
         text, thought, finish = _delta_text(chunk)
         if text or thought:
             token_times.append(event.at)
@@ -143,6 +154,8 @@ async def _stream_turn(
     end = time.perf_counter()
     if not done:
         raise SampleFailure("stream_incomplete", "stream ended without [DONE]")
+    if not chunks:
+        raise SampleFailure("missing_fields", "stream ended ([DONE]) without a single chunk carrying choices")
     message = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
     merged["choices"] = [{"message": message, "finish_reason": finish_reason}]
     stats = engine.parse(merged)
@@ -173,7 +186,7 @@ async def send_turn(
             turn.retries = attempt
             return turn
         except TransportError as exc:
-            if attempt >= settings.retries:
+            if attempt >= settings.retries or exc.kind in NOT_RETRIED:
                 raise SampleFailure(exc.kind, str(exc)) from None
             delay = min(8.0, 0.25 * 2**attempt)
         except ResponseError as exc:

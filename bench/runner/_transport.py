@@ -9,7 +9,12 @@ harness end to end. Nothing else in speedbench opens HTTP connections to the ser
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import email.utils
+import re
+import ssl
 import time
+import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -17,17 +22,23 @@ from typing import Any
 
 import aiohttp
 
+from bench._redact import one_line, redact_url
+
 KEEPALIVE_S = 4.0
 _UNSENT = "Can not write request body"  # aiohttp's message when writing to a closed connection fails
 
 
 class TransportError(Exception):
-    """A request failed below HTTP: `kind` is connect, timeout or disconnect."""
+    """A request failed below HTTP: `kind` is connect, tls, timeout, disconnect, bad_encoding or too_large."""
 
     def __init__(self, kind: str, message: str) -> None:
-        """Record the error kind and message."""
-        super().__init__(message)
+        """Record the error kind and message (redacted, on one line)."""
+        super().__init__(one_line(message))
         self.kind = kind
+
+
+NOT_RETRIED = frozenset({"too_large", "tls", "bad_encoding"})
+"""Transport error kinds that the same request would meet again: `--retries` does not resend them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +59,16 @@ class StreamEvent:
     at: float
 
 
-def _classify(exc: BaseException) -> TransportError:
+def _classify(exc: BaseException, url: str = "") -> TransportError:
+    if isinstance(exc, TransportError):
+        return exc
+    if isinstance(exc, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError | ssl.SSLError) or (
+        isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ssl.SSLError)
+    ):
+        hint = " (is the server plain HTTP? try http:// instead of https://)" if url.startswith("https:") else ""
+        return TransportError("tls", f"TLS handshake with {redact_url(url) or 'the server'} failed{hint}: {exc}")
+    if isinstance(exc, aiohttp.ClientPayloadError) and _is_encoding_error(exc):
+        return TransportError("bad_encoding", f"response body cannot be decoded (Content-Encoding): {exc}")
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
         return TransportError("timeout", f"timed out ({exc.__class__.__name__})")
     if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
@@ -58,14 +78,33 @@ def _classify(exc: BaseException) -> TransportError:
     return TransportError("disconnect", f"{exc.__class__.__name__}: {exc}")
 
 
+def _is_encoding_error(exc: BaseException) -> bool:
+    """Whether a payload error comes from a body that cannot be decompressed (bad gzip/deflate/br)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen).lower()
+        if isinstance(seen, zlib.error) or type(seen).__name__ == "ContentEncodingError" or "content-encoding" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+"""Largest response body read per request unless configured otherwise."""
+CONNECT_TIMEOUT_S = 10.0
+"""Connecting (TCP and TLS handshake) takes at most this long."""
+
+
 class Transport:
-    """A pooled aiohttp session with per-request timeouts and SSE reading."""
+    """A pooled aiohttp session with per-request timeouts, bounded bodies and SSE reading."""
 
     def __init__(
-        self, *, timeout: float = 600.0, connections: int = 1, headers: Mapping[str, str] | None = None
+        self, *, timeout: float = 600.0, connections: int = 1, headers: Mapping[str, str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
-        """Configure the pool size, default headers and per-request total timeout."""
-        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 30.0))
+        """Configure the pool size, default headers, per-request total timeout and the largest body read."""
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, CONNECT_TIMEOUT_S))
+        self.max_body_bytes = max_body_bytes
         self._connections = max(1, connections)
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
@@ -117,25 +156,44 @@ class Transport:
                     raise
         raise AssertionError("unreachable")
 
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The body, read in chunks and never beyond `max_body_bytes` (then TransportError too_large)."""
+        limit = self.max_body_bytes if response.status == 200 else min(self.max_body_bytes, ERROR_BODY_BYTES)
+        if response.status == 200 and (response.content_length or 0) > limit:
+            raise _too_large(limit)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > limit:
+                if response.status != 200:  # an error body only needs its beginning
+                    chunks.append(chunk[: len(chunk) - (size - limit)])
+                    break
+                raise _too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     async def post(self, url: str, body: bytes) -> Response:
-        """POST a JSON body and read the whole response."""
+        """POST a JSON body and read the response (at most `max_body_bytes`)."""
         try:
             response, start = await self._send("POST", url, body)
             async with response:
-                payload = await response.read()
+                payload = await self._read(response)
                 return Response(response.status, payload, _headers(response), time.perf_counter() - start)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _classify(exc) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError, TransportError) as exc:
+            raise _classify(exc, url) from exc
 
     async def get(self, url: str, timeout: float = 10.0) -> Response:
-        """GET a URL (metrics, props) with a short timeout."""
+        """GET a URL (metrics, props) with a short timeout (connecting included)."""
         try:
-            response, start = await self._send("GET", url, None, aiohttp.ClientTimeout(total=timeout))
+            response, start = await self._send(
+                "GET", url, None, aiohttp.ClientTimeout(total=timeout, sock_connect=timeout)
+            )
             async with response:
-                payload = await response.read()
+                payload = await self._read(response)
                 return Response(response.status, payload, _headers(response), time.perf_counter() - start)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _classify(exc) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError, TransportError) as exc:
+            raise _classify(exc, url) from exc
 
     async def stream(self, url: str, body: bytes) -> AsyncIterator[Response | StreamEvent]:
         """POST and yield server-sent events as they arrive; a non-200 answer is yielded as a Response."""
@@ -143,18 +201,32 @@ class Transport:
             response, start = await self._send("POST", url, body)
             async with response:
                 if response.status != 200:
-                    payload = await response.read()
+                    payload = await self._read(response)
                     yield Response(response.status, payload, _headers(response), time.perf_counter() - start)
                     return
                 decoder = SSEDecoder()
+                received = 0
                 async for chunk in response.content.iter_any():
                     arrived = time.perf_counter()
+                    received += len(chunk)
+                    if received > self.max_body_bytes:
+                        raise _too_large(self.max_body_bytes)
                     for data in decoder.feed(chunk):
                         yield StreamEvent(data, arrived)
                 for data in decoder.close():
                     yield StreamEvent(data, time.perf_counter())
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _classify(exc) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError, TransportError) as exc:
+            raise _classify(exc, url) from exc
+
+
+ERROR_BODY_BYTES = 64 * 1024
+"""Of a non-200 answer only this much is read (its first 500 characters are recorded)."""
+
+
+def _too_large(limit: int) -> TransportError:
+    return TransportError(
+        "too_large", f"response larger than {limit} bytes: not read further (raise --max-response-bytes to allow it)"
+    )
 
 
 def _headers(response: aiohttp.ClientResponse) -> Mapping[str, str]:
@@ -163,38 +235,77 @@ def _headers(response: aiohttp.ClientResponse) -> Mapping[str, str]:
 
 
 class SSEDecoder:
-    """Incremental server-sent-events decoder: bytes in (any chunking), `data:` payloads out."""
+    """Incremental server-sent-events decoder following the WHATWG event-stream rules; bytes in, event data out.
+
+    Lines end with CRLF, LF or CR (a CR at the end of a chunk may be the first half of a CRLF);
+    `data:` lines append to the event's data (joined with LF); a blank line dispatches the event
+    (nothing when it has no data); lines starting with `:` are comments; other fields (event, id,
+    retry) are read and ignored; a field without a colon has an empty value. At the end of the
+    stream an event without its closing blank line is discarded, as the rules say.
+    """
 
     def __init__(self) -> None:
-        """Start with an empty buffer."""
+        """Start with an empty buffer and no pending event."""
         self._buffer = b""
+        self._data: list[str] = []
+        self._has_data = False
+        self._after_cr = False
 
     def feed(self, chunk: bytes) -> list[str]:
-        """Add bytes; return the data payloads of the lines completed by them."""
-        self._buffer += chunk
-        if b"\n" not in self._buffer:
+        """Add bytes; return the data of the events completed by them."""
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
+        self._after_cr = False
+        if not chunk:
             return []
-        *lines, self._buffer = self._buffer.split(b"\n")
-        return [_data(line) for line in lines if line.startswith(b"data:")]
+        self._buffer += chunk
+        if b"\n" not in self._buffer and b"\r" not in self._buffer:
+            return []
+        lines = _LINE_BREAK.split(self._buffer)
+        self._buffer = lines.pop()
+        self._after_cr = chunk.endswith(b"\r")
+        events: list[str] = []
+        for line in lines:
+            self._line(line, events)
+        return events
+
+    def _line(self, line: bytes, events: list[str]) -> None:
+        if not line:
+            if self._has_data:
+                events.append("\n".join(self._data))
+            self._data, self._has_data = [], False
+            return
+        if line.startswith(b":"):
+            return
+        name, colon, value = line.partition(b":")
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value.decode("utf-8", errors="replace"))
+            self._has_data = True
 
     def close(self) -> list[str]:
-        """The payload of an unterminated last line, if any."""
-        line, self._buffer = self._buffer, b""
-        return [_data(line)] if line.startswith(b"data:") else []
+        """End of stream: an unterminated event is discarded (WHATWG); nothing is returned."""
+        self._buffer, self._data, self._has_data, self._after_cr = b"", [], False, False
+        return []
 
 
-def _data(line: bytes) -> str:
-    """The value of a `data:` line: one leading space and the line ending removed, as the SSE spec says."""
-    value = line[5:].rstrip(b"\r")
-    if value.startswith(b" "):
-        value = value[1:]
-    return value.decode("utf-8", errors="replace")
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
 def retry_after_seconds(headers: Mapping[str, Any], default: float = 1.0) -> float:
-    """Seconds to wait from a Retry-After header (delta seconds), bounded to [0, 60]."""
+    """Seconds to wait from a Retry-After header (delta seconds or an HTTP date), bounded to [0, 60]."""
     value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return min(60.0, max(0.0, float(value))) if value is not None else default
-    except (TypeError, ValueError):
+    if value is None:
         return default
+    try:
+        return min(60.0, max(0.0, float(value)))
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return default
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return min(60.0, max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds()))
