@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench._redact import redact_url
 from bench.analysis import compare_runs, lossless_check, paired_stats, stream_latency_stats
 from bench.records import Run
 from bench.render._stats import lossless_markdown, stats_markdown, stream_markdown
@@ -19,6 +20,12 @@ PLOT_TITLES = {
     "latency": "Per-request latency, baseline vs speculative",
     "position_acceptance": "Per-position acceptance",
 }
+
+
+def _shown_url(run: Run) -> str | None:
+    """The run's URL without credentials (older run files may still carry them)."""
+    url = run.config.get("url")
+    return redact_url(str(url)) if url is not None else None
 
 
 def _model_name(run: Run) -> str | None:
@@ -63,7 +70,7 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
         return getter(baseline), getter(speculative)
 
     rows: list[tuple[str, Any, Any]] = [
-        ("server", *both(lambda run: run.config.get("tags", {}).get("server") or run.config.get("url"))),
+        ("server", *both(lambda run: run.config.get("tags", {}).get("server") or _shown_url(run))),
         ("engine", *both(lambda run: run.meta.get("engine"))),
         ("model", *both(_model_name)),
         ("speculative mode", *both(lambda run: run.config.get("tags", {}).get("mode"))),

@@ -358,8 +358,14 @@ def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
 def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunConfig, source: str) -> None:
     old = header.get("config") or {}
     new = config.recorded()
+    # an embedded server (tags name it) gets a new port on every start: its model and mode identify it
+    embedded = str((new.get("tags") or {}).get("server", "")).startswith("embedded")
     for key in ("url", "model", "engine", "bench", "category", "osl", "extra_inputs", "chat_template_kwargs",
-                "dataset", "revision", "repeat", "limit", "stream", "api"):
+                "dataset", "revision", "repeat", "limit", "stream", "api", "tags"):
+        if key == "url" and embedded:
+            continue
+        if key == "tags" and not embedded:
+            continue
         if old.get(key) != new.get(key):
             raise BenchError(f"{source}: cannot resume: {key} was {old.get(key)!r}, now {new.get(key)!r}")
     if header.get("sample_ids") != [sample.id for sample in prompts.samples] or header.get(
