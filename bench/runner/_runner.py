@@ -47,6 +47,8 @@ _T = TypeVar("_T")
 GRACE_PERIOD_S = 5.0
 PROBE_TIMEOUT_S = 5.0
 """Per-request timeout of the server probes (/metrics, /props, /models)."""
+STOPPING_PROBE_S = 1.0
+"""After a stop request, the closing /metrics scrape gets at most this long."""
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """Largest response body read and stored per request (`--max-response-bytes`)."""
 ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
@@ -246,8 +248,8 @@ class _SampleMeter:
         self.moved_between = False
         self.enabled = True
 
-    async def _counters(self) -> dict[str, Any] | None:
-        text = await self.stop.guard(_get_text(self.transport, self.metrics_url), "")
+    async def _counters(self, closing: bool = False) -> dict[str, Any] | None:
+        text = await self.stop.guard(_get_text(self.transport, self.metrics_url), "", closing=closing)
         return self.engine.acceptance_counters(text) if text else None
 
     async def measure(self, send: Any) -> SampleResult:
@@ -261,7 +263,7 @@ class _SampleMeter:
         if self.last_after is not None and _core(before) != _core(self.last_after):
             self.moved_between = True
         result = await send()
-        after = await self._counters()
+        after = await self._counters(closing=True)
         self.last_after = after
         if after is None or not result.ok:
             return result
@@ -293,20 +295,23 @@ class _Stop:
             self.fatal = exc
         self.requested.set()
 
-    async def guard(self, coro: Coroutine[Any, Any, _T], default: _T) -> _T:
+    async def guard(self, coro: Coroutine[Any, Any, _T], default: _T, *, closing: bool = False) -> _T:
         """Await `coro` unless a stop arrives first (then cancel it and return `default`).
 
-        Before a stop request any stop ends it; once a stop was requested (the run is winding down)
-        only a second Ctrl-C does, so the closing probes still run under their short timeouts.
+        Before a stop request any stop ends it. Once a stop was requested only a `closing` probe
+        (the final /metrics scrape, which completes what was measured) still runs, for at most
+        STOPPING_PROBE_S and until a second Ctrl-C; any other is skipped.
         """
-        event = self.hard if self.requested.is_set() else self.requested
-        if event.is_set():
+        stopping = self.requested.is_set()
+        if (stopping and not closing) or self.hard.is_set():
             coro.close()
             return default
         task = asyncio.ensure_future(coro)
-        waiter = asyncio.ensure_future(event.wait())
+        waiter = asyncio.ensure_future((self.hard if stopping else self.requested).wait())
         try:
-            await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                [task, waiter], timeout=STOPPING_PROBE_S if stopping else None, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             waiter.cancel()
             if not task.done():
@@ -470,8 +475,8 @@ async def _execute_locked(
         ) as transport:
             roots = [server_root(base) for base in base_urls]
 
-            async def probe_text(url: str) -> str:
-                return await stop.guard(_get_text(transport, url), "")
+            async def probe_text(url: str, closing: bool = False) -> str:
+                return await stop.guard(_get_text(transport, url), "", closing=closing)
 
             metrics_before = await probe_text(roots[0] + "/metrics")
             if config.engine == "auto":
@@ -510,7 +515,7 @@ async def _execute_locked(
             )
             results.extend(new_results)
             progress.finish()
-            metrics_after = await probe_text(roots[0] + "/metrics")
+            metrics_after = await probe_text(roots[0] + "/metrics", closing=True)
             acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
             notes = engine.warnings()
             for note in notes:
