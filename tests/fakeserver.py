@@ -224,9 +224,9 @@ class FakeServer:
             echoed = {"Authorization": request.headers.get("Authorization", "")}
             return web.Response(status=401, text=f"unauthorized: {json.dumps(echoed)}\nseen header Authorization: "
                                 f"{request.headers.get('Authorization', '')}")
-        if fault.startswith("huge_"):  # huge_<bytes>: an answer whose content is that many bytes
+        if fault.startswith("bigbody_"):  # bigbody_<bytes>: an answer whose content is that many bytes
             data = completion(self.state, body)
-            data["choices"][0]["message"]["content"] = "x" * int(fault[5:])
+            data["choices"][0]["message"]["content"] = "x" * int(fault[8:])
             return web.json_response(data)
         if fault == "http_400":
             return web.Response(status=400, text="bad request")
