@@ -642,6 +642,19 @@ def test_https_against_plain_http_fails_fast_with_a_hint(tmp_path: Path) -> None
         assert not server.state.requests
 
 
+def test_https_against_a_silent_plain_server_fails_fast_with_a_hint(tmp_path: Path) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(65536)  # the TLS hello: a plain-HTTP server waits for a request line forever
+        await asyncio.sleep(3600)
+
+    with RawServer(silent) as server:
+        started = time.monotonic()
+        with pytest.raises(BenchError, match="try http://"):
+            run_benchmark(_prompts(4), RunConfig(url=server.url.replace("http://", "https://"), osl=8),
+                          install_signal_handlers=False)
+    assert time.monotonic() - started < 30  # one probe's timeout, not one per sample (old client: 74 s)
+
+
 @pytest.mark.parametrize("given", ["http://h:1/v1/chat/completions", "h:1/v1/completions/", "http://h:1/chat/completions"])
 def test_a_full_endpoint_url_is_normalised(given: str) -> None:
     assert normalize_base_url(given) == "http://h:1/v1"
@@ -669,3 +682,10 @@ def test_bench_resume_continues_an_interrupted_comparison(tmp_path: Path) -> Non
         assert len(spec.state.requests) - sent_spec == missing_turns  # only the missing samples were sent
         assert len(load_run(folder / "speculative.json").results) == selected
         assert (folder / "comparison.txt").exists() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_bench_resume_is_a_cli_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main(capsys, "bench", "--resume", str(tmp_path), "--base-url", "http://127.0.0.1:1",
+                         "--spec-url", "http://127.0.0.1:1")
+    assert code == 2 and "no interrupted comparison to resume" in err
+    _one_line_error(err)

@@ -468,7 +468,6 @@ async def _execute_locked(
     notes: list[str] = []
     journal: Journal | None = None
     try:
-        journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
         async with Transport(
             timeout=config.timeout, connections=config.concurrency * len(base_urls), headers=headers,
             max_body_bytes=config.max_response_bytes,
@@ -501,6 +500,8 @@ async def _execute_locked(
                 )
                 for base in base_urls
             ]
+            # opened once the server answered the probes: a refused start leaves an existing output untouched
+            journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
             await _warmup(transport, engine, prompts, settings[0], config.warmup, stop)
             if config.warmup:
                 metrics_before = await probe_text(roots[0] + "/metrics")

@@ -67,6 +67,11 @@ def _classify(exc: BaseException, url: str = "") -> TransportError:
     ):
         hint = " (is the server plain HTTP? try http:// instead of https://)" if url.startswith("https:") else ""
         return TransportError("tls", f"TLS handshake with {redact_url(url) or 'the server'} failed{hint}: {exc}")
+    if isinstance(exc, aiohttp.ConnectionTimeoutError) and url.startswith("https:"):
+        # connecting includes the TLS handshake: a plain-HTTP server never answers the TLS hello
+        return TransportError(
+            "tls", f"no TLS handshake with {redact_url(url)} (is the server plain HTTP? try http:// instead): {exc}"
+        )
     if isinstance(exc, aiohttp.ClientPayloadError) and _is_encoding_error(exc):
         return TransportError("bad_encoding", f"response body cannot be decoded (Content-Encoding): {exc}")
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
