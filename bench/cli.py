@@ -18,6 +18,7 @@ from bench._constants import (
     EXIT_OK,
 )
 from bench._errors import BenchError
+from bench._redact import one_line, redact
 
 
 def _json_object(value: str) -> dict[str, Any]:
@@ -92,6 +93,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="extra HTTP header K:V, repeatable (default: none)")
     parser.add_argument("--retries", type=int, default=0, help="retry transport errors and 429s N times")
     parser.add_argument(
+        "--max-response-bytes", type=int, default=4 * 1024 * 1024,
+        help="largest response body read and stored per request (default 4 MiB); a larger one fails as too_large",
+    )
+    parser.add_argument(
         "--chat-template-kwargs", type=_json_object, default=None,
         help="JSON object passed through as chat_template_kwargs, e.g. reasoning switches (default: none sent)",
     )
@@ -113,7 +118,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
     from bench.prompts import HUB_REVISION, load_prompts
     from bench.render import summary_text
-    from bench.runner import RunConfig, run_benchmark
+    from bench.runner import RunConfig, RunStopped, run_benchmark
 
     config = RunConfig(
         url=",".join(args.url or ["localhost:8080"]), model=args.model, bench=args.bench, category=args.category,
@@ -121,7 +126,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         extra_inputs=args.extra_inputs, concurrency=args.concurrency, limit=args.limit, timeout=args.timeout,
         dataset=args.dataset, revision=args.revision, repeat=args.repeat, warmup=args.warmup, stream=args.stream,
         engine=args.engine, api=args.api, retries=args.retries, label=args.label,
-        chat_template_kwargs=args.chat_template_kwargs,
+        chat_template_kwargs=args.chat_template_kwargs, max_response_bytes=args.max_response_bytes,
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
     )
     config.validate()
@@ -140,9 +145,13 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         out(f"speedbench: skipped {prompts.skipped} rows without usable turns\n")
     out(f"speedbench: loaded {len(prompts.samples)} samples from bench={args.bench} category={args.category}\n")
     output = args.output or _default_output(args.label)
-    run, interrupted = run_benchmark(
-        prompts, config, output=output, progress=_progress(args.quiet), resume=args.resume, force=args.force
-    )
+    try:
+        run, interrupted = run_benchmark(
+            prompts, config, output=output, progress=_progress(args.quiet), resume=args.resume, force=args.force
+        )
+    except RunStopped as exc:  # the journal could not be written: what finished is kept, the run is not done
+        sys.stderr.write(f"speedbench: error: {redact(str(exc))}\n")
+        return EXIT_FAILED
     out(f"\nSummary (elapsed={run.info.elapsed_s or 0.0:.2f}s)\n")
     out(summary_text(run.summary))
     _extra_run_tables(run, out)
@@ -154,7 +163,13 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         first_error = next((result.error for result in run.results if result.error), None)
         sys.stderr.write(f"speedbench: {run.failed_samples} samples failed\n")
         if first_error:
-            sys.stderr.write(f"first error: {first_error}\n")
+            sys.stderr.write(f"first error: {one_line(first_error)}\n")
+        return EXIT_FAILED
+    if len(run.results) < run.selected_samples:  # a sample that never finished is never reported as done
+        sys.stderr.write(
+            f"speedbench: error: only {len(run.results)} of {run.selected_samples} selected samples finished; "
+            f"continue with --resume --output {output}\n"
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -243,10 +258,11 @@ def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     stopped = threading.Event()
     try:
         with EmbeddedServer(config) as server:
-            out(f"speedbench: {args.mode} server at {server.url} (Ctrl-C to stop)\n")
-            sys.stdout.flush()
+            # handlers before the ready line: once it is out, Ctrl-C means "stop cleanly" (exit 0)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda *_: stopped.set())
+            out(f"speedbench: {args.mode} server at {server.url} (Ctrl-C to stop)\n")
+            sys.stdout.flush()
             while not stopped.wait(0.5):
                 if not server.is_running():
                     sys.stderr.write("speedbench: server died:\n" + "\n".join(server.log_tail()) + "\n")
@@ -263,7 +279,7 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     config = PipelineConfig(
         limit=args.limit, osl=args.osl, spec=args.spec, model=args.model, draft=args.draft,
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
-        results_dir=args.results_dir, label=args.label, concurrency=args.concurrency,
+        results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
     )
     return run_pipeline(config, out=out, progress=_progress(args.quiet))
 
@@ -410,6 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--results-dir", default="results", help="folder that receives <UTC time>-<label>/")
     bench.add_argument("--label", default=None,
                        help="suffix of the result folder's name (default: the --spec mode, or 'external')")
+    bench.add_argument(
+        "--resume", default=None, metavar="FOLDER",
+        help="continue an interrupted comparison in FOLDER (each side resumes its own run file) (default: a new one)",
+    )
     bench.add_argument("--quiet", action="store_true", help="no progress display")
     bench.set_defaults(handler=cmd_bench)
 
@@ -457,17 +477,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout.write
     try:
         code = args.handler(args, out)
+    except BrokenPipeError:  # `speedbench compare ... | head`: the reader left; stop quietly
+        return _stdout_gone()
     except BenchError as exc:
-        sys.stderr.write(f"speedbench: error: {exc}\n")
+        sys.stderr.write(f"speedbench: error: {one_line(str(exc), 2000)}\n")
         code = EXIT_BAD_INPUT
     except OSError as exc:  # an output path that cannot be written, a folder that cannot be made
-        sys.stderr.write(f"speedbench: error: {exc.filename or ''}: {exc.strerror or exc}\n")
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"speedbench: error: {one_line(where + str(exc.strerror or exc), 2000)}\n")
         code = EXIT_BAD_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("speedbench: interrupted\n")
         code = EXIT_INTERRUPTED
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_gone()
     return code
+
+
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a writer whose reader left (as `yes | head` does)."""
+
+
+def _stdout_gone() -> int:
+    """Stdout's reader closed the pipe: point stdout at /dev/null so the exit flush is silent too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -220,6 +220,14 @@ class FakeServer:
     async def _fault(self, request: web.Request, fault: str, body: dict[str, Any]) -> web.StreamResponse:
         if fault == "http_500":
             return web.Response(status=500, text="internal error")
+        if fault == "echo_auth":  # a server that echoes the request headers in its 401 body
+            echoed = {"Authorization": request.headers.get("Authorization", "")}
+            return web.Response(status=401, text=f"unauthorized: {json.dumps(echoed)}\nseen header Authorization: "
+                                f"{request.headers.get('Authorization', '')}")
+        if fault.startswith("bigbody_"):  # bigbody_<bytes>: an answer whose content is that many bytes
+            data = completion(self.state, body)
+            data["choices"][0]["message"]["content"] = "x" * int(fault[8:])
+            return web.json_response(data)
         if fault == "http_400":
             return web.Response(status=400, text="bad request")
         if fault == "http_429":
@@ -271,3 +279,73 @@ class FakeServer:
             request.transport.close()
             return response
         raise AssertionError(f"unknown fault {fault}")
+
+
+RawHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
+    """Read one HTTP/1.1 request: (method, path, headers with lower-case names, body)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return method, path, headers, body
+
+
+class RawServer:
+    """A raw asyncio socket server on 127.0.0.1 in a background thread: `handler` owns each connection."""
+
+    def __init__(self, handler: RawHandler) -> None:
+        self.handler = handler
+        self.port = 0
+        self.connections = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.AbstractServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> RawServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        async def close() -> None:
+            assert self._server is not None
+            self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.handler(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+def http_response(status: int, body: bytes, headers: dict[str, str] | None = None) -> bytes:
+    """The bytes of a complete HTTP/1.1 response (Connection: close)."""
+    head = [f"HTTP/1.1 {status} X", f"Content-Length: {len(body)}", "Connection: close"]
+    head += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body

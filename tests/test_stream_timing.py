@@ -48,8 +48,8 @@ def test_per_token_itl_spreads_a_burst_over_its_tokens() -> None:
 
 def test_decoder_positions_map_events_to_the_read_that_completed_them() -> None:
     decoder = SSEDecoder()
-    assert decoder.feed_positions(b"data: a\n\ndata: b") == [("a", 8)]
-    assert decoder.feed_positions(b"c\n\n") == [("bc", 18)]
+    assert decoder.feed_positions(b"data: a\n\ndata: b") == [("a", 9)]  # dispatched by the blank line
+    assert decoder.feed_positions(b"c\n\n") == [("bc", 19)]
 
     class Reader:
         total_bytes = 5

@@ -26,7 +26,9 @@ def results_frame(run: Run) -> pd.DataFrame:
         for r in latest_by_key(run.results)
     ]
     columns = ["id", "repeat", "category", "ok", "latency_s", "pred_t_s", "draft_n", "accepted", "output"]
-    return pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)
+    # typed even when empty: an empty object-dtype "ok" column would index columns, not rows
+    return frame.astype({"ok": bool})
 
 
 def first_difference(a: str, b: str) -> int | None:

@@ -69,6 +69,30 @@ def count(value: Any) -> int | None:
     return int(number) if number is not None else None
 
 
+def drafts(container: Mapping[str, Any], drafted_key: str, accepted_key: str, where: str) -> dict[str, int | None]:
+    """Validated draft counts {draft_n, draft_n_accepted}: absent or whole numbers >= 0, accepted <= drafted.
+
+    Anything else (negative, fractional, a string, accepted above drafted) makes the response's
+    acceptance untrustworthy: ResponseError bad_timings, never a silent 0 or an accept rate above 1.
+    """
+    counts: dict[str, int | None] = {}
+    for name, key in (("draft_n", drafted_key), ("draft_n_accepted", accepted_key)):
+        value = container.get(key)
+        if value is None:
+            counts[name] = None
+            continue
+        number = _number(value)
+        if number is None or number != int(number):
+            raise ResponseError("bad_timings", f"{where}.{key} is {value!r}, not a non-negative whole number")
+        counts[name] = int(number)
+    drafted, accepted = counts["draft_n"], counts["draft_n_accepted"]
+    if accepted and (drafted is None or accepted > drafted):
+        raise ResponseError(
+            "bad_timings", f"{where}.{accepted_key} ({accepted}) exceeds {where}.{drafted_key} ({drafted})"
+        )
+    return counts
+
+
 def openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason."""
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}

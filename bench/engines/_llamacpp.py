@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.engines._base import Engine, TurnStats, checked, count, openai_fields, spec_decode_counters
+from bench.engines._base import Engine, TurnStats, checked, count, drafts, openai_fields, spec_decode_counters
 
 
 class LlamaCpp(Engine):
@@ -30,8 +30,7 @@ class LlamaCpp(Engine):
             fields["total_tokens"] = fields["prompt_tokens"] + fields["completion_tokens"]
         return TurnStats(
             **fields,
-            draft_n=count(timings.get("draft_n")),
-            draft_n_accepted=count(timings.get("draft_n_accepted")),
+            **drafts(timings, "draft_n", "draft_n_accepted", "timings"),
             prompt_ms=checked(timings, "prompt_ms"),
             predicted_ms=checked(timings, "predicted_ms"),
             prompt_per_second=checked(timings, "prompt_per_second"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.engines._base import Engine, TurnStats, acceptance_gauges_of, count, openai_fields
+from bench.engines._base import Engine, TurnStats, acceptance_gauges_of, count, drafts, openai_fields
 
 
 class SGLang(Engine):
@@ -27,8 +27,7 @@ class SGLang(Engine):
             self.notes.add("SGLang responses carry no sglext.spec_tokens_details: per-request acceptance is n/a")
         return TurnStats(
             **fields,
-            draft_n=count(spec.get("spec_num_proposed_drafts")),
-            draft_n_accepted=count(spec.get("spec_num_correct_drafts")),
+            **drafts(spec, "spec_num_proposed_drafts", "spec_num_correct_drafts", "sglext.spec_tokens_details"),
             spec_steps=count(spec.get("spec_verify_ct")),
         )
 

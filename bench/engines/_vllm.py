@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.engines._base import Engine, TurnStats, count, openai_fields, spec_decode_counters
+from bench.engines._base import Engine, TurnStats, count, drafts, openai_fields, spec_decode_counters
 
 
 class VLLM(Engine):
@@ -26,8 +26,7 @@ class VLLM(Engine):
             )
         return TurnStats(
             **fields,
-            draft_n=count(spec.get("num_draft_tokens")),
-            draft_n_accepted=count(spec.get("num_accepted_draft_tokens")),
+            **drafts(spec, "num_draft_tokens", "num_accepted_draft_tokens", "metrics.speculative_decoding"),
             spec_steps=count(spec.get("num_spec_steps")),
         )
 

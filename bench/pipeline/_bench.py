@@ -35,6 +35,7 @@ class PipelineConfig:
     label: str | None = None
     concurrency: int = 1
     threshold: float = DEFAULT_THRESHOLD
+    resume: str | None = None
 
 
 @contextlib.contextmanager
@@ -118,7 +119,8 @@ def _one_side(
             url=endpoint, osl=config.osl, category=config.category, limit=config.limit,
             concurrency=config.concurrency, label=side, timeout=600.0, tags=tags,
         )
-        run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress)
+        resume = config.resume is not None and Path(f"{output}.jsonl").exists()
+        run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress, resume=resume)
         died = server is not None and not server.is_running()
         if died:
             out(f"speedbench: the {side} server died during the run; its last log lines:\n")
@@ -130,10 +132,7 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
     """Baseline run, speculative run, comparison (text, Markdown), statistics, lossless check and plots."""
     prompts = load_prompts(category=config.category, limit=config.limit)
     check_servers(config)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    label = config.label or (config.spec if not config.spec_url else "external")
-    folder = Path(config.results_dir) / f"{stamp}-{label}"
-    folder.mkdir(parents=True, exist_ok=False)
+    folder = _results_folder(config)
     out(f"speedbench: {len(prompts.samples)} samples in {len(prompts.categories)} categories, osl={config.osl}\n")
     baseline, interrupted, died = _one_side(
         "baseline", config.base_url, "baseline", config, prompts, folder, out, progress
@@ -151,10 +150,28 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
     out("\n" + render_text(comparison))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in files)}\n")
     failed = baseline.failed_samples + speculative.failed_samples
+    unfinished = sum(max(0, run.selected_samples - len(run.results)) for run in (baseline, speculative))
+    if unfinished:
+        out(f"speedbench: {unfinished} selected samples did not finish; continue with --resume {folder}\n")
+        return EXIT_FAILED
     if failed:
         out(f"speedbench: {failed} samples failed; see the run files\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _results_folder(config: PipelineConfig) -> Path:
+    """A new `<results>/<UTC time>-<label>` folder, or the comparison folder given to `--resume`."""
+    if config.resume is not None:
+        folder = Path(config.resume)
+        if not any((folder / f"{side}.json.jsonl").exists() for side in ("baseline", "speculative")):
+            raise BenchError(f"{folder}: no interrupted comparison to resume (no baseline.json.jsonl)")
+        return folder
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    label = config.label or (config.spec if not config.spec_url else "external")
+    folder = Path(config.results_dir) / f"{stamp}-{label}"
+    folder.mkdir(parents=True, exist_ok=False)
+    return folder
 
 
 def write_comparison(

@@ -52,7 +52,10 @@ def load_prompts(
         rows = hub_rows(bench, revision)
     else:
         rows = read_rows(Path(dataset))
-    all_samples, skipped, placeholders = rows_to_samples(rows)
+    try:
+        all_samples, skipped, placeholders = rows_to_samples(rows)
+    except BenchError as exc:
+        raise BenchError(f"{dataset}: {exc}") from None
     if not all_samples and not placeholders:
         raise BenchError(f"{dataset}: no usable rows (skipped {skipped} without usable turns)")
     if placeholders:
@@ -62,15 +65,19 @@ def load_prompts(
         )
     available = list(dict.fromkeys(sample.category for sample in all_samples))
     wanted: set[str] | None = None
-    if category != "all":
-        requested = [name.strip() for name in category.split(",") if name.strip()]
+    requested = [name.strip() for name in category.split(",") if name.strip()]
+    if requested and "all" not in requested:  # "all" anywhere in the list selects every category
         unknown = [name for name in requested if name not in available]
-        if not requested or unknown:
+        if unknown:
             raise BenchError(
                 f"unknown --category {', '.join(unknown) or category!r} for bench {bench!r}; "
                 f"available categories: all, {', '.join(available)}"
             )
         wanted = set(requested)
+    elif not requested:
+        raise BenchError(
+            f"--category {category!r} names no category; available categories: all, {', '.join(available)}"
+        )
     selected: list[Sample] = []
     per_category: dict[str, int] = {}
     for sample in all_samples:

@@ -72,7 +72,9 @@ def categories_dir() -> Path:
 def _turns_from_row(row: Mapping[str, Any]) -> list[str] | None:
     turns = row.get("turns")
     if isinstance(turns, list) and turns:
-        clean = [str(turn).strip() for turn in turns if turn is not None and str(turn).strip()]
+        if not all(isinstance(turn, str) or turn is None for turn in turns):
+            return None  # a dict or a number is not a prompt: never send its Python repr
+        clean = [turn.strip() for turn in turns if turn is not None and turn.strip()]
         return clean or None
     messages = row.get("messages")
     if isinstance(messages, list):
@@ -99,12 +101,17 @@ def _is_spec_bench(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def rows_to_samples(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Sample], int, int]:
-    """Normalise dataset rows to Samples; return (samples, rows skipped for unusable turns, placeholder rows)."""
+    """Normalise dataset rows to Samples; return (samples, rows skipped for unusable turns, placeholder rows).
+
+    A row whose question_id repeats an earlier row's is refused (BenchError naming the ids): pairing,
+    resuming and the journal all key on the id, so a silent choice between two prompts is not made.
+    """
     rows = list(rows)
     spec_bench = _is_spec_bench(rows)
     samples: list[Sample] = []
     skipped = 0
     placeholders = 0
+    duplicates: list[str] = []
     seen: set[str] = set()
     for row in rows:
         if not isinstance(row, Mapping):
@@ -120,8 +127,11 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Sample], in
             placeholders += 1
             continue
         sample_id = str(question_id).strip()
-        if not sample_id or sample_id in seen:
+        if not sample_id:
             skipped += 1
+            continue
+        if sample_id in seen:
+            duplicates.append(sample_id)
             continue
         seen.add(sample_id)
         category = category.strip()
@@ -138,6 +148,9 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Sample], in
                 difficulty=str(row["difficulty"]) if row.get("difficulty") is not None else None,
             )
         )
+    if duplicates:
+        shown = ", ".join(repr(item) for item in list(dict.fromkeys(duplicates))[:5])
+        raise BenchError(f"{len(duplicates)} rows repeat an earlier row's question_id ({shown}); ids must be unique")
     return samples, skipped, placeholders
 
 

@@ -7,6 +7,7 @@ from bench.records._acceptance import (
     counter_deltas,
 )
 from bench.records._journal import Journal, journal_path, read_journal
+from bench.records._lock import lock_path, output_lock
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._results import SampleResult, latest_by_key, result_from_dict
 from bench.records._run import Run, dumps_run, load_comparison_folder, load_run, run_from_dict, save_run
@@ -32,6 +33,8 @@ __all__ = [
     "latest_by_key",
     "load_comparison_folder",
     "load_run",
+    "lock_path",
+    "output_lock",
     "read_journal",
     "result_from_dict",
     "run_from_dict",

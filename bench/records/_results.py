@@ -79,7 +79,24 @@ class SampleResult:
 
 
 _RESULT_FIELD_NAMES = tuple(f.name for f in fields(SampleResult))
-_TUPLE_FIELDS = {"outputs", "reasoning", "itl_s", "chunk_tokens", "itl_token_s"}
+_TUPLE_FIELDS: dict[str, type] = {
+    "outputs": str, "reasoning": str, "itl_s": float, "chunk_tokens": int, "itl_token_s": float,
+}
+_SCALAR_FIELDS: dict[str, type] = {
+    "prompt_tokens": int, "completion_tokens": int, "total_tokens": int, "draft_n": int, "draft_n_accepted": int,
+    "turns": int, "repeat": int, "retries": int, "cache_n": int, "ttft_s": float, "e2e_s": float,
+    "client_decode_t_s": float, "error": str, "error_kind": str, "finish_reason": str, "sub_category": str,
+    "tpot_s": float, "scheduled_s": float, "sent_s": float, "chunk_tokens_source": str,
+}
+
+
+def _is_a(value: Any, wanted: type) -> bool:
+    """Whether a loaded JSON value has the expected type (bools are not numbers; an int is a float)."""
+    if isinstance(value, bool):
+        return False
+    if wanted is float:
+        return isinstance(value, int | float)
+    return isinstance(value, wanted)
 
 
 def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleResult:
@@ -90,14 +107,21 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
         if key not in data:
             raise BenchError(f"{source}: a result lacks {key!r}")
     kwargs: dict[str, Any] = {name: data[name] for name in _RESULT_FIELD_NAMES if name in data}
-    for name in _TUPLE_FIELDS.intersection(kwargs):
+    for name in set(_TUPLE_FIELDS).intersection(kwargs):
         value = kwargs[name]
         if value is None:
             del kwargs[name]
         elif not isinstance(value, list):
             raise BenchError(f"{source}: result {data['id']!r} field {name!r} is not a list")
         else:
+            wanted = _TUPLE_FIELDS[name]
+            if not all(_is_a(item, wanted) for item in value):
+                raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds a non-{wanted.__name__} item")
             kwargs[name] = tuple(value)
+    for name, wanted in _SCALAR_FIELDS.items():
+        value = kwargs.get(name)
+        if value is not None and not _is_a(value, wanted):
+            raise BenchError(f"{source}: result {data['id']!r} field {name!r} is {value!r}, not a {wanted.__name__}")
     if "spec" in kwargs:
         kwargs["spec"] = dict(kwargs["spec"]) if isinstance(kwargs["spec"], Mapping) else {}
     kwargs["id"] = str(kwargs["id"])

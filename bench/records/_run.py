@@ -117,6 +117,8 @@ def run_from_dict(data: Any, source: str) -> Run:
     summary = data.get("summary")
     if not isinstance(summary, list) or not all(isinstance(row, dict) for row in summary):
         raise BenchError(f"{source}: does not contain a summary list")
+    for row in summary:
+        check_summary_row(row, source)
     results_raw = data.get("results", [])
     if not isinstance(results_raw, list):
         raise BenchError(f"{source}: 'results' is not a list")
@@ -138,6 +140,21 @@ def run_from_dict(data: Any, source: str) -> Run:
         meta=meta,
         path=source,
     )
+
+
+SUMMARY_NUMBERS = ("requests", "turns", "failed", "avg_prompt_t_s", "avg_pred_t_s", "avg_latency", "draft_n",
+                   "accepted", "accept_rate")
+"""Summary row keys that hold a number (or null)."""
+
+
+def check_summary_row(row: Mapping[str, Any], source: str) -> None:
+    """Refuse a summary row whose category is not a string or whose figures are not numbers (or null)."""
+    if not isinstance(row.get("category"), str):
+        raise BenchError(f"{source}: a summary row's category is {row.get('category')!r}, not a string")
+    for key in SUMMARY_NUMBERS:
+        value = row.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise BenchError(f"{source}: summary row {row['category']!r} field {key!r} is {value!r}, not a number")
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:

@@ -4,6 +4,7 @@ from bench.runner._client import RequestSettings, build_payload, run_sample, sen
 from bench.runner._progress import LineProgress, Progress, SilentProgress
 from bench.runner._runner import (
     RunConfig,
+    RunStopped,
     machine_info,
     normalize_base_url,
     prompts_digest,
@@ -18,6 +19,7 @@ __all__ = [
     "Progress",
     "RequestSettings",
     "RunConfig",
+    "RunStopped",
     "SSEDecoder",
     "SilentProgress",
     "Transport",

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench._redact import one_line
 from bench.engines import Engine, ResponseError, TurnStats, chunk_token_evidence
 from bench.prompts import Sample
 from bench.records import SampleResult
-from bench.runner._transport import Response, Transport, TransportError, retry_after_seconds
+from bench.runner._transport import NOT_RETRIED, Response, Transport, TransportError, retry_after_seconds
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ class SampleFailure(Exception):
     """A turn failed: `kind` says how (connect, timeout, http_5xx, invalid_json, ...)."""
 
     def __init__(self, kind: str, message: str, retry_after: float = 1.0) -> None:
-        """Record the error kind, message and how long the server asked us to wait."""
-        super().__init__(message)
+        """Record the error kind, the message (secrets redacted, one line) and how long the server asked us to wait."""
+        super().__init__(one_line(message))
         self.kind = kind
         self.retry_after = retry_after
 
@@ -74,7 +75,7 @@ def build_payload(
 
 
 def _http_failure(response: Response) -> SampleFailure:
-    body = response.body[:500].decode("utf-8", errors="replace").replace("\n", "\\n")
+    body = response.body[:500].decode("utf-8", errors="replace")
     if response.status == 429:
         kind = "http_429"
     elif 400 <= response.status < 500:
@@ -123,6 +124,7 @@ async def _stream_turn(
     evidence: list[tuple[str, int] | None] = []
     cumulative = 0
     done = False
+    chunks = 0
     loads = json.loads
     async for batch in transport.stream_batches(settings.endpoint, body):
         if isinstance(batch, Response):
@@ -138,8 +140,10 @@ async def _stream_turn(
                 raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data[:120]!r}") from None
             if type(chunk) is not dict:
                 raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
-            if "error" in chunk and isinstance(chunk["error"], Mapping | str):
+            if isinstance(chunk.get("error"), Mapping | str):
                 raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
+            if isinstance(chunk.get("choices"), list):
+                chunks += 1
             text, thought, finish = _delta_text(chunk)
             tokens = chunk_token_evidence(chunk) if text or thought or "usage" in chunk else None
             if text or thought:
@@ -153,12 +157,16 @@ async def _stream_turn(
             content.append(text)
             reasoning.append(thought)
             finish_reason = finish or finish_reason
-            merged.update(chunk)
+            for key, value in chunk.items():
+                if key != "choices":
+                    merged[key] = value
         if done:
             break
     end = time.perf_counter()
     if not done:
         raise SampleFailure("stream_incomplete", "stream ended without [DONE]")
+    if not chunks:
+        raise SampleFailure("missing_fields", "stream ended ([DONE]) without a single chunk carrying choices")
     message = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
     merged["choices"] = [{"message": message, "finish_reason": finish_reason}]
     stats = engine.parse(merged)
@@ -250,7 +258,7 @@ async def send_turn(
             turn.sent_at = first_at
             return turn
         except TransportError as exc:
-            if attempt >= settings.retries:
+            if attempt >= settings.retries or exc.kind in NOT_RETRIED:
                 raise SampleFailure(exc.kind, str(exc)) from None
             delay = min(8.0, 0.25 * 2**attempt)
         except ResponseError as exc:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import platform
+import re
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlparse
+from typing import Any, TypeVar
+from urllib.parse import urlparse, urlsplit
 
 from bench._errors import BenchError
+from bench._redact import SENSITIVE_HEADER, one_line, redact, redact_url, register_secrets, url_secrets
 from bench._version import __version__
 from bench.engines import ENGINE_NAMES, Engine, detect_engine, engine_by_name, engine_from_metrics, tokenizing_engines
 from bench.prompts import PromptSet, Sample
@@ -30,6 +33,7 @@ from bench.records import (
     counter_deltas,
     journal_path,
     latest_by_key,
+    output_lock,
     read_journal,
     save_run,
     summarize,
@@ -39,7 +43,19 @@ from bench.runner._lag import LagMonitor
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._transport import Transport, TransportError
 
+_T = TypeVar("_T")
+
 GRACE_PERIOD_S = 5.0
+PROBE_TIMEOUT_S = 5.0
+"""Per-request timeout of the server probes (/metrics, /props, /models)."""
+STOPPING_PROBE_S = 1.0
+"""After a stop request, the closing /metrics scrape gets at most this long."""
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""Largest response body read and stored per request (`--max-response-bytes`)."""
+ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
+"""Endpoint paths that `--url` may carry by mistake; the base URL is what precedes them."""
+RESERVED_FIELDS = ("messages", "prompt", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
+"""Request fields the harness owns: `--extra-inputs` cannot set them (nor `model` when --model is given)."""
 
 
 def normalize_base_url(url: str) -> str:
@@ -53,12 +69,19 @@ def normalize_base_url(url: str) -> str:
         parsed = urlparse(url)
         parsed.port  # noqa: B018 - raises on a bad port
     except ValueError as exc:
-        raise BenchError(f"invalid --url {url}: {exc}") from None
+        raise BenchError(f"invalid --url {redact_url(url)}: {exc}") from None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise BenchError(f"invalid --url: {url}")
-    if not parsed.path.rstrip("/").endswith("/v1"):
-        url = url + "/v1"
-    return url.rstrip("/")
+        raise BenchError(f"invalid --url: {redact_url(url)}")
+    if parsed.query or parsed.fragment:
+        raise BenchError(f"invalid --url {redact_url(url)}: give the server's base URL, without ?query or #fragment")
+    path = parsed.path.rstrip("/")
+    for endpoint in ENDPOINT_SUFFIXES:  # a full endpoint URL was given: keep its base
+        if path.endswith(endpoint):
+            path = path[: -len(endpoint)]
+            break
+    if not path.endswith("/v1"):
+        path = path + "/v1"
+    return f"{parsed.scheme}://{parsed.netloc}{path}"
 
 
 def server_root(base_url: str) -> str:
@@ -91,6 +114,7 @@ class RunConfig:
     per_sample_metrics: bool = True
     chat_template_kwargs: Mapping[str, Any] | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -110,8 +134,45 @@ class RunConfig:
             raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
         if self.api not in ("chat", "completions"):
             raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
+        if self.max_response_bytes < 1024:
+            raise BenchError(f"--max-response-bytes must be >= 1024 (got {self.max_response_bytes})")
+        owned = [key for key in self.extra_inputs if key in RESERVED_FIELDS or (key == "model" and self.model)]
+        if owned:
+            raise BenchError(
+                f"--extra-inputs cannot set {', '.join(sorted(owned))}: the harness sets "
+                "(use --osl for max_tokens, --stream, --api, --model)"
+            )
+        self._validate_headers()
         for url in self.urls():
             normalize_base_url(url)
+
+    def _validate_headers(self) -> None:
+        """Refuse header names/values and keys that would break (or smuggle into) the HTTP request."""
+        for name, value in self.headers.items():
+            if not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+                raise BenchError(f"--header name {redact(name)!r} is not a valid HTTP header name")
+            if any((ord(char) < 32 and char != "\t") or ord(char) == 127 for char in value):
+                raise BenchError(f"--header {name}: the value contains a line break or control character")
+        if self.api_key is not None and any(ord(char) < 32 or ord(char) == 127 for char in self.api_key):
+            raise BenchError("--api-key (or $OPENAI_API_KEY) contains a line break or control character")
+        with_userinfo = [url for url in self.urls() if "@" in urlsplit(url if "://" in url else "http://" + url).netloc]
+        has_auth = self.api_key or any(name.lower() == "authorization" for name in self.headers)
+        if with_userinfo and has_auth:
+            raise BenchError(
+                "--url carries credentials (user:password@) and --api-key or an Authorization header is given; "
+                "use one of them"
+            )
+
+    def secrets(self) -> list[str]:
+        """Every secret of the config (API key, URL passwords, sensitive header values), for redaction."""
+        found: list[str] = [self.api_key or ""]
+        for url in self.urls():
+            found += url_secrets(url)
+        for name, value in self.headers.items():
+            if SENSITIVE_HEADER.match(name):
+                found.append(value)
+                found.append(value.split(None, 1)[-1])  # the token of "Bearer <token>"
+        return [value for value in found if value]
 
     def request_headers(self) -> dict[str, str]:
         """HTTP headers of every request: `--header`s and the bearer token."""
@@ -128,6 +189,7 @@ class RunConfig:
         """The config as written to the run file: the reference's keys plus speedbench's, no secrets."""
         data = asdict(self)
         data.pop("api_key")
+        data["url"] = redact_url(self.url)
         data["headers"] = sorted(data["headers"])
         data["extra_inputs"] = dict(self.extra_inputs)
         data["tags"] = dict(self.tags)
@@ -152,22 +214,19 @@ def machine_info() -> dict[str, Any]:
 
 
 async def _get_json(transport: Transport, url: str) -> Any:
+    body = await _get_text(transport, url)
     try:
-        response = await transport.get(url)
-    except TransportError:
-        return None
-    if response.status != 200:
-        return None
-    try:
-        return json.loads(response.body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return json.loads(body) if body else None
+    except ValueError:
         return None
 
 
 async def _get_text(transport: Transport, url: str) -> str:
     try:
-        response = await transport.get(url)
-    except TransportError:
+        response = await transport.get(url, timeout=PROBE_TIMEOUT_S)
+    except TransportError as exc:
+        if exc.kind == "tls":  # no request can succeed: say so now rather than after every sample fails
+            raise BenchError(str(exc)) from None
         return ""
     return response.body.decode("utf-8", errors="replace") if response.status == 200 else ""
 
@@ -206,7 +265,8 @@ async def _server_info(transport: Transport, engine: Engine, root: str, base_url
 class _SampleMeter:
     """Scrapes /metrics around each sample (one request in flight) to attribute acceptance counters per sample."""
 
-    def __init__(self, transport: Transport, engine: Engine, metrics_url: str) -> None:
+    def __init__(self, transport: Transport, engine: Engine, metrics_url: str, stop: _Stop) -> None:
+        self.stop = stop
         self.transport = transport
         self.engine = engine
         self.metrics_url = metrics_url
@@ -214,8 +274,8 @@ class _SampleMeter:
         self.moved_between = False
         self.enabled = True
 
-    async def _counters(self) -> dict[str, Any] | None:
-        text = await _get_text(self.transport, self.metrics_url)
+    async def _counters(self, closing: bool = False) -> dict[str, Any] | None:
+        text = await self.stop.guard(_get_text(self.transport, self.metrics_url), "", closing=closing)
         return self.engine.acceptance_counters(text) if text else None
 
     async def measure(self, send: Any) -> SampleResult:
@@ -229,7 +289,7 @@ class _SampleMeter:
         if self.last_after is not None and _core(before) != _core(self.last_after):
             self.moved_between = True
         result = await send()
-        after = await self._counters()
+        after = await self._counters(closing=True)
         self.last_after = after
         if after is None or not result.ok:
             return result
@@ -241,18 +301,51 @@ def _core(counters: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 class _Stop:
-    """Interrupt state shared by the signal handler and the workers."""
+    """Interrupt state shared by the signal handler, the workers and the server probes."""
 
     def __init__(self) -> None:
         self.requested = asyncio.Event()
         self.hard = asyncio.Event()
         self.count = 0
+        self.fatal: BaseException | None = None
 
     def signal(self) -> None:
         self.count += 1
         self.requested.set()
         if self.count >= 2:
             self.hard.set()
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop the run because something the run cannot continue without failed (e.g. the journal)."""
+        if self.fatal is None:
+            self.fatal = exc
+        self.requested.set()
+
+    async def guard(self, coro: Coroutine[Any, Any, _T], default: _T, *, closing: bool = False) -> _T:
+        """Await `coro` unless a stop arrives first (then cancel it and return `default`).
+
+        Before a stop request any stop ends it. Once a stop was requested only a `closing` probe
+        (the final /metrics scrape, which completes what was measured) still runs, for at most
+        STOPPING_PROBE_S and until a second Ctrl-C; any other is skipped.
+        """
+        stopping = self.requested.is_set()
+        if (stopping and not closing) or self.hard.is_set():
+            coro.close()
+            return default
+        task = asyncio.ensure_future(coro)
+        waiter = asyncio.ensure_future((self.hard if stopping else self.requested).wait())
+        try:
+            await asyncio.wait(
+                [task, waiter], timeout=STOPPING_PROBE_S if stopping else None, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waiter.cancel()
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, waiter, return_exceptions=True)
+        if task.cancelled():
+            return default
+        return task.result()
 
 
 @dataclass
@@ -296,8 +389,14 @@ def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
 def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunConfig, source: str) -> None:
     old = header.get("config") or {}
     new = config.recorded()
+    # an embedded server (tags name it) gets a new port on every start: its model and mode identify it
+    embedded = str((new.get("tags") or {}).get("server", "")).startswith("embedded")
     for key in ("url", "model", "engine", "bench", "category", "osl", "extra_inputs", "chat_template_kwargs",
-                "dataset", "revision", "repeat", "limit", "stream", "api"):
+                "dataset", "revision", "repeat", "limit", "stream", "api", "tags"):
+        if key == "url" and embedded:
+            continue
+        if key == "tags" and not embedded:
+            continue
         if old.get(key) != new.get(key):
             raise BenchError(f"{source}: cannot resume: {key} was {old.get(key)!r}, now {new.get(key)!r}")
     if header.get("sample_ids") != [sample.id for sample in prompts.samples] or header.get(
@@ -316,10 +415,56 @@ async def execute(
     force: bool = False,
     install_signal_handlers: bool = True,
 ) -> tuple[Run, bool]:
-    """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish."""
+    """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish.
+
+    The output is locked for one writer for the whole run. A journal that cannot be written (a full
+    disk) stops the run like an interrupt: the finished samples are kept and `RunStopped` is raised
+    after the run file was written (or could not be).
+    """
     config.validate()
+    register_secrets(config.secrets())
     progress = progress or SilentProgress()
     base_urls = [normalize_base_url(url) for url in config.urls()]
+    with contextlib.ExitStack() as held:
+        if output is not None:
+            if Path(output).is_dir():
+                raise BenchError(f"{output}: is a directory; --output names the run file to write")
+            held.enter_context(output_lock(output))
+        run, interrupted, fatal = await _execute_locked(
+            prompts, config, base_urls, output=output, progress=progress, resume=resume, force=force,
+            install_signal_handlers=install_signal_handlers,
+        )
+    if fatal is not None:
+        raise RunStopped(run, fatal)
+    return run, interrupted
+
+
+class RunStopped(BenchError):
+    """A run stopped because something it needs failed (the journal could not be written); `run` holds what finished."""
+
+    def __init__(self, run: Run, cause: BaseException) -> None:
+        """Record the partial run and the cause."""
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
+        where = getattr(cause, "filename", None)
+        super().__init__(
+            f"{where + ': ' if where else ''}cannot write the journal ({reason}); run stopped with "
+            f"{len(run.results)} of {run.selected_samples} samples finished"
+        )
+        self.run = run
+        self.cause = cause
+
+
+async def _execute_locked(
+    prompts: PromptSet,
+    config: RunConfig,
+    base_urls: list[str],
+    *,
+    output: str | os.PathLike[str] | None,
+    progress: Progress,
+    resume: bool,
+    force: bool,
+    install_signal_handlers: bool,
+) -> tuple[Run, bool, BaseException | None]:
     journal_file = journal_path(output) if output is not None else None
     previous: list[SampleResult] = []
     header = _header(prompts, config)
@@ -341,18 +486,29 @@ async def execute(
     if install_signal_handlers:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.signal)
-    journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
     results: list[SampleResult] = list(previous)
     started = time.perf_counter()
     lag: LagMonitor | None = None
+    engine: Engine = engine_by_name(config.engine) if config.engine != "auto" else Engine()
+    server: dict[str, Any] = {"models": None}
+    acceptance: dict[str, Any] | None = None
+    notes: list[str] = []
+    journal: Journal | None = None
     try:
         async with Transport(
-            timeout=config.timeout, connections=config.concurrency * len(base_urls), headers=headers
+            timeout=config.timeout, connections=config.concurrency * len(base_urls), headers=headers,
+            max_body_bytes=config.max_response_bytes,
         ) as transport:
             roots = [server_root(base) for base in base_urls]
-            metrics_before = await _get_text(transport, roots[0] + "/metrics")
-            engine = await _choose_engine(transport, config, metrics_before, base_urls[0] + path, prompts)
-            server = await _server_info(transport, engine, roots[0], base_urls[0])
+
+            async def probe_text(url: str, closing: bool = False) -> str:
+                return await stop.guard(_get_text(transport, url), "", closing=closing)
+
+            metrics_before = await probe_text(roots[0] + "/metrics")
+            engine = await stop.guard(
+                _choose_engine(transport, config, metrics_before, base_urls[0] + path, prompts), engine
+            )
+            server = await stop.guard(_server_info(transport, engine, roots[0], base_urls[0]), server)
             settings = [
                 RequestSettings(
                     endpoint=base + path,
@@ -369,12 +525,14 @@ async def execute(
                 )
                 for base in base_urls
             ]
+            # opened once the server answered the probes: a refused start leaves an existing output untouched
+            journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
             await _warmup(transport, engine, prompts, settings[0], config.warmup, stop)
             if config.warmup:
-                metrics_before = await _get_text(transport, roots[0] + "/metrics")
+                metrics_before = await probe_text(roots[0] + "/metrics")
             progress.start(len(plan.jobs), config.label or "speedbench")
             meter = (
-                _SampleMeter(transport, engine, roots[0] + "/metrics")
+                _SampleMeter(transport, engine, roots[0] + "/metrics", stop)
                 if config.per_sample_metrics and config.concurrency == 1 and len(base_urls) == 1 and metrics_before
                 else None
             )
@@ -389,7 +547,7 @@ async def execute(
                 await lag.stop()
             results.extend(new_results)
             progress.finish()
-            metrics_after = await _get_text(transport, roots[0] + "/metrics")
+            metrics_after = await probe_text(roots[0] + "/metrics", closing=True)
             acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
             notes = engine.warnings()
             lag_note = lag.warning()
@@ -409,7 +567,10 @@ async def execute(
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
         if journal is not None:
-            journal.close()
+            try:
+                journal.close()
+            except OSError as exc:
+                stop.fail(exc)
     interrupted = stop.requested.is_set()
     final = latest_by_key(results)
     meta = {
@@ -440,8 +601,13 @@ async def execute(
         path=str(output) if output is not None else None,
     )
     if output is not None:
-        save_run(run, output, force=True)
-    return run, interrupted
+        try:
+            save_run(run, output, force=True)
+        except OSError:
+            if stop.fatal is None:
+                raise
+            # the journal failed first and so does the run file: the journal keeps what it holds
+    return run, interrupted and stop.fatal is None, stop.fatal
 
 
 def _without_counter_deltas(result: SampleResult) -> SampleResult:
@@ -549,28 +715,33 @@ async def _drive(
             except Exception as exc:
                 result = SampleResult(
                     id=sample.id, category=sample.category, ok=False, turns=len(sample.turns), latency_s=0.0,
-                    error=f"{exc.__class__.__name__}: {exc}"[:500], error_kind="internal", repeat=repeat,
+                    error=one_line(f"{exc.__class__.__name__}: {exc}"), error_kind="internal", repeat=repeat,
                     sub_category=sample.sub_category,
                 )
             free_at = time.perf_counter()
-            results.append(result)
+            results.append(result)  # kept in memory first: a journal failure never loses a finished sample
             if journal is not None:
-                journal.append(result)
+                try:
+                    journal.append(result)
+                except OSError as exc:  # disk full, I/O error: stop the run, keep what finished
+                    stop.fail(exc)
             progress.advance(result)
 
     tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, max(1, len(jobs))))]
-    all_done = asyncio.gather(*tasks)
+    # return_exceptions: a cancelled worker must not leave an unretrieved exception on the gathering future
+    all_done = asyncio.gather(*tasks, return_exceptions=True)
     stop_wait = asyncio.create_task(stop.requested.wait())
     await asyncio.wait([all_done, stop_wait], return_when=asyncio.FIRST_COMPLETED)
     if stop.requested.is_set() and not all_done.done():
-        progress.message(f"speedbench: interrupted; waiting up to {GRACE_PERIOD_S:.0f}s for requests in flight")
+        if stop.fatal is None:
+            progress.message(f"speedbench: interrupted; waiting up to {GRACE_PERIOD_S:.0f}s for requests in flight")
         hard_wait = asyncio.create_task(stop.hard.wait())
         await asyncio.wait([all_done, hard_wait], timeout=GRACE_PERIOD_S, return_when=asyncio.FIRST_COMPLETED)
         hard_wait.cancel()
         for task in tasks:
             task.cancel()
     stop_wait.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(all_done, stop_wait, return_exceptions=True)
     return results
 
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import datetime as dt
+import email.utils
 import functools
+import re
+import ssl
 import time
+import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -20,17 +25,23 @@ from typing import Any
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
+from bench._redact import one_line, redact_url
+
 KEEPALIVE_S = 4.0
 _UNSENT = "Can not write request body"  # aiohttp's message when writing to a closed connection fails
 
 
 class TransportError(Exception):
-    """A request failed below HTTP: `kind` is connect, timeout or disconnect."""
+    """A request failed below HTTP: `kind` is connect, tls, timeout, disconnect, bad_encoding or too_large."""
 
     def __init__(self, kind: str, message: str) -> None:
-        """Record the error kind and message."""
-        super().__init__(message)
+        """Record the error kind and message (redacted, on one line)."""
+        super().__init__(one_line(message))
         self.kind = kind
+
+
+NOT_RETRIED = frozenset({"too_large", "tls", "bad_encoding"})
+"""Transport error kinds that the same request would meet again: `--retries` does not resend them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +56,7 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
-    """One server-sent event's data and the perf_counter time its last byte came off the socket."""
+    """One server-sent event's data and the perf_counter time it arrived."""
 
     data: str
     at: float
@@ -94,7 +105,21 @@ class _TimedProtocol(ResponseHandler):
                 arrivals.times.append(at)
 
 
-def _classify(exc: BaseException) -> TransportError:
+def _classify(exc: BaseException, url: str = "") -> TransportError:
+    if isinstance(exc, TransportError):
+        return exc
+    if isinstance(exc, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError | ssl.SSLError) or (
+        isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ssl.SSLError)
+    ):
+        hint = " (is the server plain HTTP? try http:// instead of https://)" if url.startswith("https:") else ""
+        return TransportError("tls", f"TLS handshake with {redact_url(url) or 'the server'} failed{hint}: {exc}")
+    if isinstance(exc, aiohttp.ConnectionTimeoutError) and url.startswith("https:"):
+        # connecting includes the TLS handshake: a plain-HTTP server never answers the TLS hello
+        return TransportError(
+            "tls", f"no TLS handshake with {redact_url(url)} (is the server plain HTTP? try http:// instead): {exc}"
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError) and _is_encoding_error(exc):
+        return TransportError("bad_encoding", f"response body cannot be decoded (Content-Encoding): {exc}")
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
         return TransportError("timeout", f"timed out ({exc.__class__.__name__})")
     if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
@@ -104,14 +129,33 @@ def _classify(exc: BaseException) -> TransportError:
     return TransportError("disconnect", f"{exc.__class__.__name__}: {exc}")
 
 
+def _is_encoding_error(exc: BaseException) -> bool:
+    """Whether a payload error comes from a body that cannot be decompressed (bad gzip/deflate/br)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen).lower()
+        if isinstance(seen, zlib.error) or type(seen).__name__ == "ContentEncodingError" or "content-encoding" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+"""Largest response body read per request unless configured otherwise."""
+CONNECT_TIMEOUT_S = 10.0
+"""Connecting (TCP and TLS handshake) takes at most this long."""
+
+
 class Transport:
-    """A pooled aiohttp session with per-request timeouts and SSE reading."""
+    """A pooled aiohttp session with per-request timeouts, bounded bodies and SSE reading."""
 
     def __init__(
-        self, *, timeout: float = 600.0, connections: int = 1, headers: Mapping[str, str] | None = None
+        self, *, timeout: float = 600.0, connections: int = 1, headers: Mapping[str, str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
-        """Configure the pool size, default headers and per-request total timeout."""
-        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, 30.0))
+        """Configure the pool size, default headers, per-request total timeout and the largest body read."""
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, CONNECT_TIMEOUT_S))
+        self.max_body_bytes = max_body_bytes
         self._connections = max(1, connections)
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
@@ -167,25 +211,44 @@ class Transport:
                     raise
         raise AssertionError("unreachable")
 
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The body, read in chunks and never beyond `max_body_bytes` (then TransportError too_large)."""
+        limit = self.max_body_bytes if response.status == 200 else min(self.max_body_bytes, ERROR_BODY_BYTES)
+        if response.status == 200 and (response.content_length or 0) > limit:
+            raise _too_large(limit)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > limit:
+                if response.status != 200:  # an error body only needs its beginning
+                    chunks.append(chunk[: len(chunk) - (size - limit)])
+                    break
+                raise _too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     async def post(self, url: str, body: bytes) -> Response:
-        """POST a JSON body and read the whole response."""
+        """POST a JSON body and read the response (at most `max_body_bytes`)."""
         try:
             response, start = await self._send("POST", url, body)
             async with response:
-                payload = await response.read()
+                payload = await self._read(response)
                 return Response(response.status, payload, _headers(response), time.perf_counter() - start)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _classify(exc) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError, TransportError) as exc:
+            raise _classify(exc, url) from exc
 
     async def get(self, url: str, timeout: float = 10.0) -> Response:
-        """GET a URL (metrics, props) with a short timeout."""
+        """GET a URL (metrics, props) with a short timeout (connecting included)."""
         try:
-            response, start = await self._send("GET", url, None, aiohttp.ClientTimeout(total=timeout))
+            response, start = await self._send(
+                "GET", url, None, aiohttp.ClientTimeout(total=timeout, sock_connect=timeout)
+            )
             async with response:
-                payload = await response.read()
+                payload = await self._read(response)
                 return Response(response.status, payload, _headers(response), time.perf_counter() - start)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _classify(exc) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError, TransportError) as exc:
+            raise _classify(exc, url) from exc
 
     async def stream(self, url: str, body: bytes) -> AsyncIterator[Response | StreamEvent]:
         """POST and yield server-sent events as they arrive; a non-200 answer is yielded as a Response."""
@@ -201,13 +264,13 @@ class Transport:
 
         Each event's `at` is when its last byte came off the socket (read callback of the event loop, see
         `_TimedProtocol`), not when this generator was resumed; a batch per read keeps the per-event work of
-        a busy loop small.
+        a busy loop small. The body is never read beyond `max_body_bytes` (then TransportError too_large).
         """
         try:
             response, start = await self._send("POST", url, body)
             async with response:
                 if response.status != 200:
-                    payload = await response.read()
+                    payload = await self._read(response)
                     yield Response(response.status, payload, _headers(response), time.perf_counter() - start)
                     return
                 protocol = response.connection.protocol if response.connection is not None else None
@@ -216,21 +279,27 @@ class Transport:
                 if timed:
                     protocol.arrivals = arrivals
                 try:
-                    async for batch in _events(response.content, arrivals):
+                    async for batch in _events(response.content, arrivals, self.max_body_bytes):
                         yield batch
                 finally:
                     if timed:
                         protocol.arrivals = None
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _classify(exc) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError, TransportError) as exc:
+            raise _classify(exc, url) from exc
 
 
-async def _events(reader: aiohttp.StreamReader, arrivals: _Arrivals | None) -> AsyncIterator[list[StreamEvent]]:
+async def _events(
+    reader: aiohttp.StreamReader, arrivals: _Arrivals | None, limit: int
+) -> AsyncIterator[list[StreamEvent]]:
     """The events of a streamed body, a list per read, each timed by when its last byte arrived."""
     decoder = SSEDecoder()
     search = 0
+    received = 0
     async for chunk in reader.iter_any():
         consumed = time.perf_counter()
+        received += len(chunk)
+        if received > limit:
+            raise _too_large(limit)
         events = []
         for data, end in decoder.feed_positions(chunk):
             at = -1.0
@@ -239,9 +308,17 @@ async def _events(reader: aiohttp.StreamReader, arrivals: _Arrivals | None) -> A
             events.append(StreamEvent(data, at if at >= 0.0 else consumed))
         if events:
             yield events
-    tail = [StreamEvent(data, time.perf_counter()) for data in decoder.close()]
-    if tail:
-        yield tail
+    decoder.close()
+
+
+ERROR_BODY_BYTES = 64 * 1024
+"""Of a non-200 answer only this much is read (its first 500 characters are recorded)."""
+
+
+def _too_large(limit: int) -> TransportError:
+    return TransportError(
+        "too_large", f"response larger than {limit} bytes: not read further (raise --max-response-bytes to allow it)"
+    )
 
 
 def _headers(response: aiohttp.ClientResponse) -> Mapping[str, str]:
@@ -250,57 +327,87 @@ def _headers(response: aiohttp.ClientResponse) -> Mapping[str, str]:
 
 
 class SSEDecoder:
-    """Incremental server-sent-events decoder: bytes in (any chunking), `data:` payloads out."""
+    """Incremental server-sent-events decoder following the WHATWG event-stream rules; bytes in, event data out.
+
+    Lines end with CRLF, LF or CR (a CR at the end of a chunk may be the first half of a CRLF);
+    `data:` lines append to the event's data (joined with LF); a blank line dispatches the event
+    (nothing when it has no data); lines starting with `:` are comments; other fields (event, id,
+    retry) are read and ignored; a field without a colon has an empty value. At the end of the
+    stream an event without its closing blank line is discarded, as the rules say.
+    """
 
     def __init__(self) -> None:
-        """Start with an empty buffer."""
+        """Start with an empty buffer and no pending event."""
         self._buffer = b""
-        self._offset = 0
-
-    def feed_positions(self, chunk: bytes) -> list[tuple[str, int]]:
-        """Add bytes; return (data payload, body offset just past its line's newline) of each completed line."""
-        base = self._offset - len(self._buffer)
-        self._offset += len(chunk)
-        buffer = self._buffer + chunk if self._buffer else chunk
-        out = []
-        position = 0
-        while True:
-            newline = buffer.find(b"\n", position)
-            if newline < 0:
-                break
-            if buffer.startswith(b"data:", position):
-                out.append((_data(buffer[position:newline]), base + newline + 1))
-            position = newline + 1
-        self._buffer = buffer[position:]
-        return out
+        self._data: list[str] = []
+        self._has_data = False
+        self._after_cr = False
+        self._total = 0
 
     def feed(self, chunk: bytes) -> list[str]:
-        """Add bytes; return the data payloads of the lines completed by them."""
-        self._offset += len(chunk)
-        self._buffer += chunk
-        if b"\n" not in self._buffer:
+        """Add bytes; return the data of the events completed by them."""
+        return [data for data, _ in self.feed_positions(chunk)]
+
+    def feed_positions(self, chunk: bytes) -> list[tuple[str, int]]:
+        """Add bytes; return (event data, body offset just past the blank line that dispatched it) per event."""
+        start = self._total
+        self._total += len(chunk)
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk, start = chunk[1:], start + 1  # the LF of a CRLF split across chunks
+        self._after_cr = False
+        if not chunk:
             return []
-        *lines, self._buffer = self._buffer.split(b"\n")
-        return [_data(line) for line in lines if line.startswith(b"data:")]
+        base = start - len(self._buffer)
+        buffer = self._buffer + chunk if self._buffer else chunk
+        events: list[tuple[str, int]] = []
+        position = 0
+        for match in _LINE_BREAK.finditer(buffer):
+            data = self._line(buffer[position:match.start()])
+            position = match.end()
+            if data is not None:
+                events.append((data, base + position))
+        self._buffer = buffer[position:]
+        self._after_cr = chunk.endswith(b"\r")
+        return events
+
+    def _line(self, line: bytes) -> str | None:
+        """Take one line; return the event's data when the line (a blank one) dispatches an event."""
+        if not line:
+            data = "\n".join(self._data) if self._has_data else None
+            self._data, self._has_data = [], False
+            return data
+        if line.startswith(b":"):
+            return None
+        name, colon, value = line.partition(b":")
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value.decode("utf-8", errors="replace"))
+            self._has_data = True
+        return None
 
     def close(self) -> list[str]:
-        """The payload of an unterminated last line, if any."""
-        line, self._buffer = self._buffer, b""
-        return [_data(line)] if line.startswith(b"data:") else []
+        """End of stream: an unterminated event is discarded (WHATWG); nothing is returned."""
+        self._buffer, self._data, self._has_data, self._after_cr = b"", [], False, False
+        return []
 
 
-def _data(line: bytes) -> str:
-    """The value of a `data:` line: one leading space and the line ending removed, as the SSE spec says."""
-    value = line[5:].rstrip(b"\r")
-    if value.startswith(b" "):
-        value = value[1:]
-    return value.decode("utf-8", errors="replace")
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
 def retry_after_seconds(headers: Mapping[str, Any], default: float = 1.0) -> float:
-    """Seconds to wait from a Retry-After header (delta seconds), bounded to [0, 60]."""
+    """Seconds to wait from a Retry-After header (delta seconds or an HTTP date), bounded to [0, 60]."""
     value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return min(60.0, max(0.0, float(value))) if value is not None else default
-    except (TypeError, ValueError):
+    if value is None:
         return default
+    try:
+        return min(60.0, max(0.0, float(value)))
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return default
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return min(60.0, max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds()))

@@ -138,8 +138,9 @@ def _check_gguf(path: Path, what: str) -> Path:
 
 
 def _port_is_free(port: int) -> bool:
-    """True if 127.0.0.1:port can be bound right now."""
+    """True if a server could listen on 127.0.0.1:port now (SO_REUSEADDR: TIME_WAIT leftovers do not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
@@ -233,15 +234,13 @@ class EmbeddedServer:
         t0 = time.monotonic()
         model, draft = self.check_models()
         port = self.config.port
-        if port is not None and not _port_is_free(port):
-            log.warning("port %d is taken; using a free port instead", port)
-            port = None
+        if port is not None and not _port_is_free(port):  # an explicit port is used or refused, never swapped
+            raise ServerError(f"port {port} is taken on {HOST}; choose another --port or omit it for a free one")
         deadline = t0 + timeout
         try:
             self._spawn_and_wait(model, draft, port or 0, deadline)
         except _PortTaken:
-            log.warning("port %s was taken while starting; retrying on a free port", port)
-            self._spawn_and_wait(model, draft, 0, deadline)
+            raise ServerError(f"port {port} was taken while the server started; choose another --port") from None
         self.start_seconds = time.monotonic() - t0
         log.info("embedded %s server ready at %s in %.2fs", self.config.mode, self._url, self.start_seconds)
 
