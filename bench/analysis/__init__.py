@@ -8,6 +8,9 @@ from bench.analysis._intervals import (
     LATENCY_SPEEDUP,
     Metric,
     bootstrap_geomean_ci,
+    crossed_t_interval,
+    geomean_t_intervals,
+    t_quantile,
     verdict,
 )
 from bench.analysis._lossless import lossless_check
@@ -29,7 +32,9 @@ __all__ = [
     "compare_runs",
     "compare_summaries",
     "config_differences",
+    "crossed_t_interval",
     "first_difference",
+    "geomean_t_intervals",
     "lossless_check",
     "pair_runs",
     "paired_stats",
@@ -39,5 +44,6 @@ __all__ = [
     "repeat_cv",
     "results_frame",
     "stream_latency_stats",
+    "t_quantile",
     "verdict",
 ]

@@ -7,7 +7,7 @@ from bench.records._acceptance import (
     counter_deltas,
 )
 from bench.records._journal import Journal, journal_path, read_journal
-from bench.records._results import SampleResult, latest_by_key, result_from_dict
+from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
 from bench.records._run import Run, dumps_run, load_run, run_from_dict, save_run
 from bench.records._schema import SCHEMA_VERSION
 from bench.records._summary import summarize, summarize_group
@@ -21,7 +21,9 @@ __all__ = [
     "acceptance_summary",
     "counter_acceptance",
     "counter_deltas",
+    "decode_margins",
     "dumps_run",
+    "encode_margins",
     "journal_path",
     "latest_by_key",
     "load_run",

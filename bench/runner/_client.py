@@ -13,9 +13,11 @@ from typing import Any
 
 from bench.engines import Engine, ResponseError, TurnStats
 from bench.prompts import Sample
-from bench.records import SampleResult
+from bench.records import SampleResult, encode_margins
 from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
 
+TOP_LOGPROBS = 2
+"""With `--logprobs` each request asks for the top-2 log-probabilities per token (the near-tie margin)."""
 
 @dataclass(frozen=True)
 class RequestSettings:
@@ -28,6 +30,7 @@ class RequestSettings:
     stream: bool = False
     retries: int = 0
     api: str = "chat"
+    logprobs: bool = False
 
 
 class SampleFailure(Exception):
@@ -48,6 +51,7 @@ class _Turn:
     itl_s: list[float] = field(default_factory=list)
     decode_span_s: float | None = None
     retries: int = 0
+    margins: str | None = None
 
 
 def build_payload(
@@ -64,6 +68,9 @@ def build_payload(
     if settings.stream:
         payload["stream_options"] = {"include_usage": True}
     payload.update(engine.request_fields())
+    if settings.logprobs:
+        payload.update({"logprobs": TOP_LOGPROBS} if settings.api == "completions" else
+                       {"logprobs": True, "top_logprobs": TOP_LOGPROBS})
     payload.update(settings.extra_inputs)
     payload["max_tokens"] = settings.osl
     return payload
@@ -106,6 +113,43 @@ def _delta_text(chunk: Mapping[str, Any]) -> tuple[str, str, str | None]:
     )
 
 
+def _logprob_entries(choice: Mapping[str, Any]) -> list[tuple[int, float | None]]:
+    """(byte length, margin) per token from a choice's `logprobs` (OpenAI chat shape or legacy completions shape)."""
+    logprobs = choice.get("logprobs")
+    if not isinstance(logprobs, Mapping):
+        return []
+    entries: list[tuple[int, float | None]] = []
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        for item in content:
+            if not isinstance(item, Mapping):
+                continue
+            tops = item.get("top_logprobs")
+            values = [top.get("logprob") for top in tops if isinstance(top, Mapping)] if isinstance(tops, list) else []
+            raw = item.get("bytes")
+            token = item.get("token")
+            size = len(raw) if isinstance(raw, list) else len(token.encode("utf-8")) if isinstance(token, str) else 0
+            entries.append((size, _margin(values)))
+        return entries
+    tokens, tops = logprobs.get("tokens"), logprobs.get("top_logprobs")
+    if isinstance(tokens, list) and isinstance(tops, list):
+        for token, top in zip(tokens, tops, strict=False):
+            values = list(top.values()) if isinstance(top, Mapping) else []
+            entries.append((len(token.encode("utf-8")) if isinstance(token, str) else 0, _margin(values)))
+    return entries
+
+
+def _margin(values: list[Any]) -> float | None:
+    """Top-1 minus top-2 log-probability (>= 0), or None with fewer than two finite values."""
+    finite = sorted((float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)), reverse=True)
+    return finite[0] - finite[1] if len(finite) >= 2 else None
+
+
+def _first_choice(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    choices = data.get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
+
+
 async def _stream_turn(
     transport: Transport, settings: RequestSettings, engine: Engine, body: bytes
 ) -> _Turn:
@@ -115,6 +159,7 @@ async def _stream_turn(
     reasoning: list[str] = []
     finish_reason = None
     token_times: list[float] = []
+    logprob_entries: list[tuple[int, float | None]] = []
     done = False
     async for event in transport.stream(settings.endpoint, body):
         if isinstance(event, Response):
@@ -132,6 +177,8 @@ async def _stream_turn(
         if isinstance(chunk.get("error"), Mapping | str):
             raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
         text, thought, finish = _delta_text(chunk)
+        if settings.logprobs:
+            logprob_entries.extend(_logprob_entries(_first_choice(chunk)))
         if text or thought:
             token_times.append(event.at)
         content.append(text)
@@ -149,7 +196,10 @@ async def _stream_turn(
     ttft = token_times[0] - start if token_times else None
     itl = [later - earlier for earlier, later in itertools.pairwise(token_times)]
     span = token_times[-1] - token_times[0] if len(token_times) >= 2 else None
-    return _Turn(stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span)
+    turn = _Turn(stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span)
+    if settings.logprobs:
+        turn.margins = encode_margins(logprob_entries)
+    return turn
 
 
 async def _plain_turn(
@@ -158,7 +208,11 @@ async def _plain_turn(
     response = await transport.post(settings.endpoint, body)
     if response.status != 200:
         raise _http_failure(response)
-    return _Turn(stats=engine.parse(_parse_json(response.body)), latency_s=response.elapsed_s)
+    data = _parse_json(response.body)
+    turn = _Turn(stats=engine.parse(data), latency_s=response.elapsed_s)
+    if settings.logprobs:
+        turn.margins = encode_margins(_logprob_entries(_first_choice(data)))
+    return turn
 
 
 async def send_turn(
@@ -220,9 +274,35 @@ async def run_sample(
     return _aggregate(sample, turns, total_latency, repeat)
 
 
+def server_rates(stats: list[TurnStats]) -> tuple[float | None, float | None]:
+    """llama.cpp's own definitions over a sample's turns: (decode t/s, prompt t/s).
+
+    Decode: sum over turns of (n - 1) generated tokens over the summed generation time (the first token of each
+    turn comes with its prompt evaluation, as in llama.cpp's per-turn `predicted_per_second`). Prompt: the
+    uncached prompt tokens (prompt tokens minus `cache_n`) over the summed prompt time. None when a turn lacks
+    the server's timings.
+    """
+    decode = prompt = None
+    if all(s.predicted_ms for s in stats):
+        decoded = sum(max(0, s.completion_tokens - 1) for s in stats)
+        decode = decoded * 1000.0 / sum(s.predicted_ms or 0.0 for s in stats) if decoded else None
+    if all(s.prompt_ms for s in stats):
+        evaluated = sum(max(0, s.prompt_tokens - (s.cache_n or 0)) for s in stats)
+        prompt = evaluated * 1000.0 / sum(s.prompt_ms or 0.0 for s in stats) if evaluated else None
+    return decode, prompt
+
+
+def _logprob_fields(turns: list[_Turn]) -> dict[str, Any]:
+    """The per-turn margin strings, when the turns asked for log-probabilities."""
+    if any(turn.margins is None for turn in turns):
+        return {}
+    return {"token_margins": tuple(turn.margins or "" for turn in turns)}
+
+
 def _single_turn(sample: Sample, turn: _Turn, repeat: int) -> SampleResult:
     """The common case (one non-streamed turn) without the multi-turn bookkeeping."""
     stats = turn.stats
+    server_decode, server_prompt = server_rates([stats])
     return SampleResult(
         id=sample.id,
         category=sample.category,
@@ -245,6 +325,9 @@ def _single_turn(sample: Sample, turn: _Turn, repeat: int) -> SampleResult:
         reasoning=(stats.reasoning,) if stats.reasoning else (),
         cache_n=stats.cache_n,
         retries=turn.retries,
+        server_decode_t_s=server_decode,
+        server_prompt_t_s=server_prompt,
+        **(_logprob_fields([turn]) if turn.margins is not None else {}),
     )
 
 
@@ -274,6 +357,7 @@ def _aggregate(sample: Sample, turns: list[_Turn], total_latency: float, repeat:
         spec["steps"] = sum(step for step in steps if step is not None)
     cache = [s.cache_n for s in stats]
     ttft = turns[0].ttft_s
+    server_decode, server_prompt = server_rates(stats)
     return SampleResult(
         id=sample.id,
         category=sample.category,
@@ -302,4 +386,7 @@ def _aggregate(sample: Sample, turns: list[_Turn], total_latency: float, repeat:
         client_decode_t_s=client_decode if client_decode and math.isfinite(client_decode) else None,
         retries=sum(turn.retries for turn in turns),
         spec=spec,
+        server_decode_t_s=server_decode,
+        server_prompt_t_s=server_prompt,
+        **_logprob_fields(turns),
     )

@@ -90,6 +90,7 @@ class RunConfig:
     per_sample_metrics: bool = True
     chat_template_kwargs: Mapping[str, Any] | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    logprobs: bool = False
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -305,6 +306,155 @@ def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunC
         raise BenchError(f"{source}: cannot resume: the selected prompts differ from the interrupted run's")
 
 
+@dataclass
+class _Arm:
+    """One endpoint's run in progress: its prompts, config, journal and what the server said before the run."""
+
+    prompts: PromptSet
+    config: RunConfig
+    output: str | os.PathLike[str] | None
+    header: dict[str, Any]
+    previous: list[SampleResult]
+    plan: _Plan
+    base_urls: list[str]
+    journal: Journal | None = None
+    engine: Engine = field(default_factory=Engine)
+    server: dict[str, Any] = field(default_factory=dict)
+    settings: list[RequestSettings] = field(default_factory=list)
+    metrics_before: str = ""
+    meter: _SampleMeter | None = None
+    new_results: list[SampleResult] = field(default_factory=list)
+
+
+def _prepare_arm(
+    prompts: PromptSet,
+    config: RunConfig,
+    output: str | os.PathLike[str] | None,
+    *,
+    resume: bool,
+    force: bool,
+    header_extra: Mapping[str, Any] | None = None,
+) -> _Arm:
+    """Validate, read the journal to resume (or refuse to overwrite) and plan what is left to send."""
+    config.validate()
+    base_urls = [normalize_base_url(url) for url in config.urls()]
+    journal_file = journal_path(output) if output is not None else None
+    previous: list[SampleResult] = []
+    header = {**_header(prompts, config), **(header_extra or {})}
+    if output is not None and journal_file is not None:
+        if resume:
+            if not journal_file.exists():
+                raise BenchError(f"{journal_file}: no journal to resume from")
+            old_header, previous = read_journal(journal_file)
+            _check_resumable(old_header, prompts, config, str(journal_file))
+            header["started_at"] = old_header.get("started_at", header["started_at"])
+        elif not force and (Path(output).exists() or journal_file.exists()):
+            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+    return _Arm(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
+
+
+def _open_journal(arm: _Arm, *, resume: bool) -> None:
+    """Start (or continue) the arm's journal."""
+    if arm.output is not None:
+        arm.journal = Journal(journal_path(arm.output), arm.header, append=resume)
+
+
+async def _connect_arm(arm: _Arm, transport: Transport, stop: _Stop) -> None:
+    """Choose the engine, read the server's info, build request settings, warm up and set up per-sample metrics."""
+    config = arm.config
+    path = "/completions" if config.api == "completions" else "/chat/completions"
+    roots = [server_root(base) for base in arm.base_urls]
+    arm.metrics_before = await _get_text(transport, roots[0] + "/metrics")
+    arm.engine = await _choose_engine(transport, config, arm.metrics_before, arm.base_urls[0] + path, arm.prompts)
+    arm.server = await _server_info(transport, arm.engine, roots[0], arm.base_urls[0])
+    arm.settings = [
+        RequestSettings(
+            endpoint=base + path,
+            model=config.model,
+            osl=config.osl,
+            extra_inputs=(
+                {"chat_template_kwargs": dict(config.chat_template_kwargs), **config.extra_inputs}
+                if config.chat_template_kwargs is not None
+                else config.extra_inputs
+            ),
+            stream=config.stream,
+            retries=config.retries,
+            api=config.api,
+            logprobs=config.logprobs,
+        )
+        for base in arm.base_urls
+    ]
+    await _warmup(transport, arm.engine, arm.prompts, arm.settings[0], config.warmup, stop)
+    if config.warmup:
+        arm.metrics_before = await _get_text(transport, roots[0] + "/metrics")
+    arm.meter = (
+        _SampleMeter(transport, arm.engine, roots[0] + "/metrics")
+        if config.per_sample_metrics and config.concurrency == 1 and len(arm.base_urls) == 1 and arm.metrics_before
+        else None
+    )
+
+
+async def _conclude_arm(
+    arm: _Arm, transport: Transport, progress: Progress
+) -> tuple[list[SampleResult], dict[str, Any] | None, list[str]]:
+    """After the timed part: acceptance from /metrics, the adapter's warnings; return (results, acceptance, notes)."""
+    results = [*arm.previous, *arm.new_results]
+    metrics_after = await _get_text(transport, server_root(arm.base_urls[0]) + "/metrics")
+    acceptance = _acceptance(arm.engine, arm.metrics_before, metrics_after, arm.config, len(arm.base_urls))
+    notes = arm.engine.warnings()
+    for note in notes:
+        progress.message(f"speedbench: warning: {note}")
+    if arm.meter is not None and arm.meter.moved_between:
+        # other traffic moved the counters between samples: per-sample deltas cannot be trusted
+        results = [*arm.previous, *(_without_counter_deltas(result) for result in arm.new_results)]
+        if acceptance is not None:
+            acceptance["server_wide"] = True
+    if arm.previous:
+        acceptance = _resumed_acceptance(latest_by_key(results), acceptance)
+    return results, acceptance, notes
+
+
+def _build_run(
+    arm: _Arm,
+    results: list[SampleResult],
+    acceptance: dict[str, Any] | None,
+    notes: list[str],
+    *,
+    interrupted: bool,
+    elapsed_s: float,
+) -> Run:
+    """The arm's Run (meta from its header plus what the run found), saved to its output when it has one."""
+    final = latest_by_key(results)
+    meta = {
+        key: value
+        for key, value in arm.header.items()
+        if key not in {"config", "selected_samples", "sample_ids", "prompts_sha256"}
+    }
+    meta.update(
+        {
+            "finished_at": _utc_now(),
+            "elapsed_s": elapsed_s,
+            "engine": arm.engine.name,
+            "server": arm.server,
+            "acceptance": acceptance,
+            "interrupted": interrupted,
+            "warnings": notes,
+            "dataset": {"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
+        }
+    )
+    run = Run(
+        config=arm.header["config"],
+        selected_samples=arm.header["selected_samples"],
+        results=tuple(final),
+        summary=tuple(summarize(final, list(arm.prompts.categories))),
+        meta=meta,
+        path=str(arm.output) if arm.output is not None else None,
+    )
+    if arm.output is not None:
+        save_run(run, arm.output, force=True)
+    return run
+
+
 async def execute(
     prompts: PromptSet,
     config: RunConfig,
@@ -316,118 +466,38 @@ async def execute(
     install_signal_handlers: bool = True,
 ) -> tuple[Run, bool]:
     """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish."""
-    config.validate()
     progress = progress or SilentProgress()
-    base_urls = [normalize_base_url(url) for url in config.urls()]
-    journal_file = journal_path(output) if output is not None else None
-    previous: list[SampleResult] = []
-    header = _header(prompts, config)
-    if output is not None:
-        if resume:
-            if not journal_file.exists():
-                raise BenchError(f"{journal_file}: no journal to resume from")
-            old_header, previous = read_journal(journal_file)
-            _check_resumable(old_header, prompts, config, str(journal_file))
-            header["started_at"] = old_header.get("started_at", header["started_at"])
-        elif not force and (Path(output).exists() or journal_file.exists()):
-            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
-    plan = _plan(prompts, config, previous)
-
-    headers = config.request_headers()
-    path = "/completions" if config.api == "completions" else "/chat/completions"
+    arm = _prepare_arm(prompts, config, output, resume=resume, force=force)
     stop = _Stop()
     loop = asyncio.get_running_loop()
     if install_signal_handlers:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.signal)
-    journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
-    results: list[SampleResult] = list(previous)
+    _open_journal(arm, resume=resume)
     started = time.perf_counter()
     try:
         async with Transport(
-            timeout=config.timeout, connections=config.concurrency * len(base_urls), headers=headers
+            timeout=config.timeout, connections=config.concurrency * len(arm.base_urls),
+            headers=config.request_headers(),
         ) as transport:
-            roots = [server_root(base) for base in base_urls]
-            metrics_before = await _get_text(transport, roots[0] + "/metrics")
-            engine = await _choose_engine(transport, config, metrics_before, base_urls[0] + path, prompts)
-            server = await _server_info(transport, engine, roots[0], base_urls[0])
-            settings = [
-                RequestSettings(
-                    endpoint=base + path,
-                    model=config.model,
-                    osl=config.osl,
-                    extra_inputs=(
-                        {"chat_template_kwargs": dict(config.chat_template_kwargs), **config.extra_inputs}
-                        if config.chat_template_kwargs is not None
-                        else config.extra_inputs
-                    ),
-                    stream=config.stream,
-                    retries=config.retries,
-                    api=config.api,
-                )
-                for base in base_urls
-            ]
-            await _warmup(transport, engine, prompts, settings[0], config.warmup, stop)
-            if config.warmup:
-                metrics_before = await _get_text(transport, roots[0] + "/metrics")
-            progress.start(len(plan.jobs), config.label or "speedbench")
-            meter = (
-                _SampleMeter(transport, engine, roots[0] + "/metrics")
-                if config.per_sample_metrics and config.concurrency == 1 and len(base_urls) == 1 and metrics_before
-                else None
+            await _connect_arm(arm, transport, stop)
+            progress.start(len(arm.plan.jobs), config.label or "speedbench")
+            arm.new_results = await _drive(
+                transport, arm.engine, arm.plan.jobs, arm.settings, config.concurrency, stop, progress, arm.journal,
+                arm.meter,
             )
-            new_results = await _drive(
-                transport, engine, plan.jobs, settings, config.concurrency, stop, progress, journal, meter
-            )
-            results.extend(new_results)
             progress.finish()
-            metrics_after = await _get_text(transport, roots[0] + "/metrics")
-            acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
-            notes = engine.warnings()
-            for note in notes:
-                progress.message(f"speedbench: warning: {note}")
-            if meter is not None and meter.moved_between:
-                # other traffic moved the counters between samples: per-sample deltas cannot be trusted
-                results = [*previous, *(_without_counter_deltas(result) for result in new_results)]
-                if acceptance is not None:
-                    acceptance["server_wide"] = True
-            if previous:
-                acceptance = _resumed_acceptance(latest_by_key(results), acceptance)
+            results, acceptance, notes = await _conclude_arm(arm, transport, progress)
     finally:
         if install_signal_handlers:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
-        if journal is not None:
-            journal.close()
+        if arm.journal is not None:
+            arm.journal.close()
     interrupted = stop.requested.is_set()
-    final = latest_by_key(results)
-    meta = {
-        key: value
-        for key, value in header.items()
-        if key not in {"config", "selected_samples", "sample_ids", "prompts_sha256"}
-    }
-    meta.update(
-        {
-            "finished_at": _utc_now(),
-            "elapsed_s": time.perf_counter() - started,
-            "engine": engine.name,
-            "server": server,
-            "acceptance": acceptance,
-            "interrupted": interrupted,
-            "warnings": notes,
-            "dataset": {"source": prompts.source, "bench": prompts.bench, "skipped_rows": prompts.skipped},
-        }
+    run = _build_run(
+        arm, results, acceptance, notes, interrupted=interrupted, elapsed_s=time.perf_counter() - started
     )
-    run = Run(
-        config=header["config"],
-        selected_samples=header["selected_samples"],
-        results=tuple(final),
-        summary=tuple(summarize(final, list(prompts.categories))),
-        meta=meta,
-        path=str(output) if output is not None else None,
-    )
-    if output is not None:
-        save_run(run, output, force=True)
     return run, interrupted
 
 
