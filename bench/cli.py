@@ -59,6 +59,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="bearer token (default $OPENAI_API_KEY); never written")
     parser.add_argument("--header", type=_header, action="append", default=[], help="extra HTTP header K:V")
     parser.add_argument("--retries", type=int, default=0, help="retry transport errors and 429s N times")
+    parser.add_argument("--logprobs", action="store_true",
+                        help="ask for top-2 log-probabilities per token (near-tie margins for the lossless check)")
     parser.add_argument(
         "--chat-template-kwargs", type=_json_object, default=None,
         help="JSON object passed through as chat_template_kwargs (e.g. reasoning switches)",
@@ -89,7 +91,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         extra_inputs=args.extra_inputs, concurrency=args.concurrency, limit=args.limit, timeout=args.timeout,
         dataset=args.dataset, revision=args.revision, repeat=args.repeat, warmup=args.warmup, stream=args.stream,
         engine=args.engine, api=args.api, retries=args.retries, label=args.label,
-        chat_template_kwargs=args.chat_template_kwargs,
+        chat_template_kwargs=args.chat_template_kwargs, logprobs=args.logprobs,
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
     )
     config.validate()
@@ -241,6 +243,7 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         limit=args.limit, osl=args.osl, spec=args.spec, model=args.model, draft=args.draft,
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency,
+        interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs,
     )
     return run_pipeline(config, out=out, progress=_progress(args.quiet))
 
@@ -358,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--results-dir", default="results")
     bench.add_argument("--label", default=None)
     bench.add_argument("--quiet", action="store_true")
+    bench.add_argument("--sequential", action="store_true",
+                       help="run the baseline, then the speculative server (default: interleaved per sample)")
+    bench.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order when interleaving")
+    bench.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=True,
+                       help="ask for top-2 log-probabilities to classify lossless divergences (default on)")
     bench.set_defaults(handler=cmd_bench)
     report = sub.add_parser("report", help="write a PR-ready report.md with plots")
     report.add_argument("--baseline", default=None)
