@@ -65,7 +65,7 @@ def t_quantile(probability: float, df: float) -> float:
 
 
 def _t_quantile(confidence: float, df: float) -> float:
-    return t_quantile(round(0.5 + confidence / 2.0, 12), round(float(df), 6))
+    return t_quantile(round(0.5 + confidence / 2.0, 12), round(float(df), 2))  # cached: df to 0.01 is plenty
 
 
 def geomean_t_intervals(logs: np.ndarray, *, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
