@@ -92,6 +92,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--header", type=_header, action="append", default=[],
                         help="extra HTTP header K:V, repeatable (default: none)")
     parser.add_argument("--retries", type=int, default=0, help="retry transport errors and 429s N times")
+    parser.add_argument("--logprobs", action="store_true",
+                        help="ask for top-2 log-probabilities per token (near-tie margins for the lossless check)")
     parser.add_argument(
         "--max-response-bytes", type=int, default=4 * 1024 * 1024,
         help="largest response body read and stored per request (default 4 MiB); a larger one fails as too_large",
@@ -127,6 +129,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         dataset=args.dataset, revision=args.revision, repeat=args.repeat, warmup=args.warmup, stream=args.stream,
         engine=args.engine, api=args.api, retries=args.retries, label=args.label,
         chat_template_kwargs=args.chat_template_kwargs, max_response_bytes=args.max_response_bytes,
+        logprobs=args.logprobs,
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
     )
     config.validate()
@@ -280,6 +283,7 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         limit=args.limit, osl=args.osl, spec=args.spec, model=args.model, draft=args.draft,
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
+        interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs,
     )
     return run_pipeline(config, out=out, progress=_progress(args.quiet))
 
@@ -431,6 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue an interrupted comparison in FOLDER (each side resumes its own run file) (default: a new one)",
     )
     bench.add_argument("--quiet", action="store_true", help="no progress display")
+    bench.add_argument("--sequential", action="store_true",
+                       help="run the baseline, then the speculative server (default: interleaved per sample)")
+    bench.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order when interleaving")
+    bench.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=True,
+                       help="ask for top-2 log-probabilities to classify lossless divergences")
     bench.set_defaults(handler=cmd_bench)
 
     report = command("report", "write a PR-ready report.md with plots")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +32,36 @@ class FakeState:
     on_metrics: Callable[[FakeState], None] | None = None
     tokenized: int = 0
     reasoning: str | None = None
+    schedule: DriftSchedule | None = None
+    speed: float = 1.0
+    transform: Callable[[str], str] | None = None
+    margin: Callable[[int], float] = lambda position: 3.0
+
+
+@dataclass
+class DriftSchedule:
+    """A machine shared by fake servers: per-token delay that changes by `factor` after `switch_after` requests.
+
+    Every chat request to any server sharing the schedule advances it; each server divides the delay by its own
+    `speed` (its true speed). Per-request lognormal jitter (`jitter` sigma) is seeded, so runs are reproducible.
+    """
+
+    token_delay_s: float = 0.003
+    switch_after: int = 10**9
+    factor: float = 1.6
+    jitter: float = 0.0
+    seed: int = 0
+    served: int = 0
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def next_delay(self) -> float:
+        """The per-token delay of the next request on this machine."""
+        delay = self.token_delay_s * (self.factor if self.served >= self.switch_after else 1.0)
+        self.served += 1
+        return delay * (math.exp(self._rng.gauss(0.0, self.jitter)) if self.jitter else 1.0)
 
 
 def reply_text(body: dict[str, Any]) -> str:
@@ -39,9 +71,24 @@ def reply_text(body: dict[str, Any]) -> str:
     return f"Answer to: {last[:40]}"
 
 
-def completion(state: FakeState, body: dict[str, Any]) -> dict[str, Any]:
-    """A non-streaming response in the state's engine shape."""
+def _logprobs(state: FakeState, text: str) -> dict[str, Any]:
+    """OpenAI chat-shaped top-2 log-probabilities, one token per word; the margin at position i is state.margin(i)."""
+    words = text.split(" ")
+    content = []
+    for position, word in enumerate(words):
+        token = word if position == 0 else " " + word
+        margin = state.margin(position)
+        top = [{"token": token, "bytes": list(token.encode()), "logprob": -0.1},
+               {"token": " other", "bytes": list(b" other"), "logprob": -0.1 - margin}]
+        content.append({"token": token, "bytes": list(token.encode()), "logprob": -0.1, "top_logprobs": top})
+    return {"content": content}
+
+
+def completion(state: FakeState, body: dict[str, Any], token_delay_s: float | None = None) -> dict[str, Any]:
+    """A non-streaming response in the state's engine shape (timings from `token_delay_s` when given)."""
     text = reply_text(body)
+    if state.transform is not None:
+        text = state.transform(text)
     prompt_n = sum(len(m["content"].split()) for m in body.get("messages", [])) or 1
     predicted_n = min(int(body.get("max_tokens", 16)), len(text.split()) + 4)
     data: dict[str, Any] = {
@@ -49,7 +96,8 @@ def completion(state: FakeState, body: dict[str, Any]) -> dict[str, Any]:
         "object": "chat.completion",
         "model": "fake",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text, **(
-            {"reasoning_content": state.reasoning} if state.reasoning else {})}, "finish_reason": "length"}],
+            {"reasoning_content": state.reasoning} if state.reasoning else {})}, "finish_reason": "length",
+            **({"logprobs": _logprobs(state, text)} if body.get("logprobs") else {})}],
         "usage": {"prompt_tokens": prompt_n, "completion_tokens": predicted_n, "total_tokens": prompt_n + predicted_n},
     }
     drafted = 4 * predicted_n if state.drafting else 0
@@ -73,6 +121,9 @@ def completion(state: FakeState, body: dict[str, Any]) -> dict[str, Any]:
         if state.drafting:
             timings["draft_n"] = drafted
             timings["draft_n_accepted"] = accepted
+        if token_delay_s is not None:  # llama.cpp's definitions: t_gen spans n - 1 tokens after the first
+            timings["predicted_ms"] = predicted_n * token_delay_s * 1000.0
+            timings["predicted_per_second"] = (predicted_n - 1) / (predicted_n * token_delay_s)
         data["timings"] = timings
     elif state.engine == "vllm" and state.drafting:
         data["metrics"] = {
@@ -195,7 +246,12 @@ class FakeServer:
         fault = self.state.fault(index, body)
         if fault is not None:
             return await self._fault(request, fault, body)
-        data = completion(self.state, body)
+        token_delay = None
+        if self.state.schedule is not None:
+            token_delay = self.state.schedule.next_delay() / self.state.speed
+        data = completion(self.state, body, token_delay)
+        if token_delay is not None:
+            await asyncio.sleep(data["usage"]["completion_tokens"] * token_delay)
         if not body.get("stream"):
             return web.json_response(data)
         return await self._stream(request, data)

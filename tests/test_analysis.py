@@ -136,7 +136,9 @@ def test_lossless_check_reports_first_difference() -> None:
     base = _run([_result("a", "x", 10, 1, output="hello world"), _result("b", "x", 10, 1, output="same")])
     spec = _run([_result("a", "x", 12, 1, output="hello there"), _result("b", "x", 12, 1, output="same")])
     rows = lossless_check(base, spec)
-    assert rows[0] == {"category": "x", "compared": 2, "identical": 1, "first_diff": "a@6"}
+    assert {key: rows[0][key] for key in ("category", "compared", "identical", "first_diff")} == {
+        "category": "x", "compared": 2, "identical": 1, "first_diff": "a@6"}
+    assert rows[0]["unclassified"] == 1 and rows[0]["near_tie"] == rows[0]["real"] == 0  # no logprobs recorded
     assert first_difference("abc", "abcd") == 3 and first_difference("x", "x") is None
 
 

@@ -19,6 +19,9 @@ from bench.analysis._intervals import (
     Metric,
     bootstrap_geomean_ci,
     bootstrap_ratio_of_sums,
+    crossed_t_interval,
+    geomean_t_intervals,
+    t_quantile,
     verdict,
 )
 from bench.analysis._lossless import lossless_check
@@ -57,7 +60,9 @@ __all__ = [
     "compare_runs",
     "compare_summaries",
     "config_differences",
+    "crossed_t_interval",
     "first_difference",
+    "geomean_t_intervals",
     "lossless_check",
     "pair_runs",
     "paired_stats",
@@ -67,5 +72,6 @@ __all__ = [
     "served_from_cache",
     "stream_latency_stats",
     "summary_only",
+    "t_quantile",
     "verdict",
 ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
+from bench.analysis._intervals import bootstrap_geomean_ci
 from bench.records import Run, latest_by_key
 
 
@@ -19,13 +21,15 @@ def results_frame(run: Run) -> pd.DataFrame:
             "ok": r.ok,
             "latency_s": r.latency_s,
             "pred_t_s": r.predicted_per_second if r.predicted_per_second is not None else r.client_decode_t_s,
+            "server_decode_t_s": r.server_decode_t_s,
             "draft_n": r.draft_n,
             "accepted": r.draft_n_accepted,
             "output": "\n\n".join(r.outputs) if r.outputs else None,
         }
         for r in latest_by_key(run.results)
     ]
-    columns = ["id", "repeat", "category", "ok", "latency_s", "pred_t_s", "draft_n", "accepted", "output"]
+    columns = ["id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n", "accepted",
+               "output"]
     frame = pd.DataFrame(rows, columns=columns)
     # typed even when empty: an empty object-dtype "ok" column would index columns, not rows
     return frame.astype({"ok": bool})
@@ -56,7 +60,7 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
             "run both over the same prompts"
         )
     merged = merged.rename(columns={"category_spec": "category"}).drop(columns=["category_base"])
-    merged["decode_speedup"] = merged["pred_t_s_spec"] / merged["pred_t_s_base"]
+    merged["decode_speedup"] = decode_speedups(merged)
     merged["latency_speedup"] = merged["latency_s_base"] / merged["latency_s_spec"]
     identical = []
     first_diff = []
@@ -73,7 +77,31 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
     return merged
 
 
+def decode_speedups(merged: pd.DataFrame) -> pd.Series:
+    """Per pair: the ratio of llama.cpp's own per-turn decode rates ((n-1)/t_gen, `server_decode_t_s`) where both
+    sides have it, else the ratio of the reference's per-sample rates (`pred_t_s`: server t/s or client decode)."""
+    reference = merged["pred_t_s_spec"] / merged["pred_t_s_base"]
+    if "server_decode_t_s_base" not in merged:
+        return reference
+    server = merged["server_decode_t_s_spec"].astype(float) / merged["server_decode_t_s_base"].astype(float)
+    return server.where(server.notna() & (server > 0), reference)
+
+
+def paired_interval(
+    frame: pd.DataFrame, column: str, *, confidence: float = 0.95, min_samples: int = MIN_SAMPLES_FOR_CI
+) -> tuple[float, float, float]:
+    """Geometric mean of a paired column with its interval: over per-sample values, or, when the frame holds two
+    or more repeats, over samples x repeats so that between-repeat variation widens the interval."""
+    values = frame[frame[column] > 0]
+    if values["repeat"].nunique() >= 2:
+        return bootstrap_geomean_ci(values[column].astype(float).to_numpy(), confidence=confidence,
+                                    min_samples=min_samples, groups=values["repeat"].to_numpy(),
+                                    ids=values["id"].to_numpy())
+    return bootstrap_geomean_ci(per_sample_geomean(frame, column), confidence=confidence, min_samples=min_samples)
+
+
 def per_sample_geomean(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """Per sample id: the geometric mean of a column's positive values over its repeats."""
     values = frame[["id", column]].copy()
     values = values[values[column] > 0]
     values["log"] = np.log(values[column].astype(float))

@@ -15,12 +15,16 @@ from bench.analysis import Comparison, compare
 from bench.prompts import load_prompts
 from bench.records import Run
 from bench.render import render_json, render_markdown, render_text
-from bench.runner import Progress, RunConfig, run_benchmark
+from bench.runner import ArmSpec, Progress, RunConfig, run_benchmark, run_interleaved
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """What `make bench` runs: sample count, output length, speculative mode, model, or external URLs."""
+    """What `make bench` runs: sample count, output length, speculative mode, model, or external URLs.
+
+    `interleave` (default) keeps both servers up and sends each sample to both back to back in a seeded random
+    order; `logprobs` asks both for top-2 log-probabilities so each lossless divergence gets its margin.
+    """
 
     limit: int = 2
     osl: int = 64
@@ -36,6 +40,9 @@ class PipelineConfig:
     concurrency: int = 1
     threshold: float = DEFAULT_THRESHOLD
     resume: str | None = None
+    interleave: bool = True
+    seed: int = 0
+    logprobs: bool = True
 
 
 @contextlib.contextmanager
@@ -105,47 +112,87 @@ def check_servers(config: PipelineConfig) -> None:
             raise BenchError(str(exc)) from None
 
 
+def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: Any) -> RunConfig:
+    """The run config of one side: its endpoint, the shared settings and tags describing its server."""
+    tags = {"mode": mode}
+    if server is not None:
+        tags.update(server_tags(server))
+    return RunConfig(
+        url=endpoint, osl=config.osl, category=config.category, limit=config.limit,
+        concurrency=config.concurrency, label=side, timeout=600.0, tags=tags, logprobs=config.logprobs,
+    )
+
+
+def _report_death(side: str, server: Any, out: Callable[[str], Any]) -> bool:
+    """Whether the side's embedded server died; if so print its last log lines."""
+    died = server is not None and not server.is_running()
+    if died:
+        out(f"speedbench: the {side} server died during the run; its last log lines:\n")
+        out("".join(f"  {line}\n" for line in server.log_tail(20)))
+    return died
+
+
+def _resuming(config: PipelineConfig, output: Path) -> bool:
+    """Whether this side continues an interrupted comparison (`--resume FOLDER` and a journal to continue)."""
+    return config.resume is not None and Path(f"{output}.jsonl").exists()
+
+
 def _one_side(
     side: str, url: str | None, mode: str, config: PipelineConfig, prompts: Any, folder: Path,
     out: Callable[[str], Any], progress: Progress,
 ) -> tuple[Run, bool, bool]:
-    """Run one side; return (run, interrupted, server died)."""
+    """Run one side alone (sequential mode); return (run, interrupted, server died)."""
     output = folder / f"{side}.json"
     with _endpoint(url, mode, config, out) as (endpoint, server):
-        tags = {"mode": mode}
-        if server is not None:
-            tags.update(server_tags(server))
-        run_config = RunConfig(
-            url=endpoint, osl=config.osl, category=config.category, limit=config.limit,
-            concurrency=config.concurrency, label=side, timeout=600.0, tags=tags,
-        )
-        resume = config.resume is not None and Path(f"{output}.jsonl").exists()
-        run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress, resume=resume)
-        died = server is not None and not server.is_running()
-        if died:
-            out(f"speedbench: the {side} server died during the run; its last log lines:\n")
-            out("".join(f"  {line}\n" for line in server.log_tail(20)))
+        run_config = _run_config(side, endpoint, mode, config, server)
+        run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress,
+                                         resume=_resuming(config, output))
+        died = _report_death(side, server, out)
     return run, interrupted, died
 
 
+def _both_sides(
+    config: PipelineConfig, prompts: Any, folder: Path, out: Callable[[str], Any], progress: Progress
+) -> tuple[Run, Run, bool, bool]:
+    """Start both servers, run them interleaved; return (baseline, speculative, interrupted, a server died)."""
+    sides = (("baseline", config.base_url, "baseline"), ("speculative", config.spec_url, config.spec))
+    with contextlib.ExitStack() as stack:
+        arms, servers = [], {}
+        for side, url, mode in sides:
+            endpoint, server = stack.enter_context(_endpoint(url, mode, config, out))
+            servers[side] = server
+            arms.append(ArmSpec(side, _run_config(side, endpoint, mode, config, server), folder / f"{side}.json"))
+        out(f"speedbench: interleaving baseline and speculative per sample (seed {config.seed})\n")
+        resume = all(_resuming(config, Path(arm.output)) for arm in arms if arm.output is not None)
+        runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=progress, resume=resume)
+        died = any([_report_death(side, servers[side], out) for side, _, _ in sides])
+    return runs["baseline"], runs["speculative"], interrupted, died
+
+
 def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
-    """Baseline run, speculative run, comparison (text, Markdown), statistics, lossless check and plots."""
+    """Baseline and speculative runs (interleaved by default), comparison, statistics, lossless check and plots."""
     prompts = load_prompts(category=config.category, limit=config.limit)
     check_servers(config)
     folder = _results_folder(config)
     out(f"speedbench: {len(prompts.samples)} samples in {len(prompts.categories)} categories, osl={config.osl}\n")
-    baseline, interrupted, died = _one_side(
-        "baseline", config.base_url, "baseline", config, prompts, folder, out, progress
-    )
-    if interrupted or died:
-        out(f"speedbench: stopped after the baseline run; results kept in {folder}\n")
-        return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
-    speculative, interrupted, died = _one_side(
-        "speculative", config.spec_url, config.spec, config, prompts, folder, out, progress
-    )
-    if interrupted or died:
-        out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
-        return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+    if config.interleave:
+        baseline, speculative, interrupted, died = _both_sides(config, prompts, folder, out, progress)
+        if interrupted or died:
+            out(f"speedbench: stopped during the interleaved runs; results kept in {folder}\n")
+            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+    else:
+        baseline, interrupted, died = _one_side(
+            "baseline", config.base_url, "baseline", config, prompts, folder, out, progress
+        )
+        if interrupted or died:
+            out(f"speedbench: stopped after the baseline run; results kept in {folder}\n")
+            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+        speculative, interrupted, died = _one_side(
+            "speculative", config.spec_url, config.spec, config, prompts, folder, out, progress
+        )
+        if interrupted or died:
+            out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
+            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
     comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
     out("\n" + render_text(comparison))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in files)}\n")

@@ -9,7 +9,7 @@ from bench.records._acceptance import (
 from bench.records._journal import Journal, journal_path, read_journal
 from bench.records._lock import lock_path, output_lock
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
-from bench.records._results import SampleResult, latest_by_key, result_from_dict
+from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
 from bench.records._run import Run, dumps_run, load_comparison_folder, load_run, run_from_dict, save_run
 from bench.records._schema import SCHEMA_VERSION, finite
 from bench.records._summary import summarize, summarize_group
@@ -27,7 +27,9 @@ __all__ = [
     "acceptance_summary",
     "counter_acceptance",
     "counter_deltas",
+    "decode_margins",
     "dumps_run",
+    "encode_margins",
     "finite",
     "journal_path",
     "latest_by_key",

@@ -47,6 +47,14 @@ class SampleResult:
     tpot_s: float | None = None
     scheduled_s: float | None = None
     sent_s: float | None = None
+    batch: int | None = None
+    """With interleaved arms: the lock-step batch the sample ran in (the same index in every arm's run file)."""
+    server_decode_t_s: float | None = None
+    """llama.cpp's own decode rate: sum of (n - 1) per turn over the summed generation time (None without timings)."""
+    server_prompt_t_s: float | None = None
+    """Prompt t/s over uncached tokens only (prompt tokens minus cache_n), over the summed prompt time."""
+    token_margins: tuple[str, ...] = ()
+    """Per turn, with --logprobs: "<bytes>:<margin>" per token, space-separated (see `encode_margins`)."""
 
     @property
     def queue_wait_s(self) -> float | None:
@@ -81,12 +89,14 @@ class SampleResult:
 _RESULT_FIELD_NAMES = tuple(f.name for f in fields(SampleResult))
 _TUPLE_FIELDS: dict[str, type] = {
     "outputs": str, "reasoning": str, "itl_s": float, "chunk_tokens": int, "itl_token_s": float,
+    "token_margins": str,
 }
 _SCALAR_FIELDS: dict[str, type] = {
     "prompt_tokens": int, "completion_tokens": int, "total_tokens": int, "draft_n": int, "draft_n_accepted": int,
     "turns": int, "repeat": int, "retries": int, "cache_n": int, "ttft_s": float, "e2e_s": float,
     "client_decode_t_s": float, "error": str, "error_kind": str, "finish_reason": str, "sub_category": str,
     "tpot_s": float, "scheduled_s": float, "sent_s": float, "chunk_tokens_source": str,
+    "server_decode_t_s": float, "server_prompt_t_s": float, "batch": int,
 }
 
 
@@ -132,7 +142,8 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
     for name in ("prompt_tokens", "completion_tokens", "total_tokens", "draft_n", "draft_n_accepted", "turns"):
         if kwargs.get(name) is None:
             kwargs[name] = 0
-    for name in ("latency_s", "prompt_ms", "predicted_ms", "prompt_per_second", "predicted_per_second"):
+    for name in ("latency_s", "prompt_ms", "predicted_ms", "prompt_per_second", "predicted_per_second",
+                 "server_decode_t_s", "server_prompt_t_s"):
         value = kwargs.get(name)
         if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
             raise BenchError(f"{source}: result {kwargs['id']!r} field {name!r} is not a number")
@@ -145,3 +156,23 @@ def latest_by_key(results: Iterable[SampleResult]) -> list[SampleResult]:
     for result in results:
         chosen[result.key] = result
     return list(chosen.values())
+
+
+def encode_margins(entries: Iterable[tuple[int, float | None]]) -> str:
+    """One turn's tokens as "<utf-8 bytes>:<top-1 minus top-2 log-probability>" ("-" when unknown), space-separated.
+
+    A compact string (about 8 characters a token) keeps run files small; margins keep 3 significant digits.
+    """
+    return " ".join(f"{size}:{'-' if margin is None else format(margin, '.3g')}" for size, margin in entries)
+
+
+def decode_margins(text: str) -> list[tuple[int, float | None]]:
+    """The (byte length, margin) of each token of one turn, from `encode_margins`' string; [] when malformed."""
+    entries: list[tuple[int, float | None]] = []
+    for item in text.split():
+        size, _, margin = item.partition(":")
+        try:
+            entries.append((int(size), None if margin in ("", "-") else float(margin)))
+        except ValueError:
+            return []
+    return entries

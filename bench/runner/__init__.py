@@ -1,6 +1,7 @@
 """Running a prompt set against a server: transport, per-sample client, the runner and its progress hooks."""
 
 from bench.runner._client import RequestSettings, build_payload, run_sample, send_turn
+from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._progress import LineProgress, Progress, SilentProgress
 from bench.runner._runner import (
     RunConfig,
@@ -15,6 +16,7 @@ from bench.runner._runner import (
 from bench.runner._transport import SSEDecoder, Transport, TransportError
 
 __all__ = [
+    "ArmSpec",
     "LineProgress",
     "Progress",
     "RequestSettings",
@@ -24,11 +26,14 @@ __all__ = [
     "SilentProgress",
     "Transport",
     "TransportError",
+    "arm_order",
     "build_payload",
+    "execute_interleaved",
     "machine_info",
     "normalize_base_url",
     "prompts_digest",
     "run_benchmark",
+    "run_interleaved",
     "run_sample",
     "send_turn",
     "server_root",

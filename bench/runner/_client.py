@@ -14,9 +14,11 @@ from typing import Any
 from bench._redact import one_line
 from bench.engines import Engine, ResponseError, TurnStats, chunk_token_evidence
 from bench.prompts import Sample
-from bench.records import SampleResult
+from bench.records import SampleResult, encode_margins
 from bench.runner._transport import NOT_RETRIED, Response, Transport, TransportError, retry_after_seconds
 
+TOP_LOGPROBS = 2
+"""With `--logprobs` each request asks for the top-2 log-probabilities per token (the near-tie margin)."""
 
 @dataclass(frozen=True)
 class RequestSettings:
@@ -29,6 +31,7 @@ class RequestSettings:
     stream: bool = False
     retries: int = 0
     api: str = "chat"
+    logprobs: bool = False
 
 
 class SampleFailure(Exception):
@@ -53,6 +56,7 @@ class _Turn:
     chunk_tokens_source: str | None = None
     itl_token_s: list[float] = field(default_factory=list)
     sent_at: float | None = None
+    margins: str | None = None
 
 
 def build_payload(
@@ -69,6 +73,9 @@ def build_payload(
     if settings.stream:
         payload["stream_options"] = {"include_usage": True}
     payload.update(engine.request_fields())
+    if settings.logprobs:
+        payload.update({"logprobs": TOP_LOGPROBS} if settings.api == "completions" else
+                       {"logprobs": True, "top_logprobs": TOP_LOGPROBS})
     payload.update(settings.extra_inputs)
     payload["max_tokens"] = settings.osl
     return payload
@@ -111,6 +118,43 @@ def _delta_text(chunk: Mapping[str, Any]) -> tuple[str, str, str | None]:
     )
 
 
+def _logprob_entries(choice: Mapping[str, Any]) -> list[tuple[int, float | None]]:
+    """(byte length, margin) per token from a choice's `logprobs` (OpenAI chat shape or legacy completions shape)."""
+    logprobs = choice.get("logprobs")
+    if not isinstance(logprobs, Mapping):
+        return []
+    entries: list[tuple[int, float | None]] = []
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        for item in content:
+            if not isinstance(item, Mapping):
+                continue
+            tops = item.get("top_logprobs")
+            values = [top.get("logprob") for top in tops if isinstance(top, Mapping)] if isinstance(tops, list) else []
+            raw = item.get("bytes")
+            token = item.get("token")
+            size = len(raw) if isinstance(raw, list) else len(token.encode("utf-8")) if isinstance(token, str) else 0
+            entries.append((size, _margin(values)))
+        return entries
+    tokens, tops = logprobs.get("tokens"), logprobs.get("top_logprobs")
+    if isinstance(tokens, list) and isinstance(tops, list):
+        for token, top in zip(tokens, tops, strict=False):
+            values = list(top.values()) if isinstance(top, Mapping) else []
+            entries.append((len(token.encode("utf-8")) if isinstance(token, str) else 0, _margin(values)))
+    return entries
+
+
+def _margin(values: list[Any]) -> float | None:
+    """Top-1 minus top-2 log-probability (>= 0), or None with fewer than two finite values."""
+    finite = sorted((float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)), reverse=True)
+    return finite[0] - finite[1] if len(finite) >= 2 else None
+
+
+def _first_choice(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    choices = data.get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
+
+
 async def _stream_turn(
     transport: Transport, settings: RequestSettings, engine: Engine, body: bytes
 ) -> _Turn:
@@ -123,6 +167,7 @@ async def _stream_turn(
     chunk_chars: list[int] = []
     evidence: list[tuple[str, int] | None] = []
     cumulative = 0
+    logprob_entries: list[tuple[int, float | None]] = []
     done = False
     chunks = 0
     loads = json.loads
@@ -145,6 +190,8 @@ async def _stream_turn(
             if isinstance(chunk.get("choices"), list):
                 chunks += 1
             text, thought, finish = _delta_text(chunk)
+            if settings.logprobs:
+                logprob_entries.extend(_logprob_entries(_first_choice(chunk)))
             tokens = chunk_token_evidence(chunk) if text or thought or "usage" in chunk else None
             if text or thought:
                 token_times.append(event.at)
@@ -174,10 +221,13 @@ async def _stream_turn(
     itl = [later - earlier for earlier, later in itertools.pairwise(token_times)]
     span = token_times[-1] - token_times[0] if len(token_times) >= 2 else None
     counts, source = chunk_token_counts(evidence, chunk_chars, stats.completion_tokens)
-    return _Turn(
+    turn = _Turn(
         stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span, chunk_tokens=counts,
         chunk_tokens_source=source, itl_token_s=per_token_itl(itl, counts), sent_at=start,
     )
+    if settings.logprobs:
+        turn.margins = encode_margins(logprob_entries)
+    return turn
 
 
 def chunk_token_counts(
@@ -241,7 +291,11 @@ async def _plain_turn(
     response = await transport.post(settings.endpoint, body)
     if response.status != 200:
         raise _http_failure(response)
-    return _Turn(stats=engine.parse(_parse_json(response.body)), latency_s=response.elapsed_s, sent_at=sent_at)
+    data = _parse_json(response.body)
+    turn = _Turn(stats=engine.parse(data), latency_s=response.elapsed_s, sent_at=sent_at)
+    if settings.logprobs:
+        turn.margins = encode_margins(_logprob_entries(_first_choice(data)))
+    return turn
 
 
 async def send_turn(
@@ -325,9 +379,35 @@ def _since(at: float | None, origin: float) -> float | None:
     return None if at is None else round(at - origin, 6)
 
 
+def server_rates(stats: list[TurnStats]) -> tuple[float | None, float | None]:
+    """llama.cpp's own definitions over a sample's turns: (decode t/s, prompt t/s).
+
+    Decode: sum over turns of (n - 1) generated tokens over the summed generation time (the first token of each
+    turn comes with its prompt evaluation, as in llama.cpp's per-turn `predicted_per_second`). Prompt: the
+    uncached prompt tokens (prompt tokens minus `cache_n`) over the summed prompt time. None when a turn lacks
+    the server's timings.
+    """
+    decode = prompt = None
+    if all(s.predicted_ms for s in stats):
+        decoded = sum(max(0, s.completion_tokens - 1) for s in stats)
+        decode = decoded * 1000.0 / sum(s.predicted_ms or 0.0 for s in stats) if decoded else None
+    if all(s.prompt_ms for s in stats):
+        evaluated = sum(max(0, s.prompt_tokens - (s.cache_n or 0)) for s in stats)
+        prompt = evaluated * 1000.0 / sum(s.prompt_ms or 0.0 for s in stats) if evaluated else None
+    return decode, prompt
+
+
+def _logprob_fields(turns: list[_Turn]) -> dict[str, Any]:
+    """The per-turn margin strings, when the turns asked for log-probabilities."""
+    if any(turn.margins is None for turn in turns):
+        return {}
+    return {"token_margins": tuple(turn.margins or "" for turn in turns)}
+
+
 def _single_turn(sample: Sample, turn: _Turn, repeat: int, timing: Mapping[str, float | None]) -> SampleResult:
     """The common case (one non-streamed turn) without the multi-turn bookkeeping."""
     stats = turn.stats
+    server_decode, server_prompt = server_rates([stats])
     return SampleResult(
         id=sample.id,
         category=sample.category,
@@ -351,6 +431,9 @@ def _single_turn(sample: Sample, turn: _Turn, repeat: int, timing: Mapping[str, 
         cache_n=stats.cache_n,
         retries=turn.retries,
         **timing,
+        server_decode_t_s=server_decode,
+        server_prompt_t_s=server_prompt,
+        **(_logprob_fields([turn]) if turn.margins is not None else {}),
     )
 
 
@@ -382,6 +465,7 @@ def _aggregate(
         spec["steps"] = sum(step for step in steps if step is not None)
     cache = [s.cache_n for s in stats]
     ttft = turns[0].ttft_s
+    server_decode, server_prompt = server_rates(stats)
     return SampleResult(
         id=sample.id,
         category=sample.category,
@@ -415,6 +499,9 @@ def _aggregate(
         itl_token_s=tuple(round(x, 6) for turn in turns for x in turn.itl_token_s),
         tpot_s=_tpot(turns),
         **timing,
+        server_decode_t_s=server_decode,
+        server_prompt_t_s=server_prompt,
+        **_logprob_fields(turns),
     )
 
 

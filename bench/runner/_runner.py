@@ -12,7 +12,7 @@ import platform
 import re
 import signal
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -115,6 +115,7 @@ class RunConfig:
     chat_template_kwargs: Mapping[str, Any] | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    logprobs: bool = False
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -405,38 +406,184 @@ def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunC
         raise BenchError(f"{source}: cannot resume: the selected prompts differ from the interrupted run's")
 
 
-async def execute(
+@dataclass
+class _Arm:
+    """One endpoint's run in progress: its prompts, config, journal and what the server said before the run."""
+
+    prompts: PromptSet
+    config: RunConfig
+    output: str | os.PathLike[str] | None
+    header: dict[str, Any]
+    previous: list[SampleResult]
+    plan: _Plan
+    base_urls: list[str]
+    journal: Journal | None = None
+    engine: Engine = field(default_factory=Engine)
+    server: dict[str, Any] = field(default_factory=lambda: {"models": None})
+    settings: list[RequestSettings] = field(default_factory=list)
+    metrics_before: str = ""
+    meter: _SampleMeter | None = None
+    new_results: list[SampleResult] = field(default_factory=list)
+
+
+def _prepare_arm(
     prompts: PromptSet,
     config: RunConfig,
+    output: str | os.PathLike[str] | None,
     *,
-    output: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    resume: bool = False,
-    force: bool = False,
-    install_signal_handlers: bool = True,
-) -> tuple[Run, bool]:
-    """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish.
-
-    The output is locked for one writer for the whole run. A journal that cannot be written (a full
-    disk) stops the run like an interrupt: the finished samples are kept and `RunStopped` is raised
-    after the run file was written (or could not be).
-    """
+    resume: bool,
+    force: bool,
+    header_extra: Mapping[str, Any] | None = None,
+) -> _Arm:
+    """Validate, read the journal to resume (or refuse to overwrite) and plan what is left to send."""
     config.validate()
     register_secrets(config.secrets())
-    progress = progress or SilentProgress()
+    if output is not None and Path(output).is_dir():
+        raise BenchError(f"{output}: is a directory; --output names the run file to write")
     base_urls = [normalize_base_url(url) for url in config.urls()]
-    with contextlib.ExitStack() as held:
-        if output is not None:
-            if Path(output).is_dir():
-                raise BenchError(f"{output}: is a directory; --output names the run file to write")
-            held.enter_context(output_lock(output))
-        run, interrupted, fatal = await _execute_locked(
-            prompts, config, base_urls, output=output, progress=progress, resume=resume, force=force,
-            install_signal_handlers=install_signal_handlers,
+    journal_file = journal_path(output) if output is not None else None
+    previous: list[SampleResult] = []
+    header = {**_header(prompts, config), **(header_extra or {})}
+    if output is not None and journal_file is not None:
+        if resume:
+            if not journal_file.exists():
+                raise BenchError(f"{journal_file}: no journal to resume from")
+            old_header, previous = read_journal(journal_file)
+            _check_resumable(old_header, prompts, config, str(journal_file))
+            header["started_at"] = old_header.get("started_at", header["started_at"])
+        elif not force and (Path(output).exists() or journal_file.exists()):
+            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+    return _Arm(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
+
+
+def _open_journal(arm: _Arm, *, resume: bool) -> None:
+    """Start (or continue) the arm's journal; opened once the server answered, so a refused start keeps the output."""
+    if arm.output is not None:
+        arm.journal = Journal(journal_path(arm.output), arm.header, append=resume)
+
+
+def _close_journal(arm: _Arm, stop: _Stop) -> None:
+    """Sync and close the arm's journal; a failure to do so stops the run like any journal error."""
+    if arm.journal is not None:
+        try:
+            arm.journal.close()
+        except OSError as exc:
+            stop.fail(exc)
+
+
+async def _connect_arm(arm: _Arm, transport: Transport, stop: _Stop) -> None:
+    """Choose the engine, read the server's info, build request settings, warm up and set up per-sample metrics.
+
+    Every probe runs under the stop mechanism with a short timeout: Ctrl-C is honoured while a server hangs.
+    """
+    config = arm.config
+    path = "/completions" if config.api == "completions" else "/chat/completions"
+    roots = [server_root(base) for base in arm.base_urls]
+    arm.metrics_before = await stop.guard(_get_text(transport, roots[0] + "/metrics"), "")
+    arm.engine = await stop.guard(
+        _choose_engine(transport, config, arm.metrics_before, arm.base_urls[0] + path, arm.prompts), arm.engine
+    )
+    arm.server = await stop.guard(_server_info(transport, arm.engine, roots[0], arm.base_urls[0]), arm.server)
+    arm.settings = [
+        RequestSettings(
+            endpoint=base + path,
+            model=config.model,
+            osl=config.osl,
+            extra_inputs=(
+                {"chat_template_kwargs": dict(config.chat_template_kwargs), **config.extra_inputs}
+                if config.chat_template_kwargs is not None
+                else config.extra_inputs
+            ),
+            stream=config.stream,
+            retries=config.retries,
+            api=config.api,
+            logprobs=config.logprobs,
         )
-    if fatal is not None:
-        raise RunStopped(run, fatal)
-    return run, interrupted
+        for base in arm.base_urls
+    ]
+    await _warmup(transport, arm.engine, arm.prompts, arm.settings[0], config.warmup, stop)
+    if config.warmup:
+        arm.metrics_before = await stop.guard(_get_text(transport, roots[0] + "/metrics"), "")
+    arm.meter = (
+        _SampleMeter(transport, arm.engine, roots[0] + "/metrics", stop)
+        if config.per_sample_metrics and config.concurrency == 1 and len(arm.base_urls) == 1 and arm.metrics_before
+        else None
+    )
+
+
+async def _conclude_arm(
+    arm: _Arm, transport: Transport, progress: Progress, stop: _Stop, extra_notes: Sequence[str] = ()
+) -> tuple[list[SampleResult], dict[str, Any] | None, list[str]]:
+    """After the timed part: acceptance from /metrics, the adapter's warnings; return (results, acceptance, notes)."""
+    results = [*arm.previous, *arm.new_results]
+    metrics_after = await stop.guard(
+        _get_text(transport, server_root(arm.base_urls[0]) + "/metrics"), "", closing=True
+    )
+    acceptance = _acceptance(arm.engine, arm.metrics_before, metrics_after, arm.config, len(arm.base_urls))
+    notes = [*arm.engine.warnings(), *extra_notes]
+    for note in notes:
+        progress.message(f"speedbench: warning: {note}")
+    if arm.meter is not None and arm.meter.moved_between:
+        # other traffic moved the counters between samples: per-sample deltas cannot be trusted
+        results = [*arm.previous, *(_without_counter_deltas(result) for result in arm.new_results)]
+        if acceptance is not None:
+            acceptance["server_wide"] = True
+    if arm.previous:
+        acceptance = _resumed_acceptance(latest_by_key(results), acceptance)
+    return results, acceptance, notes
+
+
+def _build_run(
+    arm: _Arm,
+    results: list[SampleResult],
+    acceptance: dict[str, Any] | None,
+    notes: list[str],
+    *,
+    interrupted: bool,
+    elapsed_s: float,
+    stop: _Stop,
+    client_lag: Mapping[str, Any] | None = None,
+) -> Run:
+    """The arm's Run (meta from its header plus what the run found), saved to its output when it has one.
+
+    When the journal failed first (`stop.fatal`), a run file that cannot be written either is not an error of
+    its own: the journal keeps what it holds.
+    """
+    final = latest_by_key(results)
+    meta = {
+        key: value
+        for key, value in arm.header.items()
+        if key not in {"config", "selected_samples", "sample_ids"}  # prompts_sha256 kept: compare checks it
+    }
+    meta.update(
+        {
+            "finished_at": _utc_now(),
+            "elapsed_s": elapsed_s,
+            "engine": arm.engine.name,
+            "server": arm.server,
+            "server_description": arm.engine.describe(arm.server),
+            "acceptance": acceptance,
+            "interrupted": interrupted,
+            "warnings": notes,
+            "client_lag": dict(client_lag) if client_lag is not None else None,
+            "dataset": {"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
+        }
+    )
+    run = Run(
+        config=arm.header["config"],
+        selected_samples=arm.header["selected_samples"],
+        results=tuple(final),
+        summary=tuple(summarize(final, list(arm.prompts.categories))),
+        meta=meta,
+        path=str(arm.output) if arm.output is not None else None,
+    )
+    if arm.output is not None:
+        try:
+            save_run(run, arm.output, force=True)
+        except OSError:
+            if stop.fatal is None:
+                raise
+    return run
 
 
 class RunStopped(BenchError):
@@ -454,160 +601,77 @@ class RunStopped(BenchError):
         self.cause = cause
 
 
-async def _execute_locked(
-    prompts: PromptSet,
-    config: RunConfig,
-    base_urls: list[str],
-    *,
-    output: str | os.PathLike[str] | None,
-    progress: Progress,
-    resume: bool,
-    force: bool,
-    install_signal_handlers: bool,
-) -> tuple[Run, bool, BaseException | None]:
-    journal_file = journal_path(output) if output is not None else None
-    previous: list[SampleResult] = []
-    header = _header(prompts, config)
-    if output is not None:
-        if resume:
-            if not journal_file.exists():
-                raise BenchError(f"{journal_file}: no journal to resume from")
-            old_header, previous = read_journal(journal_file)
-            _check_resumable(old_header, prompts, config, str(journal_file))
-            header["started_at"] = old_header.get("started_at", header["started_at"])
-        elif not force and (Path(output).exists() or journal_file.exists()):
-            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
-    plan = _plan(prompts, config, previous)
-
-    headers = config.request_headers()
-    path = "/completions" if config.api == "completions" else "/chat/completions"
-    stop = _Stop()
+@contextlib.contextmanager
+def signals_to(stop: _Stop, install: bool) -> Iterator[None]:
+    """Route SIGINT and SIGTERM to `stop` while the block runs (when `install`)."""
     loop = asyncio.get_running_loop()
-    if install_signal_handlers:
+    if install:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.signal)
-    results: list[SampleResult] = list(previous)
-    started = time.perf_counter()
-    lag: LagMonitor | None = None
-    engine: Engine = engine_by_name(config.engine) if config.engine != "auto" else Engine()
-    server: dict[str, Any] = {"models": None}
-    acceptance: dict[str, Any] | None = None
-    notes: list[str] = []
-    journal: Journal | None = None
     try:
-        async with Transport(
-            timeout=config.timeout, connections=config.concurrency * len(base_urls), headers=headers,
-            max_body_bytes=config.max_response_bytes,
-        ) as transport:
-            roots = [server_root(base) for base in base_urls]
-
-            async def probe_text(url: str, closing: bool = False) -> str:
-                return await stop.guard(_get_text(transport, url), "", closing=closing)
-
-            metrics_before = await probe_text(roots[0] + "/metrics")
-            engine = await stop.guard(
-                _choose_engine(transport, config, metrics_before, base_urls[0] + path, prompts), engine
-            )
-            server = await stop.guard(_server_info(transport, engine, roots[0], base_urls[0]), server)
-            settings = [
-                RequestSettings(
-                    endpoint=base + path,
-                    model=config.model,
-                    osl=config.osl,
-                    extra_inputs=(
-                        {"chat_template_kwargs": dict(config.chat_template_kwargs), **config.extra_inputs}
-                        if config.chat_template_kwargs is not None
-                        else config.extra_inputs
-                    ),
-                    stream=config.stream,
-                    retries=config.retries,
-                    api=config.api,
-                )
-                for base in base_urls
-            ]
-            # opened once the server answered the probes: a refused start leaves an existing output untouched
-            journal = Journal(journal_file, header, append=resume) if journal_file is not None else None
-            await _warmup(transport, engine, prompts, settings[0], config.warmup, stop)
-            if config.warmup:
-                metrics_before = await probe_text(roots[0] + "/metrics")
-            progress.start(len(plan.jobs), config.label or "speedbench")
-            meter = (
-                _SampleMeter(transport, engine, roots[0] + "/metrics", stop)
-                if config.per_sample_metrics and config.concurrency == 1 and len(base_urls) == 1 and metrics_before
-                else None
-            )
-            lag = LagMonitor(progress)
-            lag.start()
-            try:
-                new_results = await _drive(
-                    transport, engine, plan.jobs, settings, config.concurrency, stop, progress, journal, meter,
-                    origin=started,
-                )
-            finally:
-                await lag.stop()
-            results.extend(new_results)
-            progress.finish()
-            metrics_after = await probe_text(roots[0] + "/metrics", closing=True)
-            acceptance = _acceptance(engine, metrics_before, metrics_after, config, len(base_urls))
-            notes = engine.warnings()
-            lag_note = lag.warning()
-            if lag_note:
-                notes = [*notes, lag_note]
-            for note in notes:
-                progress.message(f"speedbench: warning: {note}")
-            if meter is not None and meter.moved_between:
-                # other traffic moved the counters between samples: per-sample deltas cannot be trusted
-                results = [*previous, *(_without_counter_deltas(result) for result in new_results)]
-                if acceptance is not None:
-                    acceptance["server_wide"] = True
-            if previous:
-                acceptance = _resumed_acceptance(latest_by_key(results), acceptance)
+        yield
     finally:
-        if install_signal_handlers:
+        if install:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
-        if journal is not None:
-            try:
-                journal.close()
-            except OSError as exc:
-                stop.fail(exc)
-    interrupted = stop.requested.is_set()
-    final = latest_by_key(results)
-    meta = {
-        key: value
-        for key, value in header.items()
-        if key not in {"config", "selected_samples", "sample_ids"}  # prompts_sha256 kept: compare checks it
-    }
-    meta.update(
-        {
-            "finished_at": _utc_now(),
-            "elapsed_s": time.perf_counter() - started,
-            "engine": engine.name,
-            "server": server,
-            "server_description": engine.describe(server),
-            "acceptance": acceptance,
-            "interrupted": interrupted,
-            "warnings": notes,
-            "client_lag": lag.summary() if lag is not None else None,
-            "dataset": {"source": prompts.source, "bench": prompts.bench, "skipped_rows": prompts.skipped},
-        }
-    )
-    run = Run(
-        config=header["config"],
-        selected_samples=header["selected_samples"],
-        results=tuple(final),
-        summary=tuple(summarize(final, list(prompts.categories))),
-        meta=meta,
-        path=str(output) if output is not None else None,
-    )
-    if output is not None:
+
+
+async def execute(
+    prompts: PromptSet,
+    config: RunConfig,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    resume: bool = False,
+    force: bool = False,
+    install_signal_handlers: bool = True,
+) -> tuple[Run, bool]:
+    """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish.
+
+    The output is locked for one writer for the whole run. A journal that cannot be written (a full
+    disk) stops the run like an interrupt: the finished samples are kept and `RunStopped` is raised
+    after the run file was written (or could not be).
+    """
+    progress = progress or SilentProgress()
+    arm = _prepare_arm(prompts, config, output, resume=resume, force=force)
+    stop = _Stop()
+    with contextlib.ExitStack() as held:
+        if output is not None:
+            held.enter_context(output_lock(output))
+        started = time.perf_counter()
+        lag = LagMonitor(progress)
         try:
-            save_run(run, output, force=True)
-        except OSError:
-            if stop.fatal is None:
-                raise
-            # the journal failed first and so does the run file: the journal keeps what it holds
-    return run, interrupted and stop.fatal is None, stop.fatal
+            with signals_to(stop, install_signal_handlers):
+                async with Transport(
+                    timeout=config.timeout, connections=config.concurrency * len(arm.base_urls),
+                    headers=config.request_headers(), max_body_bytes=config.max_response_bytes,
+                ) as transport:
+                    await _connect_arm(arm, transport, stop)
+                    _open_journal(arm, resume=resume)
+                    progress.start(len(arm.plan.jobs), config.label or "speedbench")
+                    lag.start()
+                    try:
+                        arm.new_results = await _drive(
+                            transport, arm.engine, arm.plan.jobs, arm.settings, config.concurrency, stop, progress,
+                            arm.journal, arm.meter, origin=started,
+                        )
+                    finally:
+                        await lag.stop()
+                    progress.finish()
+                    lag_note = lag.warning()
+                    results, acceptance, notes = await _conclude_arm(
+                        arm, transport, progress, stop, [lag_note] if lag_note else []
+                    )
+        finally:
+            _close_journal(arm, stop)
+        run = _build_run(
+            arm, results, acceptance, notes, interrupted=stop.requested.is_set(),
+            elapsed_s=time.perf_counter() - started, stop=stop, client_lag=lag.summary(),
+        )
+    if stop.fatal is not None:
+        raise RunStopped(run, stop.fatal)
+    return run, stop.requested.is_set()
+
 
 
 def _without_counter_deltas(result: SampleResult) -> SampleResult:
@@ -680,11 +744,13 @@ async def _drive(
     meter: _SampleMeter | None = None,
     *,
     origin: float | None = None,
+    batch: int | None = None,
 ) -> list[SampleResult]:
     """Run jobs with `concurrency` workers; on a stop request finish in-flight work within a grace period.
 
     Closed loop: a sample is scheduled when a worker's slot frees (the run's start for the first wave, the
     moment the slot's previous sample finished after that); `origin` is the time its records count from.
+    `batch` (interleaved arms) is recorded on every result before it is journalled.
     """
     began = time.perf_counter()
     origin = began if origin is None else origin
@@ -719,6 +785,8 @@ async def _drive(
                     sub_category=sample.sub_category,
                 )
             free_at = time.perf_counter()
+            if batch is not None:
+                result = replace(result, batch=batch)
             results.append(result)  # kept in memory first: a journal failure never loses a finished sample
             if journal is not None:
                 try:
