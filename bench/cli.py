@@ -230,7 +230,7 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     speculative = load_run(args.speculative)
     checked = _vet(baseline, speculative, allow_mismatch=args.allow_mismatch)
     comparison = compare(
-        baseline, speculative, stats=args.stats, threshold=args.threshold, resamples=args.resamples, seed=args.seed,
+        baseline, speculative, stats=args.stats, threshold=args.threshold,
         min_pairs=args.min_pairs, baseline_label=args.baseline, speculative_label=args.speculative, strict=True,
         comparability=checked,
     )
@@ -398,8 +398,6 @@ def build_parser() -> argparse.ArgumentParser:
                          help="add paired per-sample statistics: geometric means with 95%% CIs")
     compare.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                          help="smallest change that counts (0.02 = 2%%)")
-    compare.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples")
-    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     compare.add_argument("--min-pairs", type=int, default=2, help="refuse with fewer matched samples")
     compare.add_argument("--allow-mismatch", action="store_true",
                          help="compare runs whose prompts, osl, concurrency or dataset differ (shown above the table)")

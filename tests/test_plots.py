@@ -69,7 +69,7 @@ def test_speedup_title_says_which_bars_have_an_interval() -> None:
     figure = speedup_figure(_stats({"overall"}))
     title = figure.axes[0].get_title()
     assert "95% CI on 1 of 12 categories" in title
-    assert "Whiskers: 95% bootstrap CI, on overall. No whiskers on coding" in _all_text(figure)
+    assert "Whiskers: 95% t-interval on the logs, on overall. No whiskers on coding" in _all_text(figure)
     plt.close(figure)
     everywhere = speedup_figure(_stats(set([*CATEGORIES, "overall"])))
     assert everywhere.axes[0].get_title().endswith("95% CI)") and "whiskers" not in _all_text(everywhere).lower()

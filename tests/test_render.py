@@ -127,3 +127,16 @@ def test_markdown_table() -> None:
 def test_markdown_escape_neutralises_markup() -> None:
     assert markdown_escape("<script>|x*") == "\\<script\\>\\|x\\*"
     assert markdown_escape("snake_case _em_ [link](u)\nnext") == "snake_case \\_em\\_ \\[link\\](u) next"
+
+
+def test_lossless_table_names_each_divergence_with_its_kind_and_margin() -> None:
+    from bench.render import lossless_text
+
+    rows = [{"category": "math", "compared": 3, "identical": 1, "first_diff": "m1@93, m2@40", "near_tie": 1,
+             "real": 1, "unclassified": 0, "near_tie_threshold": 0.1,
+             "divergences": [{"id": "m1", "char": 93, "kind": "near_tie", "margin": 0.04},
+                             {"id": "m2", "char": 40, "kind": "real", "margin": 2.31}]}]
+    text = lossless_text(rows)
+    assert "m1@93: near-tie 0.04, m2@40: real 2.31" in text
+    assert "near_tie  real" in text.splitlines()[1]
+    assert "under 0.1 nats" in text

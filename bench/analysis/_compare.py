@@ -17,14 +17,13 @@ from bench.analysis._intervals import (
     LATENCY_SPEEDUP,
     SPEED_VERDICT_WORDS,
     Metric,
-    bootstrap_geomean_ci,
     verdict,
 )
 from bench.analysis._lossless import lossless_check
-from bench.analysis._paired import pair_runs, per_sample_geomean
+from bench.analysis._paired import pair_runs, paired_interval
 from bench.analysis._reference import compare_summaries
 from bench.analysis._stream import stream_latency_stats
-from bench.analysis._variation import repeat_cv
+from bench.analysis._variation import repeat_cv, speedup_repeat_cv
 from bench.records import Acceptance, Run
 
 
@@ -120,6 +119,7 @@ class Comparison:
     lossless: tuple[Mapping[str, Any], ...] = ()
     streaming: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     variation: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    speedup_variation: tuple[Mapping[str, Any], ...] = ()
     comparability: Comparability | None = None
     cache: CacheUse | None = None
 
@@ -145,8 +145,6 @@ def compare(
     *,
     stats: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
-    resamples: int = 4000,
-    seed: int = 0,
     min_pairs: int = 1,
     baseline_label: str | None = None,
     speculative_label: str | None = None,
@@ -164,7 +162,7 @@ def compare(
         return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
                           **labels)
     try:
-        rows = paired_rows(baseline, speculative, reference, threshold=threshold, resamples=resamples, seed=seed,
+        rows = paired_rows(baseline, speculative, reference, threshold=threshold,
                            min_pairs=min_pairs)
         note = None
     except BenchError as exc:
@@ -182,6 +180,7 @@ def compare(
         streaming={name: tuple(stream_latency_stats(run)) for name, run in (("baseline", baseline),
                                                                             ("speculative", speculative))},
         variation={name: tuple(repeat_cv(run)) for name, run in (("baseline", baseline), ("speculative", speculative))},
+        speedup_variation=tuple(speedup_repeat_cv(baseline, speculative)),
         comparability=checked,
         cache=cache_use(baseline, speculative),
         **labels,
@@ -194,8 +193,6 @@ def paired_rows(
     reference: tuple[ReferenceRow, ...],
     *,
     threshold: float,
-    resamples: int,
-    seed: int,
     min_pairs: int,
 ) -> tuple[StatsRow, ...]:
     """Per category and overall: geometric-mean decode and latency speedups with intervals and verdicts."""
@@ -207,8 +204,7 @@ def paired_rows(
     for category, group in each_category(paired):
         estimates = {}
         for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP):
-            point, low, high = bootstrap_geomean_ci(per_sample_geomean(group, metric.key), resamples=resamples,
-                                                    seed=seed)
+            point, low, high = paired_interval(group, metric.key)
             estimates[metric.key] = Estimate(metric, point, low, high, verdict(point, low, high, metric, threshold))
         known = group["identical"].dropna()
         rows.append(

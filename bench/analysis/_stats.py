@@ -14,13 +14,11 @@ def paired_stats(
     speculative: Run,
     *,
     threshold: float = DEFAULT_THRESHOLD,
-    resamples: int = 4000,
-    seed: int = 0,
     min_pairs: int = 1,
 ) -> list[dict[str, Any]]:
     """Per category and overall: the comparison's paired statistics rows as flat mappings."""
     reference = reference_rows(baseline, speculative)
-    rows = paired_rows(baseline, speculative, reference, threshold=threshold, resamples=resamples, seed=seed,
+    rows = paired_rows(baseline, speculative, reference, threshold=threshold,
                        min_pairs=min_pairs)
     return [row.as_cells() for row in rows]
 

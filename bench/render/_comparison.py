@@ -11,6 +11,8 @@ from bench.render._stats import (
     cv_text,
     lossless_markdown,
     lossless_text,
+    speedup_cv_markdown,
+    speedup_cv_text,
     stats_markdown,
     stats_text,
     stream_markdown,
@@ -89,6 +91,8 @@ def render_text(comparison: Comparison) -> str:
     for name, rows in comparison.variation.items():
         if rows:
             text += f"\n{name}: " + cv_text(rows)
+    if comparison.speedup_variation:
+        text += "\n" + speedup_cv_text(comparison.speedup_variation)
     line = acceptance_line(comparison)
     if line:
         text += "\n" + line + "\n"
@@ -115,6 +119,9 @@ def render_markdown(comparison: Comparison) -> str:
         for name, rows in comparison.variation.items():
             if rows:
                 parts += [f"\n### Run-to-run variation ({name})\n\n", markdown_table(rows, _CV_MARKDOWN_COLUMNS)]
+        if comparison.speedup_variation:
+            parts += ["\n### Speedup variation between repeats and within a run\n\n",
+                      speedup_cv_markdown(comparison.speedup_variation)]
         line = acceptance_line(comparison)
         if line:
             parts.append("\n" + line + "\n")
@@ -143,6 +150,7 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
         payload["stats"] = [row.as_cells() for row in comparison.stats]
         payload["lossless"] = [dict(row) for row in comparison.lossless]
         payload["repeat_cv"] = {name: [dict(row) for row in rows] for name, rows in comparison.variation.items()}
+        payload["speedup_repeat_cv"] = [dict(row) for row in comparison.speedup_variation]
         payload["streaming"] = {name: [dict(row) for row in rows] for name, rows in comparison.streaming.items()}
         acceptance = comparison.run_acceptance
         payload["acceptance"] = dataclasses.asdict(acceptance) if acceptance is not None else None

@@ -111,7 +111,7 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> An
     axis.set_title(_label(title) if title else f"Speedup per category (geometric mean of per-sample speedups, {scope})")
     if rows and len(with_ci) < len(rows):
         without = [c for c in categories if c not in with_ci]
-        whiskers = f"Whiskers: 95% bootstrap CI, on {_names(with_ci)}. " if with_ci else ""
+        whiskers = f"Whiskers: 95% t-interval on the logs, on {_names(with_ci)}. " if with_ci else ""
         notes.insert(0, f"{whiskers}No whiskers on {_names(without)}: fewer than {MIN_SAMPLES_FOR_CI} paired "
                         "samples, no confidence interval.")
     if dropped:

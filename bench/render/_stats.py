@@ -25,7 +25,18 @@ STATS_COLUMNS: list[Column] = [
 LOSSLESS_COLUMNS: list[Column] = [
     ("category", "category", ""),
     ("identical", "identical_cell", ""),
-    ("first_difference (sample@char)", "first_diff", ""),
+    ("near_tie", "near_tie", "int"),
+    ("real", "real", "int"),
+    ("first_difference (sample@char: kind, baseline top-2 margin)", "first_diff", ""),
+]
+
+SPEEDUP_CV_COLUMNS: list[Column] = [
+    ("category", "category", ""),
+    ("repeats", "repeats", "int"),
+    ("decode_between_repeats", "decode_speedup_between_cv", "percent"),
+    ("decode_within_run", "decode_speedup_within_cv", "percent"),
+    ("latency_between_repeats", "latency_speedup_between_cv", "percent"),
+    ("latency_within_run", "latency_speedup_within_cv", "percent"),
 ]
 
 CV_COLUMNS: list[Column] = [
@@ -61,7 +72,7 @@ def _stats_cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
 def _stats_legend(threshold: float) -> str:
     return (
         "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
-        "with a 95% interval; a verdict needs the "
+        "with a 95% t-interval on the logs; a verdict needs the "
         f"interval to exclude 1.00x and a change over {threshold:.0%}"
     )
 
@@ -87,23 +98,56 @@ def stats_markdown(rows: Sequence[StatsRow], threshold: float) -> str:
     return legend + markdown_table(_stats_cells(rows), STATS_COLUMNS) + (f"\nNotes:\n{notes}\n" if notes else "")
 
 
+def _divergence_cell(item: Mapping[str, Any]) -> str:
+    """`math-005@93: near-tie 0.04`, `qa-004@40: real 2.31`, or `x@7: unclassified` (no log-probabilities)."""
+    kind = str(item.get("kind", "unclassified")).replace("_", "-")
+    margin = item.get("margin")
+    return f"{item['id']}@{item['char']}: {kind}" + (f" {margin:.2f}" if isinstance(margin, int | float) else "")
+
+
 def _lossless_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {**row, "identical_cell": f"{row['identical']}/{row['compared']}", "first_diff": row["first_diff"] or "-"}
-        for row in rows
-    ]
+    cells = []
+    for row in rows:
+        divergences = row.get("divergences") or []
+        shown = ", ".join(_divergence_cell(item) for item in divergences) if divergences else row["first_diff"]
+        cells.append({**row, "identical_cell": f"{row['identical']}/{row['compared']}", "first_diff": shown or "-"})
+    return cells
 
 
-def lossless_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Lossless check: byte-identical outputs per category and where the others first differ."""
-    return "Lossless check (speculative output byte-identical to baseline)\n" + text_table(
-        _lossless_cells(rows), LOSSLESS_COLUMNS
+def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
+    threshold = next((row.get("near_tie_threshold") for row in rows if row.get("near_tie_threshold")), None)
+    if threshold is None:
+        return ""
+    return (
+        f"near-tie: at the first difference the baseline's top two tokens were under {threshold:g} nats of "
+        "log-probability apart (batched verification flips such ties); real: further apart; unclassified: no "
+        "log-probabilities recorded (run with --logprobs)"
     )
 
 
+def lossless_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Lossless check: byte-identical outputs per category, and each first divergence classified by its margin."""
+    legend = _lossless_legend(rows)
+    return "Lossless check (speculative output byte-identical to baseline)\n" + text_table(
+        _lossless_cells(rows), LOSSLESS_COLUMNS
+    ) + (f"({legend})\n" if legend else "")
+
+
 def lossless_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The lossless check as Markdown."""
-    return markdown_table(_lossless_cells(rows), LOSSLESS_COLUMNS)
+    """The lossless check as Markdown, with the near-tie rule."""
+    legend = _lossless_legend(rows)
+    return markdown_table(_lossless_cells(rows), LOSSLESS_COLUMNS) + (f"\n{legend.capitalize()}.\n" if legend else "")
+
+
+def speedup_cv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Between-repeat against within-run variation of the paired speedups."""
+    return ("Speedup variation: between repeats (CV of each repeat's geometric mean) vs within a run "
+            "(spread of per-sample speedups)\n" + text_table(rows, SPEEDUP_CV_COLUMNS))
+
+
+def speedup_cv_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Between-repeat against within-run variation of the paired speedups, as Markdown."""
+    return markdown_table(rows, SPEEDUP_CV_COLUMNS)
 
 
 STREAM_DEFINITIONS: dict[str, str] = {
