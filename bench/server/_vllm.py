@@ -269,7 +269,7 @@ class VllmServer:
                 proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
                     start_new_session=True, close_fds=True, cwd=workdir, env=self.environment(Path(workdir)),
-                    preexec_fn=_set_pdeathsig if pdeathsig else None,  # noqa: PLW1509 - no threads in the child yet
+                    preexec_fn=_set_pdeathsig if pdeathsig else None,
                 )
             except OSError as exc:
                 shutil.rmtree(workdir, ignore_errors=True)
