@@ -14,7 +14,8 @@ from bench.server import EmbeddedServer, ServerError, VllmConfig, VllmServer, vl
 def test_ngram_command_line_follows_the_working_recipe(tmp_path: Path) -> None:
     argv = VllmServer(VllmConfig(mode="ngram-mod")).argv(Path("/v/bin/python"), tmp_path / "hf", None, 8123)
     assert argv[:3] == ["/v/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
-    assert "--enforce-eager" in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert "--enforce-eager" in argv and "--enable-per-request-metrics" in argv
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert argv[argv.index("--port") + 1] == "8123"
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}

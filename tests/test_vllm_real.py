@@ -72,6 +72,8 @@ def test_runs_succeed_with_the_engine_detected(vllm_runs: dict) -> None:
         assert run.meta["engine"] == "vllm"
         assert run.failed_samples == 0 and run.completed_samples == len(CATEGORIES.split(","))
         assert all(result.outputs and result.outputs[0] for result in run.results)
+        # --enable-per-request-metrics: vLLM's own decode rate and time to first token in every response
+        assert all(r.predicted_per_second and r.prompt_ms for r in run.results if r.turns == 1)
 
 
 @pytest.mark.parametrize("name", ["plain", "stream"])

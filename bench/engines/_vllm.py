@@ -35,8 +35,8 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
         spec = metrics.get("speculative_decoding") if isinstance(metrics.get("speculative_decoding"), dict) else {}
         if not spec:
             self.notes.add(
-                "vLLM responses carry no metrics.speculative_decoding (start vLLM with "
-                "--per-request-spec-decode-metrics): per-request acceptance is n/a"
+                "vLLM responses carry no metrics.speculative_decoding (speculation off, or vLLM started "
+                "without --per-request-spec-decode-metrics): per-request acceptance is n/a"
             )
         drafted = count(spec.get("num_draft_tokens"))
         accepted = count(spec.get("num_accepted_draft_tokens"))

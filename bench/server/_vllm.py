@@ -220,6 +220,7 @@ class VllmServer:
             "--host", HOST, "--port", str(port),
             "--max-model-len", str(cfg.max_model_len), "--dtype", "bfloat16", "--enforce-eager",
             "--seed", str(cfg.seed), "--disable-uvicorn-access-log",
+            "--enable-per-request-metrics",  # server-side TTFT and decode timings in each response
         ]
         mode = vllm_mode(cfg.mode)
         if mode == "ngram":
