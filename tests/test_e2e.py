@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 REPETITIVE = PromptSet(
     samples=(
-        Sample(id="rep-1", category="coding", turns=(  # the instruct default model repeats this: ngram-mod drafts within 64 tokens
+        Sample(id="rep-1", category="coding", turns=(  # the default model repeats it: ngram-mod drafts
             "Repeat exactly: red green blue red green blue red green blue red green blue red green blue",)),
         Sample(id="rep-2", category="qa", turns=("Say hello.", "Now say: one two three four five six seven eight")),
     ),
