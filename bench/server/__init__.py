@@ -1,5 +1,26 @@
-"""The embedded llama.cpp server (the `xllamacpp` wheel) started in a child process on loopback."""
+"""Embedded servers on loopback: llama.cpp (the `xllamacpp` wheel) in a child process, vLLM from `.venv-vllm`."""
 
-from bench.server._embedded import MODES, EmbeddedServer, ServerConfig, ServerError, default_model_path
+from bench.server._embedded import MODES, EmbeddedServer, ServerConfig, ServerError, default_model_path, model_path
+from bench.server._models import DEFAULT_MODEL, MODELS, SMOLLM2, ModelError, cache_dir, model_name, resolve_model
+from bench.server._vllm import VLLM_MODES, VLLM_REQUIREMENT, VllmConfig, VllmServer, vllm_python
 
-__all__ = ["MODES", "EmbeddedServer", "ServerConfig", "ServerError", "default_model_path"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "MODES",
+    "SMOLLM2",
+    "VLLM_MODES",
+    "VLLM_REQUIREMENT",
+    "EmbeddedServer",
+    "ModelError",
+    "ServerConfig",
+    "ServerError",
+    "VllmConfig",
+    "VllmServer",
+    "cache_dir",
+    "default_model_path",
+    "model_name",
+    "model_path",
+    "resolve_model",
+    "vllm_python",
+]

