@@ -20,7 +20,7 @@ BASE_URL ?=
 SPEC_URL ?=
 THREADS ?= 1
 
-.PHONY: install vllm-env test test-fast test-vllm bench report perf lint clean
+.PHONY: install vllm-env test test-fast test-vllm bench sweep report perf lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,13 @@ bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL))
+
+# Where speculation stops paying: two ngram-mod draft lengths against the baseline at concurrency 1, 2 and 4.
+SWEEP_LEVELS ?= 1,2,4
+SWEEP_SPEC   ?= ngram-mod:draft_max=8,ngram-mod:draft_max=16
+sweep: $(STAMP)
+	$(BIN)/speedbench sweep --concurrency $(SWEEP_LEVELS) --spec $(SWEEP_SPEC) --limit 5 --osl $(OSL) \
+		--category coding,qa,math,summarization --threads $(THREADS) $(if $(MODEL),--model $(MODEL))
 
 report: $(STAMP)
 	$(BIN)/speedbench report --latest results

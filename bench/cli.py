@@ -287,12 +287,44 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     return run_pipeline(config, out=out, progress=_progress(args.quiet))
 
 
+def cmd_sweep(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench sweep`: speculative arms against one baseline across concurrency levels, interleaved per cell."""
+    from bench.pipeline import SweepConfig, parse_embedded_arms, parse_levels, parse_url_arms, run_sweep
+
+    if args.spec_url and not args.base_url:
+        raise BenchError("--spec-url needs --base-url (the baseline server of your own)")
+    arms = parse_url_arms(args.spec_url) if args.spec_url else parse_embedded_arms(args.spec)
+    config = SweepConfig(
+        arms=arms, levels=parse_levels(args.concurrency), base_url=args.base_url, limit=args.limit, osl=args.osl,
+        category=args.category, model=args.model, draft=args.draft, threads=args.threads,
+        results_dir=args.results_dir, label=args.label, resume=args.resume, seed=args.seed,
+        threshold=args.threshold,
+    )
+    return run_sweep(config, out=out, progress=_progress(args.quiet))
+
+
+def _is_sweep(path: str) -> bool:
+    from pathlib import Path
+
+    return Path(path).is_dir() and any(Path(path).glob("c*/baseline.json"))
+
+
 def cmd_report(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench report`: a PR-ready report.md with plots."""
     from bench.analysis import compare
     from bench.records import load_run
     from bench.render import write_report
 
+    if args.sweep:
+        from pathlib import Path
+
+        from bench.pipeline import load_sweep
+        from bench.render import write_sweep_report
+
+        report = write_sweep_report(load_sweep(args.sweep, threshold=args.threshold), Path(args.out or args.sweep),
+                                    title=args.title)
+        out(f"speedbench: wrote {report}\n")
+        return EXIT_OK
     baseline_path, speculative_path = _report_inputs(args)
     baseline, speculative = load_run(baseline_path), load_run(speculative_path)
     checked = _vet(baseline, speculative, allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial)
@@ -333,6 +365,39 @@ def _gate_side(path: str) -> Any:
     return load_comparison_folder(path) if Path(path).is_dir() else load_run(path)
 
 
+def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> list[Any]:
+    """The gate over every cell (level, arm) two sweep folders share; rows named `c<level>/<arm>: <category>`."""
+    import dataclasses
+    from pathlib import Path
+
+    from bench.analysis import regress
+    from bench.records import load_run
+
+    rows = []
+    for cell in sorted(Path(args.reference).glob("c*/*.json")):
+        twin = Path(args.candidate) / cell.parent.name / cell.name
+        if cell.name == "baseline.json" or not twin.exists():
+            continue
+        pairs = [(load_run(cell.parent / "baseline.json"), load_run(cell)),
+                 (load_run(twin.parent / "baseline.json"), load_run(twin))]
+        for first, second in zip(*pairs, strict=True):
+            _vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
+        name = f"{cell.parent.name}/{cell.stem}"
+        gate = regress(pairs[0], pairs[1], thresholds=thresholds, resamples=args.resamples, seed=args.seed)
+        rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in gate]
+    if not rows:
+        raise BenchError(f"{args.reference} and {args.candidate} share no sweep cell (c<level>/<arm>.json)")
+    return rows
+
+
+def _step_summary(markdown: str) -> None:
+    """Append to $GITHUB_STEP_SUMMARY when set."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+
+
 def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench regress`: exit 1 when a metric got significantly worse by more than its threshold."""
     from bench.analysis import regress
@@ -344,6 +409,11 @@ def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         "accept_rate": args.threshold_accept,
     }
     thresholds = {key: (value if value is not None else args.threshold) for key, value in thresholds.items()}
+    if _is_sweep(args.reference) and _is_sweep(args.candidate):
+        rows = _gate_sweeps(args, thresholds)
+        out(gate_text(rows))
+        _step_summary(gate_markdown(rows))
+        return EXIT_FAILED if any(row.status == "REGRESSED" for row in rows) else EXIT_OK
     reference, candidate = _gate_side(args.reference), _gate_side(args.candidate)
     if isinstance(reference, tuple) == isinstance(candidate, tuple):  # a folder against a file: regress refuses
         pairs = zip(reference, candidate, strict=True) if isinstance(reference, tuple) else [(reference, candidate)]
@@ -351,10 +421,7 @@ def cmd_regress(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             _vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
     rows = regress(reference, candidate, thresholds=thresholds, resamples=args.resamples, seed=args.seed)
     out(gate_text(rows))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(gate_markdown(rows) + "\n")
+    _step_summary(gate_markdown(rows))
     return EXIT_FAILED if any(row.status == "REGRESSED" for row in rows) else EXIT_OK
 
 
@@ -447,6 +514,30 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ask for top-2 log-probabilities to classify lossless divergences")
     bench.set_defaults(handler=cmd_bench)
 
+    sweep = command("sweep", "speculative arms against one baseline across concurrency levels (interleaved)")
+    sweep.add_argument("--concurrency", default="1,2,4", help="comma-separated concurrency levels")
+    sweep.add_argument("--spec", default="ngram-mod:draft_max=8,ngram-mod:draft_max=16",
+                       help="embedded arms: comma-separated MODE[:draft_max=N] (ngram-mod, ngram-simple, draft)")
+    sweep.add_argument("--base-url", default=None, help="your baseline server (default: start the embedded one)")
+    sweep.add_argument("--spec-url", action="append", default=[], metavar="NAME=URL",
+                       help="your speculative server, repeatable (default: the embedded --spec arms)")
+    sweep.add_argument("--limit", type=int, default=5, help="samples per category")
+    sweep.add_argument("--osl", type=int, default=64, help="max_tokens per turn")
+    sweep.add_argument("--category", default="coding,qa,math,summarization",
+                       help="'all' or a comma-separated list of categories")
+    sweep.add_argument("--model", default=None, help=_MODEL_HELP)
+    sweep.add_argument("--draft", default=None, help="draft GGUF for draft arms (default: the model)")
+    sweep.add_argument("--threads", type=int, default=1, help="server CPU threads")
+    sweep.add_argument("--results-dir", default="results", help="folder that receives <UTC time>-<label>/")
+    sweep.add_argument("--label", default=None, help="suffix of the sweep folder's name (default: sweep)")
+    sweep.add_argument("--resume", default=None, metavar="FOLDER",
+                       help="continue an interrupted sweep in FOLDER (complete levels are kept) (default: a new one)")
+    sweep.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order")
+    sweep.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                       help="smallest change that counts (0.02 = 2%%)")
+    sweep.add_argument("--quiet", action="store_true", help="no progress display")
+    sweep.set_defaults(handler=cmd_sweep)
+
     report = command("report", "write a PR-ready report.md with plots")
     for arm in ("baseline", "speculative"):
         report.add_argument(f"--{arm}", default=None,
@@ -459,6 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: none; give --baseline, --speculative and --out instead)")
     report.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="smallest change that counts (0.02 = 2%%)")
+    report.add_argument("--sweep", default=None, metavar="FOLDER",
+                        help="report on a sweep folder instead (written there unless --out) (default: none)")
     report.add_argument("--allow-mismatch", action="store_true",
                         help="report on runs whose prompts, osl, concurrency or dataset differ (named in the report)")
     report.add_argument("--allow-partial", action="store_true",
@@ -466,8 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=cmd_report)
 
     gate = command("regress", "CI gate: exit 1 on a significant regression over the threshold")
-    gate.add_argument("--reference", required=True, help="comparison folder or run file")
-    gate.add_argument("--candidate", required=True, help="comparison folder or run file")
+    gate.add_argument("--reference", required=True, help="comparison folder, run file or sweep folder")
+    gate.add_argument("--candidate", required=True, help="comparison folder, run file or sweep folder")
     gate.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
                       help="default for every metric (0.05 = 5%%)")
     for metric in ("decode", "latency", "accept"):

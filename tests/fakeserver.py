@@ -34,6 +34,9 @@ class FakeState:
     reasoning: str | None = None
     schedule: DriftSchedule | None = None
     speed: float = 1.0
+    load_speed: Callable[[int], float] | None = None
+    """With a schedule: the speed factor as a function of the requests in flight (speculation that stops paying)."""
+    in_flight: int = 0
     transform: Callable[[str], str] | None = None
     margin: Callable[[int], float] = lambda position: 3.0
 
@@ -247,11 +250,19 @@ class FakeServer:
         if fault is not None:
             return await self._fault(request, fault, body)
         token_delay = None
-        if self.state.schedule is not None:
-            token_delay = self.state.schedule.next_delay() / self.state.speed
-        data = completion(self.state, body, token_delay)
-        if token_delay is not None:
-            await asyncio.sleep(data["usage"]["completion_tokens"] * token_delay)
+        self.state.in_flight += 1
+        try:
+            if self.state.schedule is not None:
+                speed = self.state.speed
+                if self.state.load_speed is not None:
+                    await asyncio.sleep(0.005)  # let the requests of a lock-step batch arrive before the load is read
+                    speed *= self.state.load_speed(self.state.in_flight)
+                token_delay = self.state.schedule.next_delay() / speed
+            data = completion(self.state, body, token_delay)
+            if token_delay is not None:
+                await asyncio.sleep(data["usage"]["completion_tokens"] * token_delay)
+        finally:
+            self.state.in_flight -= 1
         if not body.get("stream"):
             return web.json_response(data)
         return await self._stream(request, data)

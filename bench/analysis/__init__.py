@@ -30,6 +30,17 @@ from bench.analysis._reference import compare_runs, compare_summaries
 from bench.analysis._regress import GateRow, GateSide, regress
 from bench.analysis._stats import config_differences, paired_stats
 from bench.analysis._stream import stream_latency_stats
+from bench.analysis._sweep import (
+    THROUGHPUT_SPEEDUP,
+    BestArm,
+    Crossover,
+    Sweep,
+    SweepCell,
+    batch_throughput,
+    crossover,
+    summarize_sweep,
+    sweep_cell,
+)
 from bench.analysis._variation import repeat_cv
 
 __all__ = [
@@ -38,12 +49,15 @@ __all__ = [
     "DECODE_SPEEDUP",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "THROUGHPUT_SPEEDUP",
     "ArmCache",
     "ArmState",
+    "BestArm",
     "CacheUse",
     "CategoryCache",
     "Comparability",
     "Comparison",
+    "Crossover",
     "Difference",
     "Estimate",
     "GateRow",
@@ -51,6 +65,9 @@ __all__ = [
     "Metric",
     "ReferenceRow",
     "StatsRow",
+    "Sweep",
+    "SweepCell",
+    "batch_throughput",
     "bootstrap_geomean_ci",
     "bootstrap_ratio_of_sums",
     "cache_use",
@@ -61,6 +78,7 @@ __all__ = [
     "compare_summaries",
     "config_differences",
     "crossed_t_interval",
+    "crossover",
     "first_difference",
     "geomean_t_intervals",
     "lossless_check",
@@ -71,7 +89,9 @@ __all__ = [
     "results_frame",
     "served_from_cache",
     "stream_latency_stats",
+    "summarize_sweep",
     "summary_only",
+    "sweep_cell",
     "t_quantile",
     "verdict",
 ]

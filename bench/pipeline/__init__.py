@@ -1,5 +1,29 @@
-"""Jobs that join the stages: `bench` (baseline and speculative runs, then every artefact)."""
+"""Jobs that join the stages: `bench` (baseline against speculative) and `sweep` (arms across concurrency)."""
 
 from bench.pipeline._bench import PipelineConfig, check_servers, run_pipeline, server_tags, write_comparison
+from bench.pipeline._sweep import (
+    ArmDefinition,
+    SweepConfig,
+    load_sweep,
+    parse_embedded_arms,
+    parse_levels,
+    parse_url_arms,
+    run_sweep,
+    write_sweep,
+)
 
-__all__ = ["PipelineConfig", "check_servers", "run_pipeline", "server_tags", "write_comparison"]
+__all__ = [
+    "ArmDefinition",
+    "PipelineConfig",
+    "SweepConfig",
+    "check_servers",
+    "load_sweep",
+    "parse_embedded_arms",
+    "parse_levels",
+    "parse_url_arms",
+    "run_pipeline",
+    "run_sweep",
+    "server_tags",
+    "write_comparison",
+    "write_sweep",
+]

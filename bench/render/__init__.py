@@ -23,6 +23,7 @@ from bench.render._stats import (
     stream_markdown,
     stream_text,
 )
+from bench.render._sweep import plot_sweep, sweep_json, sweep_markdown, sweep_text
 from bench.render._tables import (
     COMPARISON_COLUMNS,
     SUMMARY_COLUMNS,
@@ -40,6 +41,7 @@ from bench.render._tables import (
 _LAZY = {
     "plot_all": "bench.render._plots",
     "write_report": "bench.render._report",
+    "write_sweep_report": "bench.render._report",
     "render_report": "bench.render._report",
     "RichProgress": "bench.render._rich",
 }
@@ -65,6 +67,7 @@ __all__ = [
     "markdown_table",
     "mermaid_text",
     "plot_all",
+    "plot_sweep",
     "render_json",
     "render_markdown",
     "render_report",
@@ -75,8 +78,12 @@ __all__ = [
     "stream_markdown",
     "stream_text",
     "summary_text",
+    "sweep_json",
+    "sweep_markdown",
+    "sweep_text",
     "text_table",
     "write_report",
+    "write_sweep_report",
 ]
 
 

@@ -13,9 +13,10 @@ from bench.records import Run
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
 from bench.render._mermaid import speedup_chart
 from bench.render._stats import lossless_markdown, stats_markdown, stream_markdown
+from bench.render._sweep import sweep_markdown
 
 if TYPE_CHECKING:
-    from bench.analysis import Comparison
+    from bench.analysis import Comparison, Sweep
 from bench.render._tables import comparison_text, markdown_escape
 
 PLOT_TITLES = {
@@ -101,8 +102,7 @@ def render_report(comparison: Comparison, *, title: str | None = None, plots: Se
     parts.append("\n## SpeedBench comparison\n\n")
     table = comparison_text([row.as_cells() for row in comparison.reference], _file_name(comparison.baseline_label),
                             _file_name(comparison.speculative_label))
-    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", table)), default=0))
-    parts.append(f"{fence}\n{table}{fence}\n")
+    parts.append(_fenced(table))
     if comparison.has_stats:
         parts.append("\n## Paired statistics\n\n")
         parts.append(stats_markdown(comparison.stats, comparison.threshold))
@@ -134,6 +134,12 @@ def render_report(comparison: Comparison, *, title: str | None = None, plots: Se
     return "".join(parts).rstrip("\n") + "\n"
 
 
+def _fenced(table: str) -> str:
+    """A text table in a code fence longer than any backtick run inside it (no injection from category names)."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", table)), default=0))
+    return f"{fence}\n{table}{fence}\n"
+
+
 def _file_name(label: str) -> str:
     """A run's label as the report shows it: its file name, never a local path."""
     return Path(label).name or label
@@ -162,4 +168,25 @@ def write_report(comparison: Comparison, out_dir: str | Path, *, title: str | No
     relative = [str(path.relative_to(out)) for path in written if path.suffix == ".png"]
     report = out / "report.md"
     report.write_text(render_report(comparison, title=title, plots=relative), encoding="utf-8")
+    return report
+
+
+def render_sweep_report(sweep: Sweep, *, title: str | None = None, plots: Sequence[str] = ()) -> str:
+    """A sweep's report: the summary tables and plots, then each cell's SpeedBench table under its heading."""
+    parts = [f"# {markdown_escape(title or 'Speculative decoding sweep')}\n\n", sweep_markdown(sweep, plots)]
+    for cell in sweep.cells:
+        labels = cell.comparison.baseline_label, cell.comparison.speculative_label  # relative: c<level>/<arm>.json
+        table = comparison_text([row.as_cells() for row in cell.comparison.reference], *labels)
+        parts.append(f"\n### {markdown_escape(cell.arm)} at concurrency {cell.concurrency}\n\n{_fenced(table)}")
+    return "".join(parts).rstrip("\n") + "\n"
+
+
+def write_sweep_report(sweep: Sweep, out_dir: Path, *, title: str | None = None) -> Path:
+    """Write a sweep's `report.md` and its plots into `out_dir`; return the report's path."""
+    from bench.render._sweep import plot_sweep
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = [str(path.relative_to(out_dir)) for path in plot_sweep(sweep, out_dir / "plots")]
+    report = out_dir / "report.md"
+    report.write_text(render_sweep_report(sweep, title=title, plots=plots), encoding="utf-8")
     return report

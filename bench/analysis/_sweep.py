@@ -1,0 +1,185 @@
+"""Sweeps: speculative arms against one baseline across concurrency levels, where speculation stops paying.
+
+A sweep is a set of cells, one per (speculative arm, concurrency level), each an ordinary
+comparison of that arm's run with the baseline's run at that level. From the cells this module
+finds, per arm, the crossover (the level range where a speedup's interval first falls to or
+below 1.0x) and, per level, the best arm with its margin over the runner-up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench._constants import DEFAULT_THRESHOLD
+from bench.analysis._compare import Comparison, Estimate, compare
+from bench.analysis._intervals import Metric, bootstrap_geomean_ci, verdict
+from bench.records import Run
+
+THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCell:
+    """One speculative arm at one concurrency level, compared with the baseline at that level."""
+
+    arm: str
+    concurrency: int
+    comparison: Comparison
+    throughput: Estimate
+    base_tokens_per_s: float | None
+    spec_tokens_per_s: float | None
+
+    @property
+    def decode(self) -> Estimate:
+        """The per-request decode speedup (overall row of the paired statistics)."""
+        return self.comparison.stats[-1].decode
+
+    @property
+    def latency(self) -> Estimate:
+        """The per-request latency speedup (overall row)."""
+        return self.comparison.stats[-1].latency
+
+
+@dataclass(frozen=True, slots=True)
+class Crossover:
+    """Where an arm's speedup interval first falls to or below 1.0x, as a level range, or not at all."""
+
+    below: int | None
+    above: int | None
+    highest: int
+    unknown: tuple[int, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """`between 4 and 8`, `at or below 1`, or `not reached up to 8`, naming levels that had no interval."""
+        if self.below is None:
+            text = f"not reached up to {self.highest}"
+        elif self.above is None:
+            text = f"at or below {self.below}"
+        else:
+            text = f"between {self.above} and {self.below}"
+        if self.unknown:
+            text += f" (no interval at {', '.join(map(str, self.unknown))})"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class BestArm:
+    """The arm with the highest system throughput speedup at one level, and its margin over the runner-up."""
+
+    concurrency: int
+    arm: str
+    speedup: float
+    runner_up: str | None
+    margin: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """Every cell of a sweep, with each arm's crossovers and each level's best arm."""
+
+    arms: tuple[str, ...]
+    levels: tuple[int, ...]
+    cells: tuple[SweepCell, ...]
+    decode_crossover: dict[str, Crossover]
+    throughput_crossover: dict[str, Crossover]
+    best: tuple[BestArm, ...]
+
+    def cell(self, arm: str, concurrency: int) -> SweepCell | None:
+        """The cell of one arm at one level, if it ran."""
+        return next((c for c in self.cells if c.arm == arm and c.concurrency == concurrency), None)
+
+
+def batch_throughput(run: Run) -> dict[int, float]:
+    """Output tokens per second of each lock-step batch of a run (tokens / the batch's wall time)."""
+    windows: dict[int, list[float]] = {}
+    for result in run.results:
+        if result.batch is None or result.sent_s is None:
+            continue
+        start, end = result.sent_s, result.sent_s + result.latency_s
+        tokens, first, last = windows.setdefault(result.batch, [0.0, math.inf, -math.inf])
+        windows[result.batch] = [tokens + (result.completion_tokens if result.ok else 0), min(first, start),
+                                 max(last, end)]
+    return {batch: tokens / (last - first) for batch, (tokens, first, last) in windows.items() if last > first}
+
+
+def throughput_estimate(
+    baseline: Run, speculative: Run, *, threshold: float
+) -> tuple[Estimate, float | None, float | None]:
+    """System throughput speedup, paired by batch: geometric mean of per-batch ratios with its interval."""
+    base, spec = batch_throughput(baseline), batch_throughput(speculative)
+    shared = sorted(set(base) & set(spec))
+    ratios = np.array([spec[batch] / base[batch] for batch in shared if base[batch] > 0 and spec[batch] > 0])
+    point, low, high = bootstrap_geomean_ci(ratios)
+    estimate = Estimate(THROUGHPUT_SPEEDUP, point, low, high, verdict(point, low, high, THROUGHPUT_SPEEDUP, threshold))
+    base_mean = float(np.mean([base[b] for b in shared])) if shared else None
+    spec_mean = float(np.mean([spec[b] for b in shared])) if shared else None
+    return estimate, base_mean, spec_mean
+
+
+def sweep_cell(
+    arm: str,
+    concurrency: int,
+    baseline: Run,
+    speculative: Run,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> SweepCell:
+    """Compare one arm with the baseline at one level: the full comparison plus system throughput."""
+    comparison = compare(baseline, speculative, threshold=threshold, baseline_label=f"c{concurrency}/baseline.json",
+                         speculative_label=f"c{concurrency}/{arm}.json")
+    throughput, base_tps, spec_tps = throughput_estimate(baseline, speculative, threshold=threshold)
+    return SweepCell(arm, concurrency, comparison, throughput, base_tps, spec_tps)
+
+
+def crossover(levels: Sequence[int], estimates: Sequence[Estimate]) -> Crossover:
+    """The first level whose interval reaches down to 1.0x (no longer significantly faster), and the level before.
+
+    Levels without an interval (too few samples or batches) are skipped and named, never taken as a crossover.
+    """
+    previous, unknown = None, []
+    for level, estimate in zip(levels, estimates, strict=True):
+        if not estimate.has_interval:
+            unknown.append(level)
+            continue
+        if estimate.low <= 1.0:
+            return Crossover(below=level, above=previous, highest=max(levels), unknown=tuple(unknown))
+        previous = level
+    return Crossover(below=None, above=None, highest=max(levels), unknown=tuple(unknown))
+
+
+def best_arms(cells: Sequence[SweepCell], levels: Sequence[int]) -> tuple[BestArm, ...]:
+    """Per level, the arm with the highest system throughput speedup (per-request decode when none has one)."""
+    best = []
+    for level in levels:
+        ranked = []
+        for cell in cells:
+            if cell.concurrency != level:
+                continue
+            value = cell.throughput.point if math.isfinite(cell.throughput.point) else cell.decode.point
+            if math.isfinite(value):
+                ranked.append((value, cell.arm))
+        ranked.sort(reverse=True)
+        if not ranked:
+            continue
+        runner_up = ranked[1] if len(ranked) > 1 else None
+        best.append(BestArm(level, ranked[0][1], ranked[0][0], runner_up[1] if runner_up else None,
+                            (ranked[0][0] / runner_up[0] - 1.0) if runner_up else None))
+    return tuple(best)
+
+
+def summarize_sweep(cells: Sequence[SweepCell]) -> Sweep:
+    """Crossovers per arm and the best arm per level, from the cells of a sweep."""
+    arms = tuple(dict.fromkeys(cell.arm for cell in cells))
+    levels = tuple(sorted({cell.concurrency for cell in cells}))
+    decode, throughput = {}, {}
+    for arm in arms:
+        own = sorted((cell for cell in cells if cell.arm == arm), key=lambda cell: cell.concurrency)
+        own_levels = [cell.concurrency for cell in own]
+        decode[arm] = crossover(own_levels, [cell.decode for cell in own])
+        throughput[arm] = crossover(own_levels, [cell.throughput for cell in own])
+    return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels))

@@ -1,0 +1,271 @@
+"""The `sweep` job: one baseline and several speculative arms, interleaved, at each concurrency level.
+
+Every level is a cell folder `c<level>/` holding ordinary run files (`baseline.json`, `<arm>.json`,
+each with its journal), so `compare`, `report`, `regress` and the reference's compare read any pair.
+The sweep summary (`sweep.txt`, `sweep.md`, `sweep.json`, plots) is written beside them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench._errors import BenchError
+from bench.analysis import Sweep, SweepCell, summarize_sweep, sweep_cell
+from bench.prompts import load_prompts
+from bench.records import Run, SampleResult, load_run
+from bench.render import plot_sweep, sweep_json, sweep_markdown, sweep_text
+from bench.runner import ArmSpec, Progress, RunConfig, run_interleaved
+
+BASELINE = "baseline"
+_ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]*$")
+
+
+@dataclass(frozen=True)
+class ArmDefinition:
+    """One speculative arm: a name (its run file's stem) and either an embedded mode with parameters or a URL."""
+
+    name: str
+    mode: str | None = None
+    draft_max: int | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What `speedbench sweep` runs: arms, concurrency levels, the prompt subset and the embedded model."""
+
+    arms: tuple[ArmDefinition, ...]
+    levels: tuple[int, ...] = (1, 2, 4)
+    base_url: str | None = None
+    limit: int = 5
+    osl: int = 64
+    category: str = "all"
+    model: str | None = None
+    draft: str | None = None
+    threads: int = 1
+    results_dir: str = "results"
+    label: str | None = None
+    resume: str | None = None
+    seed: int = 0
+    threshold: float = DEFAULT_THRESHOLD
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """`1,2,4,8` -> (1, 2, 4, 8): positive, distinct, ascending."""
+    try:
+        levels = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise BenchError(f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,2,4,8") from None
+    if not levels or levels[0] < 1:
+        raise BenchError(f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,2,4,8")
+    return levels
+
+
+def parse_embedded_arms(text: str) -> tuple[ArmDefinition, ...]:
+    """`ngram-mod:draft_max=4,ngram-simple` -> arms of the embedded server (modes and their parameters)."""
+    from bench.server import MODES
+
+    arms = []
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        mode, _, params = item.partition(":")
+        if mode not in MODES or mode == BASELINE:
+            raise BenchError(f"--spec {item!r}: unknown speculative mode {mode!r}; expected one of: "
+                             f"{', '.join(m for m in MODES if m != BASELINE)}")
+        draft_max = None
+        for param in (p for p in params.split(";") if p) if params else ():
+            key, _, value = param.partition("=")
+            if key != "draft_max" or not value.isdigit() or int(value) < 1:
+                raise BenchError(f"--spec {item!r}: the one parameter is draft_max=N (N >= 1), got {param!r}")
+            draft_max = int(value)
+        arms.append(ArmDefinition(name=item.replace(":", "_").replace("=", ""), mode=mode, draft_max=draft_max))
+    return _distinct(arms)
+
+
+def parse_url_arms(values: Sequence[str]) -> tuple[ArmDefinition, ...]:
+    """`NAME=URL` values -> arms of servers the user runs."""
+    arms = []
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not url or not _ARM_NAME.match(name) or name == BASELINE:
+            raise BenchError(f"--spec-url {value!r}: use NAME=URL with a simple name other than 'baseline'")
+        arms.append(ArmDefinition(name=name, url=url))
+    return _distinct(arms)
+
+
+def _distinct(arms: list[ArmDefinition]) -> tuple[ArmDefinition, ...]:
+    names = [arm.name for arm in arms]
+    if not arms:
+        raise BenchError("a sweep needs at least one speculative arm (--spec or --spec-url)")
+    if len(set(names)) != len(names):
+        raise BenchError(f"arm names must differ: {', '.join(names)}")
+    return tuple(arms)
+
+
+class _SweepProgress:
+    """One progress display for the whole sweep: the first `start` sets the total of every cell."""
+
+    def __init__(self, inner: Progress, total: int) -> None:
+        """Wrap the display the CLI chose."""
+        self.inner, self.total, self.started = inner, total, False
+
+    def start(self, total: int, description: str) -> None:
+        """Start once, for every sample of every arm at every level."""
+        if not self.started:
+            self.inner.start(self.total, "sweep")
+            self.started = True
+
+    def advance(self, result: SampleResult) -> None:
+        """One sample of one arm finished."""
+        self.inner.advance(result)
+
+    def message(self, text: str) -> None:
+        """Pass a message through."""
+        self.inner.message(text)
+
+    def finish(self) -> None:
+        """The sweep's end finishes the display, not a cell's."""
+
+    def close(self) -> None:
+        """Finish the display."""
+        if self.started:
+            self.inner.finish()
+
+
+@contextlib.contextmanager
+def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[str, str]]:
+    """URL per arm name: the given URLs, or embedded llama.cpp servers with enough slots for the highest level."""
+    from bench.server import EmbeddedServer, ServerConfig, ServerError
+
+    top = max(config.levels)
+    wanted = [(BASELINE, config.base_url, "baseline", None), *((a.name, a.url, a.mode, a.draft_max)
+                                                              for a in config.arms)]
+    with contextlib.ExitStack() as stack:
+        urls: dict[str, str] = {}
+        for name, url, mode, draft_max in wanted:
+            if url:
+                urls[name] = url
+                continue
+            try:
+                server = EmbeddedServer(ServerConfig(
+                    mode=mode or "baseline", model_path=config.model, draft_model_path=config.draft,
+                    n_threads=config.threads, n_parallel=top, ctx_size=4096 * top,
+                    **({"draft_max": draft_max} if draft_max else {}),
+                ))
+                out(f"speedbench: starting embedded llama.cpp server for {name} ({top} slots)\n")
+                server.start()
+            except (ServerError, ValueError) as exc:
+                raise BenchError(str(exc)) from None
+            stack.callback(server.stop)
+            urls[name] = server.url
+            config.tags[name] = f"{mode}{'' if draft_max is None else f' draft_max={draft_max}'}"
+        yield urls
+
+
+def _folder(config: SweepConfig) -> Path:
+    if config.resume:
+        folder = Path(config.resume)
+        if not folder.is_dir():
+            raise BenchError(f"{folder}: no sweep folder to resume")
+        return folder
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = Path(config.results_dir) / f"{stamp}-{config.label or 'sweep'}"
+    folder.mkdir(parents=True, exist_ok=False)
+    return folder
+
+
+def _cell_done(cell_dir: Path, names: Sequence[str]) -> bool:
+    """Whether a level already holds complete run files for every arm (then it is not run again)."""
+    for name in names:
+        path = cell_dir / f"{name}.json"
+        if not path.exists():
+            return False
+        run = load_run(path)
+        if run.info.interrupted or len(run.results) < run.selected_samples:
+            return False
+    return True
+
+
+def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+    """Every level, arms interleaved; then the sweep summary, its files and plots. Exit code as `bench`."""
+    prompts = load_prompts(category=config.category, limit=config.limit)
+    folder = _folder(config)
+    names = [BASELINE, *(arm.name for arm in config.arms)]
+    out(f"speedbench: sweep of {', '.join(names[1:])} against the baseline at concurrency "
+        f"{', '.join(map(str, config.levels))}; {len(prompts.samples)} samples each, osl={config.osl}\n")
+    runs: dict[int, dict[str, Run]] = {}
+    display = _SweepProgress(progress, len(prompts.samples) * len(names) * len(config.levels))
+    try:
+        with _servers(config, out) as urls:
+            for level in config.levels:
+                cell_dir = folder / f"c{level}"
+                cell_dir.mkdir(exist_ok=True)
+                if _cell_done(cell_dir, names):
+                    runs[level] = {name: load_run(cell_dir / f"{name}.json") for name in names}
+                    out(f"speedbench: concurrency {level} already complete in {cell_dir}\n")
+                    continue
+                resume = all((cell_dir / f"{name}.json.jsonl").exists() for name in names)
+                arms = [
+                    ArmSpec(name, RunConfig(url=urls[name], osl=config.osl, category=config.category,
+                                            limit=config.limit, concurrency=level, label=f"c{level} {name}",
+                                            timeout=600.0, tags={"mode": config.tags.get(name, name)}),
+                            cell_dir / f"{name}.json")
+                    for name in names
+                ]
+                cell_runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=display,
+                                                         resume=resume, force=not resume)
+                runs[level] = cell_runs
+                if interrupted:
+                    out(f"speedbench: interrupted at concurrency {level}; continue with --resume {folder}\n")
+                    return EXIT_INTERRUPTED
+    finally:
+        display.close()
+    sweep = summarize_sweep(_cells(runs, names[1:], config))
+    written = write_sweep(sweep, folder)
+    out("\n" + sweep_text(sweep))
+    out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
+    unfinished = sum(run.failed_samples + max(0, run.selected_samples - len(run.results))
+                     for cell in runs.values() for run in cell.values())
+    if unfinished:
+        out(f"speedbench: {unfinished} samples failed or did not finish; see the cell folders\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _cells(runs: dict[int, dict[str, Run]], arms: Sequence[str], config: SweepConfig) -> list[SweepCell]:
+    return [sweep_cell(arm, level, runs[level][BASELINE], runs[level][arm], threshold=config.threshold)
+            for level in sorted(runs) for arm in arms]
+
+
+def load_sweep(folder: str | Path, *, threshold: float = DEFAULT_THRESHOLD) -> Sweep:
+    """A sweep folder's cells (every `c<level>/` with a baseline and arm run files), summarised again."""
+    root = Path(folder)
+    cells = []
+    for cell_dir in sorted(root.glob("c*"), key=lambda path: int(path.name[1:]) if path.name[1:].isdigit() else 0):
+        if not cell_dir.name[1:].isdigit() or not (cell_dir / "baseline.json").exists():
+            continue
+        level = int(cell_dir.name[1:])
+        baseline = load_run(cell_dir / "baseline.json")
+        for path in sorted(cell_dir.glob("*.json")):
+            if path.name != "baseline.json":
+                cells.append(sweep_cell(path.stem, level, baseline, load_run(path), threshold=threshold))
+    if not cells:
+        raise BenchError(f"{root}: not a sweep folder (no c<level>/ with baseline.json and an arm's run file)")
+    return summarize_sweep(cells)
+
+
+def write_sweep(sweep: Sweep, folder: Path) -> list[Path]:
+    """sweep.txt, sweep.md, sweep.json and the sweep plots into `folder`."""
+    plots = plot_sweep(sweep, folder / "plots")
+    files = [folder / "sweep.txt", folder / "sweep.md", folder / "sweep.json"]
+    files[0].write_text(sweep_text(sweep), encoding="utf-8")
+    files[1].write_text(sweep_markdown(sweep, [str(path.relative_to(folder)) for path in plots]), encoding="utf-8")
+    files[2].write_text(sweep_json(sweep), encoding="utf-8")
+    return files + plots

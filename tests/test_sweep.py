@@ -1,0 +1,107 @@
+"""Sweeps: arms across concurrency on fake servers whose speculative speedup falls with load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench._errors import BenchError
+from bench.analysis import Estimate, crossover
+from bench.analysis._intervals import DECODE_SPEEDUP
+from bench.cli import main
+from bench.pipeline import parse_embedded_arms, parse_levels, parse_url_arms
+from tests.fakeserver import DriftSchedule, FakeServer, FakeState
+
+
+def _load_curve(in_flight: int) -> float:
+    """Speculation's speed factor with n requests in flight: 1.8x alone, ~1.1x at 4, below 1.0x at 8."""
+    return {1: 1.8, 2: 1.45, 3: 1.2, 4: 1.1}.get(in_flight, 0.8)
+
+
+@pytest.fixture
+def servers() -> tuple[str, str]:
+    base = FakeServer(FakeState(schedule=DriftSchedule(token_delay_s=0.002, jitter=0.04, seed=1)))
+    fast = FakeServer(FakeState(drafting=True, load_speed=_load_curve,
+                                schedule=DriftSchedule(token_delay_s=0.002, jitter=0.04, seed=2)))
+    base.start()
+    fast.start()
+    try:
+        yield base.url, fast.url
+    finally:
+        base.stop()
+        fast.stop()
+
+
+def test_sweep_finds_where_speculation_stops_paying(servers: tuple[str, str], tmp_path: Path, capsys) -> None:
+    base, fast = servers
+    code = main(["sweep", "--base-url", base, "--spec-url", f"fast={fast}", "--concurrency", "1,2,4,8",
+                 "--category", "coding,qa,rag,summarization", "--limit", "4", "--osl", "16",
+                 "--results-dir", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (folder,) = tmp_path.iterdir()
+    assert {path.name for path in folder.iterdir()} >= {"c1", "c2", "c4", "c8", "sweep.md", "sweep.json", "plots"}
+    lines = out.splitlines()
+    crossover_row = lines[lines.index("Crossover (speculation stops paying)") + 3]
+    assert crossover_row.startswith("fast  between 4 and 8")  # the per-request decode speedup's interval
+    table = [line for line in lines if line.startswith("fast  ") and "[" in line]
+    assert len(table) == 4 and all(line.count("[") >= 2 for line in table)  # decode and latency intervals everywhere
+    assert "faster" in table[0] and "slower" in table[3]
+    # throughput is paired by lock-step batch: 16 samples at concurrency 8 are 2 batches, too few for an interval
+    assert "not enough data" in table[3]
+    assert (folder / "plots" / "sweep_speedup.png").stat().st_size > 10_000
+    # every cell's files are ordinary run files: compare reads them as they are
+    assert main(["compare", "--baseline", str(folder / "c8" / "baseline.json"),
+                 "--speculative", str(folder / "c8" / "fast.json")]) == 0
+    assert capsys.readouterr().out.startswith("Comparison: baseline=")
+    # report and gate accept the sweep folder
+    assert main(["report", "--sweep", str(folder)]) == 0
+    report = (folder / "report.md").read_text()
+    assert "## Sweep" in report and "### fast at concurrency 8" in report
+    assert main(["regress", "--reference", str(folder), "--candidate", str(folder), "--allow-mismatch"]) == 0
+    gate = capsys.readouterr().out
+    assert "c8/fast: overall" in gate and "REGRESSED" not in gate.splitlines()[0]
+
+
+def test_resume_keeps_complete_levels(servers: tuple[str, str], tmp_path: Path, capsys) -> None:
+    base, fast = servers
+    args = ["sweep", "--base-url", base, "--spec-url", f"fast={fast}", "--concurrency", "1,2",
+            "--category", "qa", "--limit", "2", "--osl", "8", "--results-dir", str(tmp_path), "--quiet"]
+    assert main(args) == 0
+    (folder,) = tmp_path.iterdir()
+    capsys.readouterr()
+    assert main([*args, "--resume", str(folder)]) == 0
+    assert "concurrency 1 already complete" in capsys.readouterr().out
+
+
+def _estimate(point: float, low: float, high: float) -> Estimate:
+    return Estimate(DECODE_SPEEDUP, point, low, high, "")
+
+
+def test_crossover_rules() -> None:
+    levels = [1, 2, 4, 8]
+    above = [_estimate(1.5, 1.3, 1.7)] * 4
+    assert crossover(levels, above).text == "not reached up to 8"
+    falling = [_estimate(1.5, 1.3, 1.7), _estimate(1.2, 1.1, 1.3), _estimate(1.02, 0.97, 1.07),
+               _estimate(0.8, 0.7, 0.9)]
+    assert crossover(levels, falling).text == "between 2 and 4"  # the interval first reaches 1.0x at 4
+    unknown = [falling[0], _estimate(1.2, float("nan"), float("nan")), falling[2], falling[3]]
+    assert crossover(levels, unknown).text == "between 1 and 4 (no interval at 2)"
+    assert crossover(levels, [_estimate(0.9, 0.8, 0.99), *above[1:]]).text == "at or below 1"
+
+
+def test_arm_and_level_parsing() -> None:
+    arms = parse_embedded_arms("ngram-mod:draft_max=4,ngram-mod:draft_max=16,ngram-simple")
+    assert [(arm.mode, arm.draft_max) for arm in arms] == [("ngram-mod", 4), ("ngram-mod", 16), ("ngram-simple", None)]
+    assert len({arm.name for arm in arms}) == 3
+    assert parse_levels("8,1,2,4") == (1, 2, 4, 8)
+    assert [arm.name for arm in parse_url_arms(["a=http://x", "b=http://y"])] == ["a", "b"]
+    for bad in ("nope", "ngram-mod:n_max=4", "ngram-mod:draft_max=0"):
+        with pytest.raises(BenchError):
+            parse_embedded_arms(bad)
+    for bad in ("", "0,1", "a,b"):
+        with pytest.raises(BenchError):
+            parse_levels(bad)
+    with pytest.raises(BenchError):
+        parse_url_arms(["baseline=http://x"])
