@@ -113,6 +113,8 @@ def test_server_stopped_and_temp_files_removed(vllm_runs: dict) -> None:
     assert vllm_runs["temp_after"] <= vllm_runs["temp_before"]  # nothing new left in the system temp
 
 
-def test_run_file_records_no_warning(vllm_runs: dict) -> None:
+def test_run_file_records_no_adapter_warning(vllm_runs: dict) -> None:
     for name in ("plain", "stream"):
-        assert not load_run(vllm_runs[name][1]).meta.get("warnings"), name
+        warnings = load_run(vllm_runs[name][1]).info.warnings
+        # the client's own lag warning depends on how busy the machine is; what the adapter missed must be nothing
+        assert [warning for warning in warnings if "event loop" not in warning] == [], name
