@@ -25,7 +25,7 @@ import time
 import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from bench.server._models import ModelError, cache_dir, resolve_model
 
@@ -155,7 +155,57 @@ def _finalize(proc: subprocess.Popen[bytes], workdir: str) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-class EmbeddedServer:
+class ServerProcess:
+    """What the embedded servers share: a child process with its work folder and log, stopped at most once."""
+
+    _proc: subprocess.Popen[bytes] | None
+    _workdir: str | None
+    _finalizer: Any
+    _url: str | None
+    _log_lines: list[str]
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Start the server (each kind of server knows how)."""
+        raise NotImplementedError
+
+    def _terminate(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """End the child process (each kind of server knows how)."""
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the child (SIGTERM, then SIGKILL after `timeout`), keep its log tail, delete its work folder."""
+        proc, workdir = self._proc, self._workdir
+        if proc is None:
+            return
+        self._terminate(proc, timeout)
+        if workdir is not None:
+            self._log_lines = _read_tail(Path(workdir) / "server.log", _LOG_KEEP)
+            shutil.rmtree(workdir, ignore_errors=True)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._proc, self._workdir, self._finalizer, self._url = None, None, None, None
+
+    def is_running(self) -> bool:
+        """True while the child process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, n: int = 20) -> list[str]:
+        """Last `n` lines the child wrote to stdout/stderr (kept after stop())."""
+        if self._workdir is not None:
+            return _read_tail(Path(self._workdir) / "server.log", n)
+        return self._log_lines[-n:] if n > 0 else []
+
+    def __enter__(self) -> Self:
+        """Start the server."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop the server."""
+        self.stop()
+
+
+class EmbeddedServer(ServerProcess):
     """A llama.cpp server running in a child process on 127.0.0.1."""
 
     def __init__(self, config: ServerConfig) -> None:
@@ -270,37 +320,9 @@ class EmbeddedServer:
                 raise ServerError(f"embedded server not healthy after the start timeout: {tail}")
             time.sleep(0.05)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Terminate the child (SIGTERM, then SIGKILL after `timeout`); safe to call repeatedly."""
-        proc, workdir = self._proc, self._workdir
-        if proc is None:
-            return
+    def _terminate(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """SIGTERM the child, SIGKILL it after `timeout`."""
         _kill_child(proc, timeout)
-        if workdir is not None:
-            self._log_lines = _read_tail(Path(workdir) / "server.log", _LOG_KEEP)
-            shutil.rmtree(workdir, ignore_errors=True)
-        if self._finalizer is not None:
-            self._finalizer.detach()
-        self._proc, self._workdir, self._finalizer, self._url = None, None, None, None
-
-    def is_running(self) -> bool:
-        """True while the child process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
-    def log_tail(self, n: int = 20) -> list[str]:
-        """Last `n` lines the child wrote to stdout/stderr (kept after stop())."""
-        if self._workdir is not None:
-            return _read_tail(Path(self._workdir) / "server.log", n)
-        return self._log_lines[-n:] if n > 0 else []
-
-    def __enter__(self) -> EmbeddedServer:
-        """Start the server."""
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Stop the server."""
-        self.stop()
 
     def __repr__(self) -> str:
         """Mode, URL and state, for logs."""

@@ -26,7 +26,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.server._embedded import HOST, ServerError, _http_status, _read_tail, model_path
+from bench.server._embedded import HOST, ServerError, ServerProcess, _http_status, _read_tail, model_path
 from bench.server._models import cache_dir, sha256_of
 
 __all__ = ["VLLM_MODES", "VLLM_REQUIREMENT", "VllmConfig", "VllmServer", "vllm_python"]
@@ -158,7 +158,7 @@ def _set_pdeathsig() -> None:  # pragma: no cover - runs in the forked child
         pass
 
 
-class VllmServer:
+class VllmServer(ServerProcess):
     """A vLLM OpenAI-compatible server on 127.0.0.1, run from the `.venv-vllm` environment."""
 
     engine = "vllm"
@@ -301,28 +301,13 @@ class VllmServer:
                 raise ServerError(f"vLLM server not healthy after the start timeout: {tail}")
             time.sleep(0.5)
 
+    def _terminate(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """End vLLM's whole process group (it runs engine processes of its own)."""
+        _kill_group(proc, timeout)
+
     def stop(self, timeout: float = 20.0) -> None:
         """End the server's process group (SIGTERM, SIGKILL after `timeout`) and delete its work folder."""
-        proc, workdir = self._proc, self._workdir
-        if proc is None:
-            return
-        _kill_group(proc, timeout)
-        if workdir is not None:
-            self._log_lines = _read_tail(Path(workdir) / "server.log", 200)
-            shutil.rmtree(workdir, ignore_errors=True)
-        if self._finalizer is not None:
-            self._finalizer.detach()
-        self._proc, self._workdir, self._finalizer, self._url = None, None, None, None
-
-    def is_running(self) -> bool:
-        """True while the server process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
-    def log_tail(self, n: int = 20) -> list[str]:
-        """Last `n` lines the server wrote (kept after stop())."""
-        if self._workdir is not None:
-            return _read_tail(Path(self._workdir) / "server.log", n)
-        return self._log_lines[-n:] if n > 0 else []
+        super().stop(timeout)
 
     def tags(self) -> dict[str, str]:
         """What to record about this server in a run file: engine version, model, mode and draft length."""
@@ -335,15 +320,6 @@ class VllmServer:
         if draft is not None:
             tags["draft_model"] = draft.name
         return tags
-
-    def __enter__(self) -> VllmServer:
-        """Start the server."""
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Stop the server."""
-        self.stop()
 
     def __repr__(self) -> str:
         """Mode, URL and state, for logs."""
