@@ -40,7 +40,7 @@ def _server(run: Run) -> str | None:
     if described.build:
         parts.append(f"build {described.build}")
     if described.slots:
-        parts.append(f"{described.slots} slots")
+        parts.append(f"{described.slots} slot{'s' if described.slots != 1 else ''}")
     return ", ".join(part for part in parts if part) or None
 
 
