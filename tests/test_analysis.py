@@ -12,7 +12,6 @@ from bench.analysis import (
     DECODE_SPEEDUP,
     LATENCY,
     bootstrap_geomean_ci,
-    config_differences,
     first_difference,
     lossless_check,
     paired_stats,
@@ -149,12 +148,6 @@ def test_repeat_cv() -> None:
     assert row["pred_t_s_cv"] == pytest.approx(float(np.std([10, 11, 12], ddof=1) / 11))
     assert row["latency_cv"] == 0.0
     assert repeat_cv(_run(results[:4])) == []
-
-
-def test_config_differences_warn() -> None:
-    base = _run([], {"osl": 64, "bench": "qualitative"})
-    spec = _run([], {"osl": 128, "bench": "qualitative"})
-    assert config_differences(base, spec) == ["runs differ in osl: baseline=64 speculative=128"]
 
 
 def test_too_few_samples_get_no_interval_and_no_verdict() -> None:

@@ -28,7 +28,7 @@ from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import first_difference, pair_runs, results_frame
 from bench.analysis._reference import compare_runs, compare_summaries
 from bench.analysis._regress import GateRow, GateSide, regress
-from bench.analysis._stats import config_differences, paired_stats
+from bench.analysis._stats import paired_stats
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._sweep import (
     THROUGHPUT_SPEEDUP,
@@ -76,7 +76,6 @@ __all__ = [
     "compare",
     "compare_runs",
     "compare_summaries",
-    "config_differences",
     "crossed_t_interval",
     "crossover",
     "first_difference",

@@ -1,4 +1,4 @@
-"""Paired statistics as flat rows (the comparison's view for callers that want mappings), and config checks."""
+"""Paired statistics as flat rows: the comparison's view for callers that want mappings."""
 
 from __future__ import annotations
 
@@ -21,14 +21,3 @@ def paired_stats(
     rows = paired_rows(baseline, speculative, reference, threshold=threshold,
                        min_pairs=min_pairs)
     return [row.as_cells() for row in rows]
-
-
-def config_differences(baseline: Run, speculative: Run) -> list[str]:
-    """Warnings for settings that should match between two compared runs."""
-    warnings = []
-    for key in ("bench", "osl", "extra_inputs", "category", "dataset"):
-        base_value = baseline.config.get(key)
-        spec_value = speculative.config.get(key)
-        if base_value != spec_value:
-            warnings.append(f"runs differ in {key}: baseline={base_value!r} speculative={spec_value!r}")
-    return warnings
