@@ -158,11 +158,29 @@ def _finalize(proc: subprocess.Popen[bytes], workdir: str) -> None:
 class ServerProcess:
     """What the embedded servers share: a child process with its work folder and log, stopped at most once."""
 
-    _proc: subprocess.Popen[bytes] | None
-    _workdir: str | None
-    _finalizer: Any
-    _url: str | None
-    _log_lines: list[str]
+    kind = "embedded server"
+    """How errors name this kind of server."""
+
+    def __init__(self) -> None:
+        """No process yet: nothing is spawned until start()."""
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._workdir: str | None = None
+        self._finalizer: Any = None
+        self._url: str | None = None
+        self._log_lines: list[str] = []
+        self.start_seconds: float | None = None  # wall time of the last successful start()
+
+    @property
+    def url(self) -> str:
+        """Base URL such as "http://127.0.0.1:PORT" (valid after start)."""
+        if self._url is None:
+            raise ServerError(f"the {self.kind} has not been started")
+        return self._url
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the child process (the vLLM server's process group id), or None if not started."""
+        return self._proc.pid if self._proc is not None else None
 
     def start(self, timeout: float = 120.0) -> None:
         """Start the server (each kind of server knows how)."""
@@ -210,25 +228,8 @@ class EmbeddedServer(ServerProcess):
 
     def __init__(self, config: ServerConfig) -> None:
         """Remember the config; nothing is spawned until start()."""
+        super().__init__()
         self.config = config
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._workdir: str | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], str], EmbeddedServer] | None = None
-        self._url: str | None = None
-        self._log_lines: list[str] = []
-        self.start_seconds: float | None = None  # wall time of the last successful start()
-
-    @property
-    def url(self) -> str:
-        """Base URL such as "http://127.0.0.1:PORT" (valid after start)."""
-        if self._url is None:
-            raise ServerError("the embedded server has not been started")
-        return self._url
-
-    @property
-    def pid(self) -> int | None:
-        """Pid of the child process, or None if not started."""
-        return self._proc.pid if self._proc is not None else None
 
     def check_models(self) -> tuple[Path, Path | None]:
         """Validate the model (and draft) files before anything is spawned."""

@@ -162,28 +162,12 @@ class VllmServer(ServerProcess):
     """A vLLM OpenAI-compatible server on 127.0.0.1, run from the `.venv-vllm` environment."""
 
     engine = "vllm"
+    kind = "vLLM server"
 
     def __init__(self, config: VllmConfig) -> None:
         """Remember the config; nothing is spawned until start()."""
+        super().__init__()
         self.config = config
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._workdir: str | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], str], VllmServer] | None = None
-        self._url: str | None = None
-        self._log_lines: list[str] = []
-        self.start_seconds: float | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL such as "http://127.0.0.1:PORT" (valid after start)."""
-        if self._url is None:
-            raise ServerError("the vLLM server has not been started")
-        return self._url
-
-    @property
-    def pid(self) -> int | None:
-        """Pid of the server process (its process group id), or None if not started."""
-        return self._proc.pid if self._proc is not None else None
 
     @property
     def workdir(self) -> str | None:
