@@ -65,16 +65,19 @@ class Outcome:
     cpu_s: float = 0.0
     note: str = ""
     lag: dict[str, Any] | None = None
+    cpu_wall_s: float = 0.0
 
     @property
     def chunks_per_s(self) -> float:
-        """Content chunks received per second of the receiving window."""
+        """Content chunks received per second of the receiving window (first request sent to last byte)."""
         return self.chunks / self.wall_s if self.wall_s else 0.0
 
     @property
     def cpu_share(self) -> float:
-        """Client CPU seconds per wall second (1.0 = one core busy)."""
-        return self.cpu_s / self.wall_s if self.wall_s else 0.0
+        """Client CPU seconds per wall second of what the CPU was measured over (1.0 = one core busy)."""
+        wall = self.cpu_wall_s or self.wall_s
+        return self.cpu_s / wall if wall else 0.0
+
 
 
 def cpu_seconds() -> float:
@@ -229,7 +232,12 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
     )
     cpu = cpu_seconds() - cpu0
     sent = port_server.stop()
-    outcome = Outcome(wall_s=float(run.meta["elapsed_s"]), cpu_s=cpu, lag=run.meta.get("client_lag"))
+    timed = [result for result in run.results if result.ok and result.sent_s is not None]
+    window = (
+        max(result.sent_s + result.latency_s for result in timed) - min(result.sent_s for result in timed)
+        if timed else float(run.meta["elapsed_s"])
+    )
+    outcome = Outcome(wall_s=window, cpu_s=cpu, lag=run.meta.get("client_lag"), cpu_wall_s=float(run.meta["elapsed_s"]))
     if interrupted or run.failed_samples:
         first = next((result.error for result in run.results if result.error), None)
         outcome.note = f"{run.failed_samples} failed samples; first error: {first}"

@@ -687,6 +687,17 @@ def runner_series(
     return series
 
 
+def measure_streaming(sizes: Sizes, workdir: Path) -> list[tuple[Load, Outcome, Outcome]]:
+    """(load, floor, speedbench) at each streaming load point of issue 17."""
+    streaming = []
+    for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True):
+        load = Load(streams, rate, chunks, sizes.stream_waves)
+        floor_and_client = timed(f"stream load {load.label}",
+                                 lambda load=load: measure_load(load, workdir, f"load{load.streams}"))
+        streaming.append((load, *floor_and_client))
+    return streaming
+
+
 def measure(sizes: Sizes, use_reference: bool) -> tuple[list[Row], list[str]]:
     """Start the servers, take every figure, stop the servers; the table rows and notes."""
     with tempfile.TemporaryDirectory(prefix="speedbench-perf-") as temp:
@@ -713,15 +724,7 @@ def measure(sizes: Sizes, use_reference: bool) -> tuple[list[Row], list[str]]:
         finally:
             server.stop()
         analysis, steps = timed("analysis", lambda: analysis_time(workdir, sizes.records))
-        loads = [
-            Load(streams, rate, chunks, sizes.stream_waves)
-            for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True)
-        ]
-        streaming = []
-        for load in loads:
-            floor_and_client = timed(f"stream load {load.label}",
-                                     lambda load=load: measure_load(load, workdir, f"load{load.streams}"))
-            streaming.append((load, *floor_and_client))
+        streaming = measure_streaming(sizes, workdir)
     rows, notes = table_rows(
         sizes, floor, c1, c64, sse, (startup, startup_post), (rss, rss_wall), ref1, ref64, (analysis, steps)
     )
@@ -865,9 +868,12 @@ def stream_table(streaming: list[tuple[Load, Outcome, Outcome]]) -> tuple[str, l
                     for load, _, _ in streaming) + ".",
         "floor: a minimal epoll loop in the same process that only reads the sockets and timestamps each recv "
         "(content chunks counted by a byte marker, no HTTP or JSON parsing), run against a fresh server just before "
-        "speedbench; speedbench: run_benchmark(stream=True, concurrency=streams), its records' itl_s. CPU cores = "
-        "the receiving process's user+system CPU seconds over the receiving wall time; chunks/s over the same wall "
-        "time (speedbench: the run's elapsed_s, which includes connection set-up and the last stream's tail).",
+        "speedbench; speedbench: run_benchmark(stream=True, concurrency=streams), its records' itl_s, whose times "
+        "are the kernel's receive times of the reads (SO_TIMESTAMPNS), so its error can be below the floor's, "
+        "which timestamps in user space. chunks/s = content chunks over the receiving window (floor: connect to "
+        "last chunk; speedbench: first request sent to last [DONE]). CPU cores = the receiving process's "
+        "user+system CPU seconds over the receiving wall time (speedbench: the run's elapsed_s, which adds the "
+        "run's set-up and the writing of its file).",
         "reference: n/a for streaming - llama.cpp's speed_bench.py always sends \"stream\": false and reads whole "
         "JSON answers, so it cannot stream.",
     ])
@@ -879,6 +885,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not for RESULTS.md)")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference client")
+    parser.add_argument("--streaming-only", action="store_true",
+                        help="only the streaming load rows (issue 17), not the request, start-up and analysis rows")
     parser.add_argument("--setup-reference", action="store_true",
                         help="only fetch the reference client into .cache/reference/ (for the parity tests)")
     args = parser.parse_args(argv)
@@ -888,10 +896,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if setup else 1
     signal.signal(signal.SIGTERM, _raise_exit)
     started = time.perf_counter()
-    rows, notes, streaming = measure(QUICK if args.quick else Sizes(), not args.no_reference)
+    sizes = QUICK if args.quick else Sizes()
+    if args.streaming_only:
+        with tempfile.TemporaryDirectory(prefix="speedbench-perf-") as temp:
+            rows, notes, streaming = [], [], measure_streaming(sizes, Path(temp))
+    else:
+        rows, notes, streaming = measure(sizes, not args.no_reference)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"speedbench perf ({stamp}; {machine_line()})")
-    print(render(rows), end="")
+    if rows:
+        print(render(rows), end="")
     streams_text, stream_notes, stream_missed = stream_table(streaming)
     print()
     print("streaming load: client ITL error against the server's own send gaps")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import math
@@ -158,6 +159,7 @@ def _first_choice(data: Mapping[str, Any]) -> Mapping[str, Any]:
 async def _stream_turn(
     transport: Transport, settings: RequestSettings, engine: Engine, body: bytes
 ) -> _Turn:
+    await transport.pace()  # many streams starting at once take turns; the wait counts as queue wait
     start = time.perf_counter()
     merged: dict[str, Any] = {}
     content: list[str] = []
@@ -169,47 +171,51 @@ async def _stream_turn(
     cumulative = 0
     logprob_entries: list[tuple[int, float | None]] = []
     done = False
+    done_at = 0.0
     chunks = 0
     loads = json.loads
-    async for batch in transport.stream_batches(settings.endpoint, body):
-        if isinstance(batch, Response):
-            raise _http_failure(batch)
-        for event in batch:
-            data = event.data
-            if data == "[DONE]" or data.strip() == "[DONE]":
-                done = True
+    # closed at once on [DONE]: the connection then serves the next request with nothing left of this one
+    async with contextlib.aclosing(transport.stream_batches(settings.endpoint, body)) as batches:
+        async for batch in batches:
+            if isinstance(batch, Response):
+                raise _http_failure(batch)
+            for event in batch:
+                data = event.data
+                if data == "[DONE]" or data.strip() == "[DONE]":
+                    done, done_at = True, event.at
+                    break
+                try:
+                    chunk = loads(data)
+                except ValueError:
+                    raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data[:120]!r}") from None
+                if type(chunk) is not dict:
+                    raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
+                if isinstance(chunk.get("error"), Mapping | str):
+                    raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
+                if isinstance(chunk.get("choices"), list):
+                    chunks += 1
+                text, thought, finish = _delta_text(chunk)
+                if settings.logprobs:
+                    logprob_entries.extend(_logprob_entries(_first_choice(chunk)))
+                tokens = chunk_token_evidence(chunk) if text or thought or "usage" in chunk else None
+                if text or thought:
+                    token_times.append(event.at)
+                    chunk_chars.append(len(text) + len(thought))
+                    if tokens is not None and tokens[0] == "usage":
+                        tokens, cumulative = ("usage", tokens[1] - cumulative), tokens[1]
+                    evidence.append(tokens)
+                elif tokens is not None and tokens[0] == "usage":
+                    cumulative = tokens[1]
+                content.append(text)
+                reasoning.append(thought)
+                finish_reason = finish or finish_reason
+                for key, value in chunk.items():
+                    if key != "choices":
+                        merged[key] = value
+            if done:
                 break
-            try:
-                chunk = loads(data)
-            except ValueError:
-                raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data[:120]!r}") from None
-            if type(chunk) is not dict:
-                raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
-            if isinstance(chunk.get("error"), Mapping | str):
-                raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
-            if isinstance(chunk.get("choices"), list):
-                chunks += 1
-            text, thought, finish = _delta_text(chunk)
-            if settings.logprobs:
-                logprob_entries.extend(_logprob_entries(_first_choice(chunk)))
-            tokens = chunk_token_evidence(chunk) if text or thought or "usage" in chunk else None
-            if text or thought:
-                token_times.append(event.at)
-                chunk_chars.append(len(text) + len(thought))
-                if tokens is not None and tokens[0] == "usage":
-                    tokens, cumulative = ("usage", tokens[1] - cumulative), tokens[1]
-                evidence.append(tokens)
-            elif tokens is not None and tokens[0] == "usage":
-                cumulative = tokens[1]
-            content.append(text)
-            reasoning.append(thought)
-            finish_reason = finish or finish_reason
-            for key, value in chunk.items():
-                if key != "choices":
-                    merged[key] = value
-        if done:
-            break
-    end = time.perf_counter()
+    # the end is when [DONE] arrived (the transport times arrivals at the socket), not when it was parsed
+    end = done_at if done and done_at >= start else time.perf_counter()
     if not done:
         raise SampleFailure("stream_incomplete", "stream ended without [DONE]")
     if not chunks:
