@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import random
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -368,8 +369,9 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str
 class RawServer:
     """A raw asyncio socket server on 127.0.0.1 in a background thread: `handler` owns each connection."""
 
-    def __init__(self, handler: RawHandler) -> None:
+    def __init__(self, handler: RawHandler, tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
+        self.tls = tls
         self.port = 0
         self.connections = 0
         self._loop = asyncio.new_event_loop()
@@ -378,7 +380,7 @@ class RawServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> RawServer:
         self._thread.start()
@@ -398,7 +400,7 @@ class RawServer:
         self._thread.join(5)
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

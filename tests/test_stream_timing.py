@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
 import json
+import random
+import shutil
+import socket
+import ssl
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,9 +24,19 @@ from bench.render import STREAM_DEFINITIONS, stream_text
 from bench.runner import RunConfig, run_benchmark
 from bench.runner._client import chunk_token_counts, per_token_itl
 from bench.runner._lag import LagMonitor
-from bench.runner._transport import SSEDecoder, _Arrivals
+from bench.runner._transport import (
+    READ_BYTES,
+    Response,
+    SSEDecoder,
+    StreamEvent,
+    Transport,
+    _Arrivals,
+    _Pacer,
+    _stamped_socket,
+    _StampedSocket,
+)
 from tests.conftest import make_prompts
-from tests.fakeserver import FakeServer
+from tests.fakeserver import FakeServer, RawServer, read_request
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -196,3 +212,201 @@ def test_journal_fsyncs_beside_the_event_loop(tmp_path: Path, monkeypatch) -> No
     assert callers[0] != threading.main_thread().name  # the periodic sync: not on the caller's thread
     assert callers[-1] == threading.main_thread().name  # close: synchronous
     assert read_journal(journal_path(tmp_path / "r.json"))[1][0].id == "a"
+
+
+# ------------------------------------------------------------- socket-side times, batches and turns (issue 17)
+
+needs_linux_stamps = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+
+
+def _connected_pair() -> tuple[socket.socket, socket.socket]:
+    """(a stamped client socket, the server's end) over loopback TCP."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = _stamped_socket((socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", 0)))
+    client.connect(listener.getsockname())
+    server, _ = listener.accept()
+    listener.close()
+    server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return client, server
+
+
+@needs_linux_stamps
+@pytest.mark.parametrize("method", ["recv", "recv_into"])
+def test_a_late_read_still_says_when_its_bytes_arrived(method: str) -> None:
+    keeper = _stamped_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("", 0)))
+    time.sleep(0.05)  # the kernel turns stamping on a moment after a socket first asks (as Transport does)
+    client, server = _connected_pair()
+    keeper.close()
+    try:
+        assert isinstance(client, _StampedSocket)
+        sent = time.perf_counter()
+        server.sendall(b"x" * 100)
+        time.sleep(0.2)  # the reader is late
+        if method == "recv":
+            assert client.recv(262144) == b"x" * 100
+        else:
+            buffer = bytearray(262144)
+            assert client.recv_into(buffer) == 100 and bytes(buffer[:100]) == b"x" * 100
+        read = time.perf_counter()
+        assert sent - 0.005 <= client.received_at <= sent + 0.1  # arrived at once, read 0.2 s later
+        assert read - client.received_at >= 0.1
+        server.sendall(b"y" * 200_000)
+        time.sleep(0.05)
+        assert len(client.recv(262144)) <= READ_BYTES  # reads are capped
+    finally:
+        client.close()
+        server.close()
+
+
+def _split_events() -> tuple[bytes, list[tuple[str, int]]]:
+    """A stream of varied LF-only event blocks and the (data, end offset) the line rules give for each."""
+    rng = random.Random(17)
+    body = b""
+    expected: list[tuple[str, int]] = []
+    shapes = [
+        (b"data: plain", "plain"), (b"data:nospace", "nospace"), (b"data: two\ndata: lines", "two\nlines"),
+        (b": a comment", None), (b"event: e\ndata: typed", "typed"), (b"id: 7\nretry: 10", None),
+        (b"data: \xc3\xa9t\xc3\xa9", "\u00e9t\u00e9"), (b"data", ""),
+        (b"\ndata: after a blank line", "after a blank line"),
+    ]
+    for _ in range(300):
+        block, data = rng.choice(shapes)
+        body += block + b"\n\n"
+        if data is not None:
+            expected.append((data, len(body)))
+    return body, expected
+
+
+def test_the_lf_fast_path_gives_what_the_line_rules_give_at_any_split() -> None:
+    body, expected = _split_events()
+    crlf = SSEDecoder()  # CRLF input takes the line-by-line path
+    crlf_data = [data for data, _ in crlf.feed_positions(body.replace(b"\n", b"\r\n"))]
+    assert crlf_data == [data for data, _ in expected]
+    rng = random.Random(3)
+    for _ in range(20):
+        decoder = SSEDecoder()
+        got: list[tuple[str, int]] = []
+        start = 0
+        while start < len(body):
+            end = start + rng.randint(1, 400)
+            got += decoder.feed_positions(body[start:end])
+            start = end
+        assert got == expected
+
+
+def test_the_pacer_lets_one_waiting_task_through_per_loop_iteration() -> None:
+    async def main() -> tuple[list[tuple[int, int]], bool]:
+        loop = asyncio.get_running_loop()
+        ticks = [0]
+
+        def tick() -> None:
+            ticks[0] += 1
+            loop.call_soon(tick)
+
+        loop.call_soon(tick)
+        pacer = _Pacer()
+        passed: list[tuple[int, int]] = []
+
+        async def waiter(index: int) -> None:
+            await pacer.turn()
+            passed.append((index, ticks[0]))
+
+        tasks = [asyncio.create_task(waiter(index)) for index in range(6)]
+        await asyncio.sleep(0)
+        tasks[2].cancel()  # a cancelled waiter is skipped, not waited for
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return passed, tasks[2].cancelled()
+
+    passed, cancelled = asyncio.run(main())
+    assert cancelled and [index for index, _ in passed] == [0, 1, 3, 4, 5]
+    assert all(later > earlier for (_, earlier), (_, later) in itertools.pairwise(passed))
+
+
+def _sse_handler(events: list[bytes], pause_s: float, requests: list[int]):
+    """A keep-alive server answering every POST with `events` (chunked SSE), `pause_s` before the last one."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            requests.append(1)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for index, event in enumerate(events):
+                if index == len(events) - 1:
+                    await asyncio.sleep(pause_s)
+                writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                await writer.drain()
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+    return handle
+
+
+async def _collect(batches) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    async for batch in batches:
+        assert not isinstance(batch, Response)
+        events += batch
+    return events
+
+
+EVENTS = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\n', b"data: [DONE]\n\n"]
+
+
+def _blocked_stream(server: RawServer) -> list[StreamEvent]:
+    """Stream from `server` while the client's loop is stuck from 0.05 s to 0.55 s (the last event is due at 0.2 s)."""
+
+    async def main() -> list[StreamEvent]:
+        async with Transport(timeout=10.0) as transport:
+            asyncio.get_running_loop().call_later(0.05, time.sleep, 0.5)
+            return await _collect(transport.stream_batches(server.url + "/v1/chat/completions", b"{}"))
+
+    return asyncio.run(main())
+
+
+def test_events_are_timed_by_arrival_while_the_loop_is_blocked() -> None:
+    with RawServer(_sse_handler(EVENTS, 0.2, [])) as server:
+        events = _blocked_stream(server)
+    assert [event.data for event in events] == ['{"n": 1}', '{"n": 2}', "[DONE]"]
+    if sys.platform.startswith("linux"):
+        assert 0.15 <= events[2].at - events[1].at <= 0.4  # sent 0.2 s apart; read when the loop was free again
+
+
+def test_a_finished_stream_never_silences_the_next_on_the_same_connection() -> None:
+    requests: list[int] = []
+
+    async def main(url: str) -> list[StreamEvent]:
+        async with Transport(timeout=3.0, connections=1) as transport:
+            first = transport.stream_batches(url, b"{}")
+            async for batch in first:  # read up to [DONE], then leave the generator open
+                if any(event.data == "[DONE]" for event in batch):
+                    break
+            second = transport.stream_batches(url, b"{}")
+            head = await second.__anext__()  # the second stream is on the connection the first released
+            await first.aclose()  # the first one's clean-up runs only now
+            return [*head, *await _collect(second)]
+
+    long = [b'data: {"n": %d, "pad": "%s"}\n\n' % (index, b"x" * 200) for index in range(60)]  # > 8 KiB
+    with RawServer(_sse_handler([*long, b"data: [DONE]\n\n"], 0.3, requests)) as server:
+        events = asyncio.run(main(server.url + "/v1/chat/completions"))
+        connections = server.connections
+    assert len(events) == 61 and events[-1].data == "[DONE]" and len(requests) == 2 and connections == 1
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a test certificate")
+def test_a_tls_stream_is_timed_by_arrival_too(tmp_path: Path, monkeypatch) -> None:
+    import aiohttp.connector
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    monkeypatch.setattr(aiohttp.connector, "_SSL_CONTEXT_VERIFIED", ssl.create_default_context(cafile=str(cert)))
+    serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    serving.load_cert_chain(cert, key)
+    with RawServer(_sse_handler(EVENTS, 0.2, []), tls=serving) as server:
+        events = _blocked_stream(server)
+    assert [event.data for event in events] == ['{"n": 1}', '{"n": 2}', "[DONE]"]
+    if sys.platform.startswith("linux"):
+        assert 0.15 <= events[2].at - events[1].at <= 0.4

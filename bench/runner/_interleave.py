@@ -7,7 +7,6 @@ arm writes an ordinary run file with its own journal (resumable) and records `me
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -32,6 +31,7 @@ from bench.runner._runner import (
     _open_journal,
     _prepare_arm,
     _Stop,
+    run_loop,
     signals_to,
 )
 from bench.runner._transport import Transport
@@ -171,7 +171,7 @@ def run_interleaved(
     install_signal_handlers: bool = True,
 ) -> tuple[dict[str, Run], bool]:
     """Synchronous wrapper of `execute_interleaved`."""
-    return asyncio.run(
+    return run_loop(
         execute_interleaved(
             prompts, arms, seed=seed, progress=progress, resume=resume, force=force,
             install_signal_handlers=install_signal_handlers,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import contextlib
 import datetime as dt
 import email.utils
 import functools
@@ -135,6 +136,19 @@ class _StampedSocket(socket.socket):
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         """Read like socket.recv and record in `received_at` when the newest byte read arrived."""
         data, ancillary, _flags, _address = self.recvmsg(min(bufsize, READ_BYTES), _STAMP_SPACE, flags)
+        self._stamp(ancillary)
+        return data
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        """Read like socket.recv_into (asyncio's path for TLS) and record `received_at` likewise."""
+        view = memoryview(buffer).cast("B")
+        size = min(nbytes or len(view), len(view), READ_BYTES)
+        count, ancillary, _flags, _address = self.recvmsg_into([view[:size]], _STAMP_SPACE, flags)
+        self._stamp(ancillary)
+        return count
+
+    def _stamp(self, ancillary: list[tuple[int, int, bytes]]) -> None:
+        """Set `received_at` from a read's ancillary data (the read's own time when it carries no stamp)."""
         now = time.perf_counter()
         self.received_at = now
         for level, kind, payload in ancillary:
@@ -143,7 +157,6 @@ class _StampedSocket(socket.socket):
                 age_ns = time.time_ns() - (seconds * 1_000_000_000 + nanoseconds)
                 if 0 <= age_ns < _MAX_STAMP_AGE_NS:
                     self.received_at = now - age_ns / 1e9
-        return data
 
 
 def _stamped_socket(addr_info: tuple[Any, ...]) -> socket.socket:
@@ -307,9 +320,13 @@ class Transport:
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
         self._pacer = _Pacer()
+        self._stamp_keeper: socket.socket | None = None
 
     async def __aenter__(self) -> Transport:
         """Open the session."""
+        # Linux turns receive stamping on a moment after the first socket asks for it (deferred work), so
+        # the first chunks of the first stream could go unstamped; a socket held open from now asks early.
+        self._stamp_keeper = _stamped_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("", 0)))
         # Idle connections are dropped before servers drop them (llama.cpp's keep-alive timeout is 5 s).
         connector = aiohttp.TCPConnector(
             limit=self._connections, ttl_dns_cache=300, force_close=False, keepalive_timeout=KEEPALIVE_S,
@@ -331,6 +348,9 @@ class Transport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._stamp_keeper is not None:
+            self._stamp_keeper.close()
+            self._stamp_keeper = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -433,8 +453,9 @@ class Transport:
                     batches = _batched_events(response.content, protocol, self.max_body_bytes, deadline, self._pacer)
                 else:
                     batches = _events(response.content, self.max_body_bytes)
-                async for batch in batches:
-                    yield batch
+                async with contextlib.aclosing(batches):
+                    async for batch in batches:
+                        yield batch
         except (TimeoutError, aiohttp.ClientError, OSError, TransportError) as exc:
             raise _classify(exc, url) from exc
 
