@@ -70,7 +70,7 @@ def test_decoder_positions_map_events_to_the_read_that_completed_them() -> None:
     class Reader:
         total_bytes = 5
 
-    arrivals = _Arrivals(Reader(), 1.0)  # type: ignore[arg-type]
+    arrivals = _Arrivals(Reader(), 1.0, _Pacer())  # type: ignore[arg-type]
     arrivals.ends += [12, 20]
     arrivals.times += [2.0, 3.0]
     assert arrivals.time_of(4, 0) == (1.0, 0)

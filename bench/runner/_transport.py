@@ -80,13 +80,15 @@ class _Arrivals:
 
     It also lets the stream's reader sleep until `WAKE_BYTES` are buffered, the body ended or failed, instead
     of being resumed for every read: the protocol records each read's time, so parsing later loses nothing.
+    The reader is woken through the pacer, so batches are parsed one per event-loop iteration.
     """
 
-    __slots__ = ("consumed", "ends", "reader", "times", "waiter", "wake_at")
+    __slots__ = ("consumed", "ends", "pacer", "reader", "times", "waiter", "wake_at")
 
-    def __init__(self, reader: aiohttp.StreamReader, first_at: float) -> None:
+    def __init__(self, reader: aiohttp.StreamReader, first_at: float, pacer: _Pacer) -> None:
         """Start with the body bytes that came with the headers, read at `first_at`."""
         self.reader = reader
+        self.pacer = pacer
         self.ends = [reader.total_bytes]
         self.times = [first_at]
         self.consumed = 0
@@ -106,10 +108,10 @@ class _Arrivals:
         return reader.total_bytes >= self.wake_at or reader.is_eof() or reader.exception() is not None
 
     def wake(self) -> None:
-        """Resume the sleeping reader (if any)."""
+        """Resume the sleeping reader (if any) at its turn."""
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+            self.pacer.admit(waiter)
 
 
 _SO_TIMESTAMPNS = 35  # Linux: SO_TIMESTAMPNS_OLD = SCM_TIMESTAMPNS (the socket module does not name it)
@@ -271,11 +273,12 @@ CONNECT_TIMEOUT_S = 10.0
 class _Pacer:
     """Lets waiting tasks through one per event-loop iteration, so the loop reads its sockets in between.
 
-    asyncio runs every task that became ready before it polls the sockets again. When many streams start or
-    end at once (256 streams finishing in the same 10 ms), their requests, last parses and records would run
-    back to back for a few hundred milliseconds while the other streams' chunks queue up unread; a late read
-    merges chunks and loses their separate arrival times. Through the pacer the same work is spread over
-    iterations, with a poll of the sockets after each task's step.
+    asyncio runs every task that became ready before it polls the sockets again. When many streams start,
+    parse or end at once (256 streams finishing in the same 10 ms), their requests, parses and records would
+    run back to back for up to a few hundred milliseconds while the other streams' chunks queue up unread; a
+    late read merges chunks and loses their separate arrival times. Through the pacer the same work is
+    spread over iterations, one task's step each, with a poll of the sockets between steps. Reads are never
+    paced: a stream whose turn is late only has more to parse when it comes.
     """
 
     def __init__(self) -> None:
@@ -285,13 +288,16 @@ class _Pacer:
 
     async def turn(self) -> None:
         """Wait until it is this task's turn (the next iteration when nobody else waits)."""
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future = asyncio.get_running_loop().create_future()
+        self.admit(future)
+        await future
+
+    def admit(self, future: asyncio.Future[None]) -> None:
+        """Queue `future`: its result is set at its turn (skipped if it is done by then, e.g. cancelled)."""
         self._waiters.append(future)
         if not self._releasing:
             self._releasing = True
-            loop.call_soon(self._release, loop)
-        await future
+            future.get_loop().call_soon(self._release, future.get_loop())
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         """Let the first task still waiting through; come back next iteration while others wait."""
@@ -466,23 +472,23 @@ async def _batched_events(
     """The events of a streamed body, parsed in batches of a few KiB (`WAKE_BYTES`), each timed by its arrival.
 
     The reader sleeps until the protocol says the batch is ready; each event's `at` is when the read that
-    completed it came off the socket (recorded by `_TimedProtocol`), not when it was parsed. The end of the
-    body waits for its turn at the pacer, like the start of a stream.
+    completed it came off the socket (recorded by `_TimedProtocol`), not when it was parsed. Every batch,
+    the last one included, is parsed at its turn at the pacer, like the start of a stream.
     """
-    arrivals = _Arrivals(reader, protocol.last_at)
+    arrivals = _Arrivals(reader, protocol.last_at, pacer)
     protocol.arrivals = arrivals
     decoder = SSEDecoder()
     search = 0
     try:
         while True:
-            if not arrivals.ready():
+            if arrivals.ready():
+                await pacer.turn()
+            else:  # the protocol wakes the reader through the pacer
                 waiter = arrivals.waiter = asyncio.get_running_loop().create_future()
                 remaining = None if deadline is None else deadline - time.perf_counter()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError("stream exceeded its total timeout")
                 await asyncio.wait_for(waiter, remaining)
-            if reader.is_eof():
-                await pacer.turn()  # the last batch, the sample's record and the next request follow
             chunk = reader.read_nowait(-1)
             if not chunk:
                 if reader.at_eof():
