@@ -84,6 +84,13 @@ def test_save_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
         ('{"summary": [], "results": [{"id": 1}]}', "lacks 'category'"),
         ('{"summary": [], "schema_version": 99}', "newer speedbench"),
         ('{"summary": [], "results": [{"id": "a", "category": "c", "ok": true, "latency_s": "x"}]}', "not a number"),
+        ('{"summary": [], "results": [{"id": "a", "category": "c", "ok": true, "latency_s": true}]}', "not a number"),
+        ('{"summary": [], "results": [{"id": "a", "category": "c", "ok": true, "draft_n": 1.5}]}', "not an integer"),
+        ('{"summary": [], "results": [{"id": "a", "category": "c", "ok": true, "itl_s": [0.1, "x"]}]}',
+         "holds an item that is not a number"),
+        ('{"summary": [], "results": [{"id": "a", "category": "c", "ok": true, "chunk_tokens": [1, true]}]}',
+         "holds an item that is not an integer"),
+        ('{"summary": [], "results": [{"id": "a", "category": "c", "ok": true, "outputs": "text"}]}', "not a list"),
     ],
 )
 def test_bad_files_give_one_clear_error(tmp_path: Path, content: str, message: str) -> None:
@@ -160,3 +167,55 @@ def test_a_version_1_file_loads_with_typed_metadata(tmp_path: Path) -> None:
     saved = tmp_path / "saved.json"
     save_run(run, saved)
     assert json.loads(saved.read_text())["schema_version"] == SCHEMA_VERSION
+
+
+def test_results_load_with_defaults_nulls_and_number_subclasses() -> None:
+    import numpy as np
+
+    from bench.records import result_from_dict
+
+    loaded = result_from_dict({"id": 7, "category": "qa", "ok": 1, "draft_n": None, "itl_s": None, "unknown": 3,
+                               "spec": {"drafts": 2}, "ttft_s": np.float64(0.5), "chunk_tokens": [1, 2]})
+    assert loaded == SampleResult(id="7", category="qa", ok=True, turns=1, latency_s=0.0, draft_n=0,
+                                  spec={"drafts": 2}, ttft_s=0.5, chunk_tokens=(1, 2))
+    assert loaded.spec is not SampleResult(id="x", category="c", ok=True, turns=1, latency_s=0.0).spec
+    fresh = result_from_dict({"id": "a", "category": "c", "ok": True})
+    assert fresh.spec == {} and fresh.outputs == () and fresh.cache_n is None
+
+
+def test_collector_is_paused_while_loading_and_restored_after(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    import bench.records._run as records
+    from bench.records import collector_paused
+
+    seen: list[bool] = []
+    original = records.run_from_dict
+    monkeypatch.setattr(records, "run_from_dict",
+                        lambda data, source: seen.append(gc.isenabled()) or original(data, source))
+    path = tmp_path / "r.json"
+    save_run(Run(config={}, selected_samples=0, results=(), summary=()), path)
+    assert gc.isenabled()
+    load_run(path)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a collector the caller had off stays off
+    finally:
+        gc.enable()
+    with pytest.raises(BenchError):
+        load_run(tmp_path / "missing.json")
+    assert gc.isenabled()
+
+
+def test_latest_is_the_last_attempt_per_sample_in_first_seen_order() -> None:
+    def result(sample: str, ok: bool, repeat: int = 0) -> SampleResult:
+        return SampleResult(id=sample, category="c", ok=ok, turns=1, latency_s=1.0, repeat=repeat)
+
+    run = Run(config={}, selected_samples=2, summary=(),
+              results=(result("a", False), result("b", True), result("a", True), result("a", False, repeat=1)))
+    assert run.latest == (result("a", True), result("b", True), result("a", False, repeat=1))
+    assert run.latest is run.latest

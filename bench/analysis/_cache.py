@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench._constants import OVERALL
-from bench.records import Run, SampleResult, latest_by_key
+from bench.records import Run, SampleResult
 
 CACHED_SHARE = 0.5
 """A first turn counts as served from the cache when cache_n covers at least this share of its prompt tokens."""
@@ -124,8 +124,8 @@ def _arm(results: Iterable[SampleResult]) -> ArmCache:
 
 def cache_use(baseline: Run, speculative: Run) -> CacheUse:
     """Per category and overall: first turns served from the prompt cache in each arm, and samples that differ."""
-    base = latest_by_key(baseline.results)
-    spec = latest_by_key(speculative.results)
+    base = baseline.latest
+    spec = speculative.latest
     base_by_key = {result.key: result for result in base}
     differing: list[tuple[str, str]] = []
     for result in spec:

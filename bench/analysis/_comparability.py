@@ -252,6 +252,10 @@ def _same_file(first: Run, second: Run) -> bool:
             return True
         if None not in digests:
             return False
+    if first is second:
+        return True
+    if len(first.results) != len(second.results) or first.results[:1] != second.results[:1]:
+        return False  # different contents, seen without serialising both runs
     return _content_digest(first) == _content_digest(second)
 
 

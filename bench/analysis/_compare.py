@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from bench._constants import DEFAULT_THRESHOLD, OVERALL
 from bench._errors import BenchError
 from bench.analysis._cache import CacheUse, cache_use
@@ -20,11 +22,11 @@ from bench.analysis._intervals import (
     verdict,
 )
 from bench.analysis._lossless import lossless_check
-from bench.analysis._paired import pair_runs, paired_interval
+from bench.analysis._paired import pair_runs, paired_interval, require_pairs
 from bench.analysis._reference import compare_summaries
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv, speedup_repeat_cv
-from bench.records import Acceptance, Run
+from bench.records import Acceptance, Run, collector_paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,25 @@ def compare(
     comparability: Comparability | None = None,
 ) -> Comparison:
     """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld."""
+    with collector_paused():
+        return _compare(baseline, speculative, stats=stats, threshold=threshold, min_pairs=min_pairs,
+                        baseline_label=baseline_label, speculative_label=speculative_label, strict=strict,
+                        comparability=comparability)
+
+
+def _compare(
+    baseline: Run,
+    speculative: Run,
+    *,
+    stats: bool,
+    threshold: float,
+    min_pairs: int,
+    baseline_label: str | None,
+    speculative_label: str | None,
+    strict: bool,
+    comparability: Comparability | None,
+) -> Comparison:
+    """compare's work, with the collector paused."""
     reference = reference_rows(baseline, speculative)
     labels = {
         "baseline_label": baseline_label or str(baseline.path or "baseline"),
@@ -161,9 +182,9 @@ def compare(
     if not stats:
         return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
                           **labels)
+    paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
     try:
-        rows = paired_rows(baseline, speculative, reference, threshold=threshold,
-                           min_pairs=min_pairs)
+        rows = paired_rows(baseline, speculative, reference, threshold=threshold, min_pairs=min_pairs, paired=paired)
         note = None
     except BenchError as exc:
         if strict:
@@ -176,11 +197,11 @@ def compare(
         threshold=threshold,
         stats=rows,
         stats_note=note,
-        lossless=tuple(lossless_check(baseline, speculative)),
+        lossless=tuple(lossless_check(baseline, speculative, paired=paired)),
         streaming={name: tuple(stream_latency_stats(run)) for name, run in (("baseline", baseline),
                                                                             ("speculative", speculative))},
         variation={name: tuple(repeat_cv(run)) for name, run in (("baseline", baseline), ("speculative", speculative))},
-        speedup_variation=tuple(speedup_repeat_cv(baseline, speculative)),
+        speedup_variation=tuple(speedup_repeat_cv(baseline, speculative, paired=paired)),
         comparability=checked,
         cache=cache_use(baseline, speculative),
         **labels,
@@ -194,9 +215,14 @@ def paired_rows(
     *,
     threshold: float,
     min_pairs: int,
+    paired: pd.DataFrame | None = None,
 ) -> tuple[StatsRow, ...]:
-    """Per category and overall: geometric-mean decode and latency speedups with intervals and verdicts."""
-    paired = pair_runs(baseline, speculative, min_pairs=min_pairs)
+    """Per category and overall: geometric-mean decode and latency speedups with intervals and verdicts.
+
+    `paired` is `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already."""
+    if paired is None:
+        paired = pair_runs(baseline, speculative, min_pairs=min_pairs)
+    require_pairs(paired, baseline, speculative, min_pairs)
     spec_summary = {row.get("category"): row for row in speculative.summary}
     reference_by_category = {row.category: row for row in reference}
     acceptance_length = acceptance_length_by_category(speculative)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from bench.analysis._grouping import each_category
 from bench.analysis._paired import first_difference, pair_runs
-from bench.records import Run, SampleResult, decode_margins, latest_by_key
+from bench.records import Run, SampleResult, decode_margins
 
 NEAR_TIE_MARGIN = 0.1
 """A first divergence is a near-tie when the baseline's top two tokens there were within this many nats of
@@ -68,15 +70,19 @@ def _divergence_token(
     return token, base[token][1]
 
 
-def lossless_check(baseline: Run, speculative: Run, *, threshold: float = NEAR_TIE_MARGIN) -> list[dict[str, Any]]:
+def lossless_check(
+    baseline: Run, speculative: Run, *, threshold: float = NEAR_TIE_MARGIN, paired: pd.DataFrame | None = None
+) -> list[dict[str, Any]]:
     """Per category: identical outputs, where others differ, and each first divergence classified by its margin.
 
     Keys per row: category, compared, identical, first_diff ("id@char, ..."), near_tie, real, unclassified (counts
-    of differing samples by kind), divergences (list of `divergence` dicts), near_tie_threshold.
+    of differing samples by kind), divergences (list of `divergence` dicts), near_tie_threshold. `paired` is
+    `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already.
     """
-    paired = pair_runs(baseline, speculative, min_pairs=0)
-    base_by_key = {result.key: result for result in latest_by_key(baseline.results)}
-    spec_by_key = {result.key: result for result in latest_by_key(speculative.results)}
+    if paired is None:
+        paired = pair_runs(baseline, speculative, min_pairs=0)
+    base_by_key = {result.key: result for result in baseline.latest}
+    spec_by_key = {result.key: result for result in speculative.latest}
     rows = []
     for category, group in each_category(paired):
         known = group[group["identical"].notna()]

@@ -2,35 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
 from bench.analysis._intervals import bootstrap_geomean_ci
-from bench.records import Run, latest_by_key
+from bench.records import Run
+
+_FRAME_COLUMNS = ("id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n",
+                  "accepted", "output")
 
 
 def results_frame(run: Run) -> pd.DataFrame:
     """One row per (sample, repeat) of a run, the last attempt of each kept."""
-    rows = [
-        {
-            "id": r.id,
-            "repeat": r.repeat,
-            "category": r.category,
-            "ok": r.ok,
-            "latency_s": r.latency_s,
-            "pred_t_s": r.predicted_per_second if r.predicted_per_second is not None else r.client_decode_t_s,
-            "server_decode_t_s": r.server_decode_t_s,
-            "draft_n": r.draft_n,
-            "accepted": r.draft_n_accepted,
-            "output": "\n\n".join(r.outputs) if r.outputs else None,
-        }
-        for r in latest_by_key(run.results)
-    ]
-    columns = ["id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n", "accepted",
-               "output"]
-    frame = pd.DataFrame(rows, columns=columns)
+    latest = run.latest
+    columns: dict[str, list[Any]] = {
+        "id": [r.id for r in latest],
+        "repeat": [r.repeat for r in latest],
+        "category": [r.category for r in latest],
+        "ok": [r.ok for r in latest],
+        "latency_s": [r.latency_s for r in latest],
+        "pred_t_s": [r.predicted_per_second if r.predicted_per_second is not None else r.client_decode_t_s
+                     for r in latest],
+        "server_decode_t_s": [r.server_decode_t_s for r in latest],
+        "draft_n": [r.draft_n for r in latest],
+        "accepted": [r.draft_n_accepted for r in latest],
+        "output": ["\n\n".join(r.outputs) if r.outputs else None for r in latest],
+    }
+    frame = pd.DataFrame(columns, columns=list(_FRAME_COLUMNS))
     # typed even when empty: an empty object-dtype "ok" column would index columns, not rows
     return frame.astype({"ok": bool})
 
@@ -53,12 +55,7 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
     base = base[base["ok"]]
     spec = spec[spec["ok"]]
     merged = base.merge(spec, on=["id", "repeat"], suffixes=("_base", "_spec"))
-    if len(merged) < min_pairs:
-        raise BenchError(
-            f"only {len(merged)} successful samples match between the runs "
-            f"(baseline {len(base)}, speculative {len(spec)}); at least {min_pairs} needed: "
-            "run both over the same prompts"
-        )
+    require_pairs(merged, baseline, speculative, min_pairs)
     merged = merged.rename(columns={"category_spec": "category"}).drop(columns=["category_base"])
     merged["decode_speedup"] = decode_speedups(merged)
     merged["latency_speedup"] = merged["latency_s_base"] / merged["latency_s_spec"]
@@ -75,6 +72,18 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
     merged["identical"] = pd.array(identical, dtype="boolean")
     merged["first_diff"] = pd.array(first_diff, dtype="Int64")
     return merged
+
+
+def require_pairs(paired: pd.DataFrame, baseline: Run, speculative: Run, min_pairs: int) -> None:
+    """Raise BenchError when fewer than `min_pairs` successful samples of the two runs were paired."""
+    if len(paired) >= min_pairs:
+        return
+    base_ok = sum(r.ok for r in baseline.latest)
+    spec_ok = sum(r.ok for r in speculative.latest)
+    raise BenchError(
+        f"only {len(paired)} successful samples match between the runs "
+        f"(baseline {base_ok}, speculative {spec_ok}); at least {min_pairs} needed: run both over the same prompts"
+    )
 
 
 def decode_speedups(merged: pd.DataFrame) -> pd.Series:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from bench.analysis._grouping import each_category_of
-from bench.records import Run, latest_by_key
+from bench.records import Run
 
 
 def _percentiles(values: Sequence[float], prefix: str) -> dict[str, float | None]:
@@ -29,7 +29,7 @@ def stream_latency_stats(run: Run) -> list[dict[str, Any]]:
     (tokens - 1) (older run files: computed so over single-turn samples); queue wait is sent - scheduled;
     client decode t/s is averaged. Empty when the run was not streamed. Definitions: bench.render STREAM_DEFINITIONS.
     """
-    ok = [result for result in latest_by_key(run.results) if result.ok and result.ttft_s is not None]
+    ok = [result for result in run.latest if result.ok and result.ttft_s is not None]
     if not ok:
         return []
     rows = []

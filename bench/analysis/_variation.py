@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from bench.analysis._grouping import each_category
 from bench.analysis._paired import pair_runs, results_frame
@@ -30,14 +31,18 @@ def repeat_cv(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
-def speedup_repeat_cv(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
+def speedup_repeat_cv(
+    baseline: Run, speculative: Run, *, paired: pd.DataFrame | None = None
+) -> list[dict[str, Any]]:
     """Per category, for paired decode and latency speedups: the between-repeat CV (of each repeat's geometric-mean
     speedup) next to the within-run CV (spread of per-sample speedups inside a repeat, pooled over repeats).
 
     Keys per row: category, repeats, decode_speedup_between_cv, decode_speedup_within_cv,
     latency_speedup_between_cv, latency_speedup_within_cv (None where undefined). Empty with fewer than 2 repeats.
+    `paired` is `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already.
     """
-    paired = pair_runs(baseline, speculative, min_pairs=0)
+    if paired is None:
+        paired = pair_runs(baseline, speculative, min_pairs=0)
     if paired.empty or paired["repeat"].nunique() < 2:
         return []
     rows = []

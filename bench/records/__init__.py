@@ -10,7 +10,15 @@ from bench.records._journal import Journal, journal_path, read_journal
 from bench.records._lock import lock_path, output_lock
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
-from bench.records._run import Run, dumps_run, load_comparison_folder, load_run, run_from_dict, save_run
+from bench.records._run import (
+    Run,
+    collector_paused,
+    dumps_run,
+    load_comparison_folder,
+    load_run,
+    run_from_dict,
+    save_run,
+)
 from bench.records._schema import SCHEMA_VERSION, finite
 from bench.records._summary import summarize, summarize_group
 
@@ -25,6 +33,7 @@ __all__ = [
     "SampleResult",
     "ServerDescription",
     "acceptance_summary",
+    "collector_paused",
     "counter_acceptance",
     "counter_deltas",
     "decode_margins",

@@ -6,9 +6,11 @@ writes, so each tool reads the other's files. The format history is in `_schema.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -37,6 +39,11 @@ class Run:
     def info(self) -> RunMeta:
         """The run's metadata, typed."""
         return RunMeta.from_mapping(self.meta)
+
+    @cached_property
+    def latest(self) -> tuple[SampleResult, ...]:
+        """The last attempt of each (sample, repeat), in first-seen order: what analysis reads (computed once)."""
+        return tuple(latest_by_key(self.results))
 
     @cached_property
     def settings(self) -> RunSettings:
@@ -157,9 +164,31 @@ def check_summary_row(row: Mapping[str, Any], source: str) -> None:
             raise BenchError(f"{source}: summary row {row['category']!r} field {key!r} is {value!r}, not a number")
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector, restoring its state after.
+
+    Parsing a run file and building its records, or comparing two runs, makes millions of objects that hold no
+    cycles; with the collector on, every burst of allocations sets off a pass over all of them (loading 50,000
+    records: 1.3-2.0 s against 0.8-0.9 s paused on this 2-core VM).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Load a run file (speedbench's or the reference's JSON, or a speedbench journal `.jsonl`)."""
-    source = str(path)
+    with collector_paused():
+        return _load_run(str(path))
+
+
+def _load_run(source: str) -> Run:
+    """load_run's work, with the collector paused."""
     if source.endswith(".jsonl"):
         header, journalled = read_journal(source)
         results = latest_by_key(journalled)
@@ -186,8 +215,6 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     except json.JSONDecodeError as exc:
         raise BenchError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     return run_from_dict(data, source)
-
-
 
 
 def load_comparison_folder(path: str | os.PathLike[str]) -> tuple[Run, Run]:
