@@ -323,3 +323,25 @@ def test_resume_refuses_the_same_ids_with_other_text(fake_server: FakeServer, tm
     changed = replace(prompts, samples=(replace(prompts.samples[0], turns=("other text",)), *prompts.samples[1:]))
     with pytest.raises(BenchError, match="prompts differ"):
         run_benchmark(changed, _config(fake_server), output=output, resume=True, install_signal_handlers=False)
+
+
+def test_run_loop_holds_full_collections_back_for_the_run_and_restores_the_collector() -> None:
+    import gc
+
+    from bench.runner._runner import FULL_COLLECTIONS_HELD, run_loop
+
+    before = gc.get_threshold()
+
+    async def inside() -> tuple[tuple[int, int, int], int]:
+        return gc.get_threshold(), gc.get_freeze_count()
+
+    thresholds, frozen = run_loop(inside())
+    assert thresholds == (before[0], before[1], FULL_COLLECTIONS_HELD) and frozen > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+    async def failing() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        run_loop(failing())
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
