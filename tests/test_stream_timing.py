@@ -171,6 +171,20 @@ def test_compare_stats_prints_the_streaming_table(fake_server: FakeServer, tmp_p
     assert "itl_tok_p50" in out and "queue wait:" in out and "speculative: Streaming latencies" in out
 
 
+
+def test_the_report_shows_the_streaming_tables_with_their_definitions(fake_server: FakeServer,
+                                                                     tmp_path: Path) -> None:
+    from bench.analysis import compare
+    from bench.render import render_report
+
+    _, base = _streamed(fake_server, tmp_path, "b.json")
+    _, spec = _streamed(fake_server, tmp_path, "s.json")
+    report = render_report(compare(load_run(base), load_run(spec)))
+    for arm in ("baseline", "speculative"):
+        assert f"## Streaming latencies ({arm})" in report
+    assert "itl_tok_p50" in report and "tpot_p99" in report and "queue_p99" in report
+    assert all(f"- {name}: {definition}" in report for name, definition in STREAM_DEFINITIONS.items())
+
 def _perf_module():
     spec = importlib.util.spec_from_file_location("perf_under_test", ROOT / "benchmarks" / "perf.py")
     module = importlib.util.module_from_spec(spec)
