@@ -197,3 +197,15 @@ def test_runner_records_the_prompt_digest_in_the_run_file(fake_server: FakeServe
     saved = json.loads(output.read_text())
     assert saved["prompts_sha256"] == prompts_digest(prompts)
     assert load_run(output).meta["prompts_sha256"] == prompts_digest(prompts)
+
+
+def test_warnings_a_run_recorded_are_shown_to_the_reader() -> None:
+    from bench.analysis import compare
+    from bench.render import render_report
+
+    lagged = "the client's event loop was later than the median gap between streamed chunks (5.0 ms) in 9 of 90"
+    base, spec = _run(meta={"warnings": []}), _run(meta={"warnings": [lagged]}, drafted=4)
+    check = check_comparable(base, spec)
+    assert check.notes == (f"the speculative run warned: {lagged}",) and check.differences == ()
+    assert f"note: the speculative run warned: {lagged}" in check.lines()
+    assert lagged in render_report(compare(base, spec))

@@ -161,6 +161,26 @@ def test_lag_monitor_reports_a_blocked_loop_through_the_progress_hook() -> None:
     assert messages and "event loop stalled" in messages[0]
 
 
+
+def test_lag_later_than_the_chunk_gap_warns_that_chunks_may_merge() -> None:
+    class Hook:
+        def message(self, text: str) -> None:
+            raise AssertionError("no live message expected")
+
+    def streamed(gaps: tuple[float, ...], ok: bool = True) -> SampleResult:
+        return SampleResult(id="s", category="x", ok=ok, turns=1, latency_s=1.0, itl_s=gaps)
+
+    monitor = LagMonitor(Hook())  # type: ignore[arg-type]
+    monitor.lags = [0.001] * 95 + [0.007] * 5  # p99 7 ms: under the 10 ms threshold of the plain warning
+    assert monitor.warning() is None
+    assert monitor.notes([streamed((0.010, 0.012, 0.011))]) == []  # 11 ms between chunks: no read that late
+    notes = monitor.notes([streamed((0.005, 0.005, 0.006)), streamed((0.001,), ok=False)])
+    assert len(notes) == 1 and "median gap between streamed chunks (5.0 ms)" in notes[0]
+    assert "in 5 of 100 samples (p99 7.0 ms)" in notes[0]
+    assert monitor.notes([SampleResult(id="n", category="x", ok=True, turns=1, latency_s=1.0)]) == []  # not streamed
+    monitor.lags = [0.001] * 95 + [0.020] * 5
+    assert len(monitor.notes([streamed((0.005,))])) == 2  # both: saturated, and merging
+
 def test_compare_stats_prints_the_streaming_table(fake_server: FakeServer, tmp_path: Path, capsys) -> None:
     from bench.cli import main
 

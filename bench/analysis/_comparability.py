@@ -181,6 +181,8 @@ def _check(first: Run, second: Run, labels: tuple[str, str], *, same_mode_expect
         )
         notes.append(f"the {labels[0]} run drafted tokens: it was not run without speculative decoding")
 
+    for label, run in zip(labels, (first, second), strict=True):
+        notes.extend(f"the {label} run warned: {warning}" for warning in run.info.warnings)
     arms = tuple(_arm_state(label, run) for label, run in zip(labels, (first, second), strict=True))
     return Comparability(differences=tuple(differences), notes=tuple(notes), checked=True, arms=arms)
 

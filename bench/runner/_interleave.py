@@ -136,10 +136,9 @@ async def execute_interleaved(
                     finally:
                         await lag.stop()
                     progress.finish()
-                    lag_note = lag.warning()
                     for name, arm in prepared.items():
                         concluded[name] = await _conclude_arm(
-                            arm, transports[name], progress, stop, [lag_note] if lag_note else []
+                            arm, transports[name], progress, stop, lag.notes(arm.new_results)
                         )
         finally:
             for arm in prepared.values():

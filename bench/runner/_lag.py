@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bench.records import SampleResult
 from bench.runner._progress import Progress
 
 LAG_INTERVAL_S = 0.01
@@ -85,3 +88,28 @@ class LagMonitor:
             f"threshold {summary['threshold_ms']:.0f} ms): the client was saturated and its streamed latencies "
             "include its own delay; lower --concurrency or run the client on a less busy machine"
         )
+
+    def merge_warning(self, chunk_gaps_s: Sequence[float]) -> str | None:
+        """For a streamed run: a warning when the loop's p99 lag exceeded the median gap between chunks, else None.
+
+        Reads are timed by the kernel's receive time, so a late loop does not delay them; but a read later than
+        the gap to the next chunk finds both chunks merged by the kernel under the newer one's time.
+        """
+        if not self.lags or not chunk_gaps_s:
+            return None
+        summary = self.summary()
+        gap_s = statistics.median(chunk_gaps_s)
+        if summary is None or summary["p99_ms"] <= gap_s * 1000:
+            return None
+        late = sum(lag > gap_s for lag in self.lags)
+        return (
+            f"the client's event loop was later than the median gap between streamed chunks ({gap_s * 1000:.1f} ms) "
+            f"in {late} of {len(self.lags)} samples (p99 {summary['p99_ms']:.1f} ms): chunks that reach a socket "
+            "read that late share one receive time, so some ITL entries merge two gaps into one; lower "
+            "--concurrency for exact ITL"
+        )
+
+    def notes(self, results: Iterable[SampleResult]) -> list[str]:
+        """The end-of-run warnings about the client's own lag for a run with these results (none when it kept up)."""
+        gaps = [gap for result in results if result.ok for gap in result.itl_s]
+        return [note for note in (self.warning(), self.merge_warning(gaps)) if note]

@@ -659,9 +659,8 @@ async def execute(
                     finally:
                         await lag.stop()
                     progress.finish()
-                    lag_note = lag.warning()
                     results, acceptance, notes = await _conclude_arm(
-                        arm, transport, progress, stop, [lag_note] if lag_note else []
+                        arm, transport, progress, stop, lag.notes(arm.new_results)
                     )
         finally:
             _close_journal(arm, stop)
