@@ -19,6 +19,7 @@ DRAFT  ?=
 BASE_URL ?=
 SPEC_URL ?=
 THREADS ?= 1
+STREAM ?=
 
 .PHONY: install vllm-env test test-fast test-vllm bench sweep report perf lint clean
 
@@ -56,7 +57,7 @@ test-vllm: $(STAMP) $(VLLM_STAMP)
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
-		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL))
+		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream)
 
 # Where speculation stops paying: two ngram-mod draft lengths against the baseline at concurrency 1, 2 and 4.
 SWEEP_LEVELS ?= 1,2,4

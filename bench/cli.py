@@ -283,6 +283,7 @@ def cmd_bench(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
         interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
+        stream=args.stream,
     )
     return run_pipeline(config, out=out, progress=_progress(args.quiet))
 
@@ -512,6 +513,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order when interleaving")
     bench.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=True,
                        help="ask for top-2 log-probabilities to classify lossless divergences")
+    bench.add_argument("--stream", action="store_true",
+                       help="stream both sides: TTFT, ITL per chunk and per token, TPOT and queue wait in the "
+                            "comparison (default: off, as the reference)")
     bench.set_defaults(handler=cmd_bench)
 
     sweep = command("sweep", "speculative arms against one baseline across concurrency levels (interleaved)")

@@ -82,6 +82,18 @@ def test_interleaved_bench_calls_a_true_1_3x_faster_arm_faster_under_drift(tmp_p
     assert overall["decode_speedup"] == pytest.approx(1.3, rel=0.05)
 
 
+
+def test_bench_stream_streams_both_arms_and_shows_the_streaming_tables(tmp_path: Path, capsys) -> None:
+    for base, spec in _pair(DriftSchedule(token_delay_s=0.001)):
+        folder = _bench(tmp_path, base, spec, "--stream")
+    out = capsys.readouterr().out
+    for name in ("baseline", "speculative"):
+        run = load_run(folder / f"{name}.json")
+        assert run.config["stream"] is True and run.completed_samples == run.selected_samples
+        assert all(result.ttft_s is not None and result.itl_s for result in run.results)
+        assert f"{name}: Streaming latencies" in out
+    assert "itl_tok_p50" in out and "queue wait:" in (folder / "comparison.md").read_text()
+
 def test_arm_order_is_seeded_per_sample_and_both_orders_occur() -> None:
     samples = make_prompts(per_category=10).samples
     orders = [arm_order(0, [(sample, 0)], ("baseline", "speculative")) for sample in samples]

@@ -23,7 +23,8 @@ class PipelineConfig:
     """What `make bench` runs: sample count, output length, speculative mode, model, or external URLs.
 
     `interleave` (default) keeps both servers up and sends each sample to both back to back in a seeded random
-    order; `logprobs` asks both for top-2 log-probabilities so each lossless divergence gets its margin.
+    order; `logprobs` asks both for top-2 log-probabilities so each lossless divergence gets its margin;
+    `stream` streams both sides, so the comparison carries the streaming latencies.
     """
 
     limit: int = 2
@@ -43,6 +44,7 @@ class PipelineConfig:
     interleave: bool = True
     seed: int = 0
     logprobs: bool = True
+    stream: bool = False
     engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (see SERVER_ENGINES)
 
 
@@ -141,6 +143,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     return RunConfig(
         url=endpoint, osl=config.osl, category=config.category, limit=config.limit,
         concurrency=config.concurrency, label=side, timeout=600.0, tags=tags, logprobs=config.logprobs,
+        stream=config.stream,
     )
 
 
