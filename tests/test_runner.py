@@ -145,7 +145,10 @@ def test_streaming_records_ttft_and_client_decode(fake_server: FakeServer, tmp_p
 )
 def test_each_fault_is_recorded_with_its_kind(fake_state: FakeState, fake_server: FakeServer, tmp_path: Path,
                                               fault: str, kind: str, stream: bool) -> None:
-    fake_state.fault = lambda index, body: fault if index == 0 else None
+    # a connection closed before any answer is sent again once (a stale keep-alive): a disconnect is one that
+    # happens to the resent request too
+    fault_indices = (0, 1) if fault == "disconnect" else (0,)
+    fake_state.fault = lambda index, body: fault if index in fault_indices else None
     run, _ = run_benchmark(make_prompts(1), _config(fake_server, stream=stream, timeout=1.0),
                            output=tmp_path / "r.json", install_signal_handlers=False)
     by_id = {result.id: result for result in run.results}
@@ -157,7 +160,7 @@ def test_each_fault_is_recorded_with_its_kind(fake_state: FakeState, fake_server
 
 def test_retries_recover_transport_errors_and_429(fake_state: FakeState, fake_server: FakeServer,
                                                   tmp_path: Path) -> None:
-    faults = {0: "http_429", 1: "disconnect"}
+    faults = {0: "http_429", 1: "disconnect", 2: "disconnect"}  # the second disconnect is the one-time resend
     fake_state.fault = lambda index, body: faults.get(index)
     run, _ = run_benchmark(make_prompts(1, ("qa",)), _config(fake_server, retries=2), output=tmp_path / "r.json",
                            install_signal_handlers=False)

@@ -30,6 +30,7 @@ from bench.runner._transport import (
     SSEDecoder,
     StreamEvent,
     Transport,
+    TransportError,
     _Arrivals,
     _Pacer,
     _stamped_socket,
@@ -425,6 +426,54 @@ def test_a_finished_stream_never_silences_the_next_on_the_same_connection() -> N
         connections = server.connections
     assert len(events) == 61 and events[-1].data == "[DONE]" and len(requests) == 2 and connections == 1
 
+
+
+def test_a_connection_the_server_closed_after_a_stream_is_not_reused_for_the_next_request() -> None:
+    """llama.cpp closes the connection after every streamed answer although its headers say keep-alive."""
+    handled: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        handled.append(1)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                     b"Keep-Alive: timeout=5, max=100\r\n\r\n")
+        for event in EVENTS:
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the client's next request arrives meanwhile and is never read
+        writer.close()
+
+    async def main(url: str) -> tuple[list[list[StreamEvent]], float]:
+        async with Transport(timeout=5.0, connections=1) as transport:
+            first = await _collect(transport.stream_batches(url, b"{}"))
+            sent = time.perf_counter()
+            second = await _collect(transport.stream_batches(url, b"{}"))
+            return [first, second], sent
+
+    with RawServer(handle) as server:
+        (first, second), sent = asyncio.run(main(server.url + "/v1/chat/completions"))
+        connections = server.connections
+    assert [event.data for event in first] == [event.data for event in second] == ['{"n": 1}', '{"n": 2}', "[DONE]"]
+    assert len(handled) == 2 and connections == 2
+    assert second[0].at - sent >= 0.15  # timed from the first attempt: the wait on the closing connection counts
+
+
+def test_a_fresh_connection_closed_before_any_answer_is_a_disconnect_not_a_resend() -> None:
+    seen: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        seen.append(1)
+        writer.close()
+
+    async def main(url: str) -> None:
+        async with Transport(timeout=5.0, connections=1) as transport:
+            await _collect(transport.stream_batches(url, b"{}"))
+
+    with RawServer(handle) as server, pytest.raises(TransportError) as info:
+        asyncio.run(main(server.url + "/v1/chat/completions"))
+    assert info.value.kind == "disconnect" and seen == [1]
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a test certificate")
 def test_a_tls_stream_is_timed_by_arrival_too(tmp_path: Path, monkeypatch) -> None:

@@ -190,6 +190,16 @@ class _TimedProtocol(ResponseHandler):
     last_at = 0.0
     arrivals: _Arrivals | None = None
     stamped: _StampedSocket | None = None
+    requests = 0
+    """Requests sent on this connection so far (aiohttp sets the response parameters once per request)."""
+    heard = False
+    """Whether any byte came back since the current request was sent."""
+
+    def set_response_params(self, **params: Any) -> None:
+        """Count the request about to be sent; nothing of its answer has been heard yet."""
+        self.requests += 1
+        self.heard = False
+        super().set_response_params(**params)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Remember the connection's socket when it carries kernel receive times."""
@@ -203,6 +213,7 @@ class _TimedProtocol(ResponseHandler):
         stamped = self.stamped
         at = stamped.received_at if stamped is not None else time.perf_counter()
         self.last_at = at
+        self.heard = True
         super().data_received(data)
         arrivals = self.arrivals
         if arrivals is not None:
@@ -220,7 +231,15 @@ class _TimedProtocol(ResponseHandler):
             self.arrivals.wake()
 
     def set_exception(self, exc: BaseException, exc_cause: BaseException = _NO_CAUSE) -> None:
-        """Let aiohttp fail the body, then wake a sleeping stream reader."""
+        """Let aiohttp fail the body, then wake a sleeping stream reader.
+
+        A connection closed under a request that was sent on it after an earlier one, before any byte of the
+        answer came back, is marked stale: the server had closed it after its previous answer (llama.cpp does
+        after every streamed one, though its headers say keep-alive), and `Transport._send` sends the request
+        again on a fresh connection.
+        """
+        if isinstance(exc, aiohttp.ServerDisconnectedError) and self.requests > 1 and not self.heard:
+            exc.stale_connection = True  # type: ignore[attr-defined]
         if exc_cause is _NO_CAUSE:
             super().set_exception(exc)
         else:
@@ -371,7 +390,8 @@ class Transport:
         """Send a request; reconnect once if a pooled connection turns out closed before any response.
 
         Servers close idle or used-up keep-alive connections; writing the request then fails before
-        the server has it (aiohttp: "Can not write request body"), so one fresh attempt is safe. Any
+        the server has it (aiohttp: "Can not write request body"), so one fresh attempt is safe; so is one
+        after a reused connection closed before any byte of the answer (`_TimedProtocol.set_exception`). Any
         other failure, a reset after the request was sent included, is not resent here: it is a
         fault to record (and `--retries` to retry, counted). Returns the response (headers read) and
         the perf_counter time of the first attempt, so a reconnect counts in the measured latency.
@@ -383,6 +403,9 @@ class Transport:
                 return response, start
             except aiohttp.ClientOSError as exc:
                 if attempt or _UNSENT not in str(exc):
+                    raise
+            except aiohttp.ServerDisconnectedError as exc:
+                if attempt or not getattr(exc, "stale_connection", False):
                     raise
         raise AssertionError("unreachable")
 
