@@ -56,7 +56,8 @@ class LagMonitor:
                 self._last_warned = now
                 self.progress.message(
                     f"speedbench: warning: the client's event loop stalled {lag * 1000:.1f} ms (threshold "
-                    f"{self.warn_s * 1000:.0f} ms): streamed latencies absorb the client's own delay"
+                    f"{self.warn_s * 1000:.0f} ms): latencies not timed at the socket (non-streamed answers) absorb "
+                    "the client's own delay, and streamed chunks read that late share one arrival time"
                 )
 
     def summary(self) -> dict[str, Any] | None:
@@ -85,8 +86,9 @@ class LagMonitor:
             return None
         return (
             f"the client's event loop lagged {summary['p99_ms']:.1f} ms at p99 (max {summary['max_ms']:.1f} ms, "
-            f"threshold {summary['threshold_ms']:.0f} ms): the client was saturated and its streamed latencies "
-            "include its own delay; lower --concurrency or run the client on a less busy machine"
+            f"threshold {summary['threshold_ms']:.0f} ms): the client was saturated; latencies not timed at the "
+            "socket (non-streamed answers) include its own delay; lower --concurrency or run the client on a less "
+            "busy machine"
         )
 
     def merge_warning(self, chunk_gaps_s: Sequence[float]) -> str | None:
