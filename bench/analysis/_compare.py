@@ -141,6 +141,7 @@ def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:
     return tuple(ReferenceRow(**row) for row in compare_summaries(baseline.summary, speculative.summary))
 
 
+@collector_paused()
 def compare(
     baseline: Run,
     speculative: Run,
@@ -154,25 +155,6 @@ def compare(
     comparability: Comparability | None = None,
 ) -> Comparison:
     """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld."""
-    with collector_paused():
-        return _compare(baseline, speculative, stats=stats, threshold=threshold, min_pairs=min_pairs,
-                        baseline_label=baseline_label, speculative_label=speculative_label, strict=strict,
-                        comparability=comparability)
-
-
-def _compare(
-    baseline: Run,
-    speculative: Run,
-    *,
-    stats: bool,
-    threshold: float,
-    min_pairs: int,
-    baseline_label: str | None,
-    speculative_label: str | None,
-    strict: bool,
-    comparability: Comparability | None,
-) -> Comparison:
-    """compare's work, with the collector paused."""
     reference = reference_rows(baseline, speculative)
     labels = {
         "baseline_label": baseline_label or str(baseline.path or "baseline"),
@@ -221,7 +203,7 @@ def paired_rows(
 
     `paired` is `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already."""
     if paired is None:
-        paired = pair_runs(baseline, speculative, min_pairs=min_pairs)
+        paired = pair_runs(baseline, speculative, min_pairs=0)
     require_pairs(paired, baseline, speculative, min_pairs)
     spec_summary = {row.get("category"): row for row in speculative.summary}
     reference_by_category = {row.category: row for row in reference}

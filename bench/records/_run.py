@@ -166,7 +166,7 @@ def check_summary_row(row: Mapping[str, Any], source: str) -> None:
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector, restoring its state after.
+    """Pause the cyclic garbage collector, restoring its state after (a context manager, or a decorator).
 
     Parsing a run file and building its records, or comparing two runs, makes millions of objects that hold no
     cycles; with the collector on, every burst of allocations sets off a pass over all of them (loading 50,000
@@ -181,14 +181,10 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@collector_paused()
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Load a run file (speedbench's or the reference's JSON, or a speedbench journal `.jsonl`)."""
-    with collector_paused():
-        return _load_run(str(path))
-
-
-def _load_run(source: str) -> Run:
-    """load_run's work, with the collector paused."""
+    source = str(path)
     if source.endswith(".jsonl"):
         header, journalled = read_journal(source)
         results = latest_by_key(journalled)
