@@ -867,9 +867,11 @@ def run_loop(coroutine: Coroutine[Any, Any, _T]) -> _T:
     # What exists before the run (modules, prompts, previous runs' records) is moved out of the collector's
     # reach for its duration: a full collection walks all of it, a 15-20 ms pause on a streamed run's
     # loop, and every stream read during it gets merged chunks (one arrival time for several).
-    # Full (generation 2) collections are also held back until the run ends: one still walks everything the
-    # run made so far, 24-60 ms in a 64-stream run here, long enough to merge several chunks of every stream.
-    # Young collections go on, so short-lived cycles (futures, exceptions) are still freed during the run.
+    # Full (generation 2) collections are also held back until the run ends: one would walk every record the
+    # run has made so far, a pause that grows with the run (the full collection before freezing takes 24-60 ms
+    # here), and a pause longer than the gap between chunks merges them. No full collection was seen during a
+    # 6 s 64-stream run even before this; the hold is for long runs. Young collections go on, so short-lived
+    # cycles (futures, exceptions) are still freed during the run.
     gc.collect()
     gc.freeze()
     thresholds = gc.get_threshold()
