@@ -66,6 +66,7 @@ class Outcome:
     note: str = ""
     lag: dict[str, Any] | None = None
     cpu_wall_s: float = 0.0
+    merge_warned: bool = False
 
     @property
     def chunks_per_s(self) -> float:
@@ -237,7 +238,8 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
         max(result.sent_s + result.latency_s for result in timed) - min(result.sent_s for result in timed)
         if timed else float(run.meta["elapsed_s"])
     )
-    outcome = Outcome(wall_s=window, cpu_s=cpu, lag=run.meta.get("client_lag"), cpu_wall_s=float(run.meta["elapsed_s"]))
+    outcome = Outcome(wall_s=window, cpu_s=cpu, lag=run.meta.get("client_lag"), cpu_wall_s=float(run.meta["elapsed_s"]),
+                      merge_warned=any("gap between streamed chunks" in warning for warning in run.info.warnings))
     if interrupted or run.failed_samples:
         first = next((result.error for result in run.results if result.error), None)
         outcome.note = f"{run.failed_samples} failed samples; first error: {first}"

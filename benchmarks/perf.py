@@ -33,7 +33,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -687,19 +687,39 @@ def runner_series(
     return series
 
 
-def measure_streaming(sizes: Sizes, workdir: Path) -> list[tuple[Load, Outcome, Outcome]]:
-    """(load, floor, speedbench) at each streaming load point of issue 17."""
+BUSY_LIMIT_S = 600.0
+"""A busy-loop process (`--busy`) ends by itself after this long, should perf.py die without stopping it."""
+
+
+@contextlib.contextmanager
+def busy_cores(count: int) -> Iterator[None]:
+    """`count` processes that keep one core each busy (a loaded machine) for the duration, stopped after."""
+    code = f"import time\nend = time.monotonic() + {BUSY_LIMIT_S}\nwhile time.monotonic() < end:\n    pass\n"
+    busy = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+
+
+def measure_streaming(sizes: Sizes, workdir: Path, busy: int = 0) -> list[tuple[Load, Outcome, Outcome]]:
+    """(load, floor, speedbench) at each streaming load point of issue 17, with `busy` cores kept busy."""
     streaming = []
-    for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True):
-        load = Load(streams, rate, chunks, sizes.stream_waves)
-        floor_and_client = timed(f"stream load {load.label}",
-                                 lambda load=load: measure_load(load, workdir, f"load{load.streams}"))
-        streaming.append((load, *floor_and_client))
+    with busy_cores(busy):
+        for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True):
+            load = Load(streams, rate, chunks, sizes.stream_waves)
+            floor_and_client = timed(f"stream load {load.label}",
+                                     lambda load=load: measure_load(load, workdir, f"load{load.streams}"))
+            streaming.append((load, *floor_and_client))
     return streaming
 
 
-def measure(sizes: Sizes, use_reference: bool) -> tuple[list[Row], list[str]]:
-    """Start the servers, take every figure, stop the servers; the table rows and notes."""
+def measure(
+    sizes: Sizes, use_reference: bool, busy: int = 0
+) -> tuple[list[Row], list[str], list[tuple[Load, Outcome, Outcome]]]:
+    """Start the servers, take every figure, stop the servers; the table rows, notes and streaming rows."""
     with tempfile.TemporaryDirectory(prefix="speedbench-perf-") as temp:
         workdir = Path(temp)
         os.chmod(workdir, 0o755)
@@ -724,7 +744,7 @@ def measure(sizes: Sizes, use_reference: bool) -> tuple[list[Row], list[str]]:
         finally:
             server.stop()
         analysis, steps = timed("analysis", lambda: analysis_time(workdir, sizes.records))
-        streaming = measure_streaming(sizes, workdir)
+        streaming = measure_streaming(sizes, workdir, busy)
     rows, notes = table_rows(
         sizes, floor, c1, c64, sse, (startup, startup_post), (rss, rss_wall), ref1, ref64, (analysis, steps)
     )
@@ -844,7 +864,8 @@ def stream_table(streaming: list[tuple[Load, Outcome, Outcome]]) -> tuple[str, l
                     notes.append(
                         f"speedbench's own event-loop lag at {load.label} (run meta client_lag): p50 "
                         f"{lag['p50_ms']:.2f} ms, p99 {lag['p99_ms']:.2f} ms, max {lag['max_ms']:.1f} ms over "
-                        f"{lag['samples']} samples"
+                        f"{lag['samples']} samples; the run warned of merged chunks: "
+                        f"{'yes' if outcome.merge_warned else 'no'}"
                     )
             ratio_text = f"{p99 / floor_p99:.2g}x" if floor_p99 and not math.isnan(floor_p99) else "n/a"
             table.append([
@@ -889,9 +910,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-reference", action="store_true", help="skip the reference client")
     parser.add_argument("--streaming-only", action="store_true",
                         help="only the streaming load rows (issue 17), not the request, start-up and analysis rows")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="keep N cores busy with busy-loop processes during the streaming load (a loaded "
+                             "machine; default: 0)")
     parser.add_argument("--setup-reference", action="store_true",
                         help="only fetch the reference client into .cache/reference/ (for the parity tests)")
     args = parser.parse_args(argv)
+    if args.busy < 0:
+        parser.error(f"--busy must be >= 0 (got {args.busy})")
     if args.setup_reference:
         setup = reference_setup()
         print(f"reference: {setup[1] if setup else 'unavailable (the parity tests will skip, or fail under CI=true)'}")
@@ -901,9 +927,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if args.quick else Sizes()
     if args.streaming_only:
         with tempfile.TemporaryDirectory(prefix="speedbench-perf-") as temp:
-            rows, notes, streaming = [], [], measure_streaming(sizes, Path(temp))
+            rows, notes, streaming = [], [], measure_streaming(sizes, Path(temp), args.busy)
     else:
-        rows, notes, streaming = measure(sizes, not args.no_reference)
+        rows, notes, streaming = measure(sizes, not args.no_reference, args.busy)
+    if args.busy:
+        notes.append(f"streaming load measured with {args.busy} busy-loop processes beside it (--busy {args.busy})")
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"speedbench perf ({stamp}; {machine_line()})")
     if rows:

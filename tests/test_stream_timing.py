@@ -229,6 +229,25 @@ def test_perf_counts_a_missed_target_and_judges_streaming_against_the_floor() ->
     json.dumps(notes)
 
 
+
+def test_perf_busy_cores_load_the_machine_and_stop_after() -> None:
+    import resource
+
+    perf = _perf_module()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with perf.busy_cores(2):
+        time.sleep(0.5)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # counts only children that were waited for: all of them
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.3
+    with pytest.raises(RuntimeError), perf.busy_cores(1):
+        time.sleep(0.3)
+        raise RuntimeError("a failed measurement still stops (and waits for) the busy process")
+    last = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert (last.ru_utime + last.ru_stime) - (after.ru_utime + after.ru_stime) >= 0.1
+    with pytest.raises(SystemExit) as info:
+        perf.main(["--busy", "-1"])
+    assert info.value.code == 2
+
 def test_journal_fsyncs_beside_the_event_loop(tmp_path: Path, monkeypatch) -> None:
     import threading
 
