@@ -1,5 +1,13 @@
 """Running a prompt set against a server: transport, per-sample client, the runner and its progress hooks."""
 
+from bench.runner._arrivals import (
+    ARRIVAL_PROCESSES,
+    TRACE,
+    ArrivalSchedule,
+    arrival_schedule,
+    inter_arrival_cv,
+    load_trace,
+)
 from bench.runner._client import RequestSettings, build_payload, run_sample, send_turn
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._progress import LineProgress, Progress, SilentProgress
@@ -16,7 +24,10 @@ from bench.runner._runner import (
 from bench.runner._transport import SSEDecoder, Transport, TransportError
 
 __all__ = [
+    "ARRIVAL_PROCESSES",
+    "TRACE",
     "ArmSpec",
+    "ArrivalSchedule",
     "LineProgress",
     "Progress",
     "RequestSettings",
@@ -27,8 +38,11 @@ __all__ = [
     "Transport",
     "TransportError",
     "arm_order",
+    "arrival_schedule",
     "build_payload",
     "execute_interleaved",
+    "inter_arrival_cv",
+    "load_trace",
     "machine_info",
     "normalize_base_url",
     "prompts_digest",
