@@ -28,7 +28,7 @@ import numpy as np
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench.analysis._intervals import Metric, bootstrap_ratio_of_sums, t_quantile
+from bench.analysis._intervals import Metric, t_quantile
 from bench.records import Run, SampleResult
 
 ATTAINMENT = Metric("slo_attainment", "SLO attainment", True, "share")
@@ -43,8 +43,9 @@ MIN_REQUESTS = 20
 """Below this many requests (in a row of the table) no attainment or goodput interval is printed."""
 MIN_BLOCKS = 6
 """Below this many blocks no by-block paired interval is printed."""
-BATCHES = 10
-"""Contiguous time batches of the batch-means attainment interval."""
+BATCHES = (5, 10)
+"""Fewest and most contiguous time batches of the batch-means attainment interval (at least 10 requests each
+when there are at least 50: longer batches carry serial correlation better)."""
 FELL_BEHIND = 0.95
 """The client fell behind when it sent at less than this share of the offered rate."""
 
@@ -250,11 +251,11 @@ def wilson_interval(good: int, n: int, *, confidence: float = 0.95) -> tuple[flo
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def batch_means_interval(flags: Sequence[bool], *, batches: int = BATCHES,
-                         confidence: float = 0.95) -> tuple[float, float]:
+def batch_means_interval(flags: Sequence[bool], *, confidence: float = 0.95) -> tuple[float, float]:
     """t-interval of a share over contiguous batches of time-ordered outcomes (robust to serial correlation)."""
     values = np.asarray(flags, dtype=float)
-    count = min(batches, values.size // 2)
+    fewest, most = BATCHES
+    count = min(values.size // 2, max(fewest, min(most, values.size // 25)))
     if count < 2:
         return (math.nan, math.nan)
     means = np.array([chunk.mean() for chunk in np.array_split(values, count)])
@@ -319,7 +320,8 @@ class PairedGoodput:
     difference_by_block: Interval
     """The same difference with its interval over per-block differences."""
     goodput_ratio: Interval
-    """Candidate goodput over baseline goodput, good requests per second of block time, resampled by block."""
+    """Candidate goodput over baseline goodput at the shared schedule: both arms are offered the same requests
+    over the same scheduled time, so it is the ratio of good requests; its interval resamples blocks."""
     verdict: str
 
 
@@ -351,20 +353,17 @@ def paired_goodput(
     for a, b in pairs:
         if a.block is not None:
             blocks.setdefault(a.block, []).append((a, b))
-    block_diffs, good_a, good_b, time_a, time_b = [], [], [], [], []
+    block_diffs, good_a, good_b, sizes = [], [], [], []
     for members in blocks.values():
         flags_a = [a.meets(slo) for a, _ in members]
         flags_b = [b.meets(slo) for _, b in members]
         block_diffs.append(statistics.fmean(flags_b) - statistics.fmean(flags_a))
         good_a.append(sum(flags_a))
         good_b.append(sum(flags_b))
-        time_a.append(_block_span([a for a, _ in members]))
-        time_b.append(_block_span([b for _, b in members]))
+        sizes.append(len(members))
     by_block = _t_mean_interval(block_diffs, confidence, min_blocks, "blocks")
     if len(blocks) >= max(2, min_blocks) and sum(good_a) > 0:
-        point, low, high = bootstrap_ratio_of_sums(np.array(good_a), np.array(time_a), np.array(good_b),
-                                                   np.array(time_b), confidence=confidence, min_samples=min_blocks)
-        ratio = Interval(point, low, high, None if not math.isnan(low) else "too few blocks with good requests")
+        ratio = ratio_of_sums_interval(good_a, good_b, confidence=confidence)
     else:
         reason = "no blocks recorded" if not blocks else (
             f"fewer than {min_blocks} blocks" if len(blocks) < min_blocks else "no good request in the baseline")
@@ -379,6 +378,21 @@ def paired_goodput(
     )
 
 
+def ratio_of_sums_interval(baseline: Sequence[float], candidate: Sequence[float], *,
+                           confidence: float = 0.95) -> Interval:
+    """sum(candidate) / sum(baseline) over paired units with a delta-method t-interval (m - 1 degrees of freedom)."""
+    base = np.asarray(baseline, dtype=float)
+    cand = np.asarray(candidate, dtype=float)
+    units = base.size
+    if units < 2 or base.sum() <= 0:
+        return Interval(math.nan, math.nan, math.nan, "no good request in the baseline")
+    point = float(cand.sum() / base.sum())
+    residuals = cand - point * base
+    half = (t_quantile(0.5 + confidence / 2, units - 1) * float(residuals.std(ddof=1))
+            / (math.sqrt(units) * float(base.mean())))
+    return Interval(point, max(0.0, point - half), point + half)
+
+
 def difference_verdict(interval: Interval, threshold: float) -> str:
     """`better`/`worse` when the interval of a difference excludes 0 and the point exceeds `threshold`."""
     if not interval.has_interval:
@@ -388,10 +402,3 @@ def difference_verdict(interval: Interval, threshold: float) -> str:
     if interval.high < 0 and interval.point < -threshold:
         return "worse"
     return "no significant change"
-
-
-def _block_span(requests: Iterable[RequestTiming]) -> float:
-    """Seconds a block occupied: from its first scheduled arrival to its last end."""
-    members = list(requests)
-    return max(max(r.end_s for r in members) - min(r.scheduled_s for r in members), 1e-9)
-
