@@ -160,7 +160,7 @@ def _paired_arms(rng, blocks, per_block, base, gain):
     return arm_a, arm_b
 
 
-@pytest.mark.parametrize("blocks", [6, 12, 30])
+@pytest.mark.parametrize("blocks", [6, 12, 24])
 def test_paired_difference_by_block_covers_truth(blocks):
     rng = np.random.default_rng(blocks)
     by_block = by_request = ratio = 0
