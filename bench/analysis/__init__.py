@@ -10,6 +10,7 @@ from bench.analysis._comparability import (
     summary_only,
 )
 from bench.analysis._compare import Comparison, Estimate, ReferenceRow, StatsRow, compare
+from bench.analysis._drafter_state import DrafterState, drafter_state, first_repeat
 from bench.analysis._goodput import (
     ACHIEVED_RATE,
     ATTAINMENT,
@@ -91,6 +92,7 @@ __all__ = [
     "Comparison",
     "Crossover",
     "Difference",
+    "DrafterState",
     "Estimate",
     "GateRow",
     "GateSide",
@@ -117,7 +119,9 @@ __all__ = [
     "compare_summaries",
     "crossed_t_interval",
     "crossover",
+    "drafter_state",
     "first_difference",
+    "first_repeat",
     "geomean_t_intervals",
     "goodput",
     "lossless_check",

@@ -1,0 +1,73 @@
+"""The signature of a drafter that remembers earlier requests, on synthetic runs with known behaviour."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.analysis import drafter_state, first_repeat
+from bench.records import Run, SampleResult, summarize
+
+
+def _run(counts):
+    """counts: {(sample, repeat): (drafted, accepted)}."""
+    results = tuple(
+        SampleResult(id=f"s{sample}", category="qa", ok=True, turns=1, latency_s=1.0, repeat=repeat,
+                     draft_n=drafted, draft_n_accepted=accepted)
+        for (sample, repeat), (drafted, accepted) in counts.items())
+    return Run(config={}, selected_samples=len({key[0] for key in counts}), results=results,
+               summary=tuple(summarize(list(results))))
+
+
+def test_memorising_drafter_is_flagged():
+    # ngram-mod as measured: repeat 0 drafts 0-16 per sample, repeats 1-2 draft 48-59, all accepted
+    rng = np.random.default_rng(1)
+    counts = {}
+    for sample in range(11):
+        first = int(rng.integers(0, 17))
+        counts[(sample, 0)] = (first, first // 2)
+        for repeat in (1, 2):
+            later = int(rng.integers(48, 60))
+            counts[(sample, repeat)] = (later, later)
+    state = drafter_state(_run(counts), "ngram-mod")
+    assert state.remembers and state.checked
+    assert state.rose == 11 and state.fell == 0 and state.repeats == 3
+    assert state.accepted_later > 5 * state.accepted_first
+    assert "remembers" in state.message() and "ngram-mod" in state.message()
+
+
+def test_stateless_drafter_at_temperature_zero_is_not_flagged():
+    counts = {(sample, repeat): (32, 20 + sample) for sample in range(11) for repeat in range(3)}
+    state = drafter_state(_run(counts))
+    assert state.checked and not state.remembers and state.rose == state.fell == 0
+    assert state.message() is None
+
+
+def test_noisy_stateless_drafter_rarely_flagged():
+    rng = np.random.default_rng(2)
+    alarms = 0
+    for _ in range(200):
+        counts = {}
+        for sample in range(20):
+            base = int(rng.integers(5, 40))
+            for repeat in range(3):
+                accepted = max(0, base + int(rng.integers(-4, 5)))
+                counts[(sample, repeat)] = (accepted + 10, accepted)
+        alarms += drafter_state(_run(counts)).remembers
+    assert alarms / 200 <= 0.02
+
+
+def test_small_rise_is_not_called_memory():
+    # every sample accepts one token more after repeat 0: consistent, but 2.5%, under the floor
+    counts = {(s, r): (60, 40 + (r > 0)) for s in range(12) for r in range(2)}
+    assert not drafter_state(_run(counts)).remembers
+
+
+def test_single_repeat_cannot_be_checked():
+    state = drafter_state(_run({(s, 0): (10, 5) for s in range(10)}))
+    assert not state.checked and not state.remembers and state.samples == 0
+
+
+def test_first_repeat_keeps_repeat_zero():
+    run = _run({(s, r): (10, 5) for s in range(3) for r in range(3)})
+    assert {r.repeat for r in first_repeat(run).results} == {0}
+    assert len(first_repeat(run).results) == 3
