@@ -1,6 +1,15 @@
 """Embedded servers on loopback: llama.cpp (the `xllamacpp` wheel) in a child process, vLLM from `.venv-vllm`."""
 
-from bench.server._embedded import MODES, EmbeddedServer, ServerConfig, ServerError, default_model_path, model_path
+from bench.server._embedded import (
+    MODES,
+    RESET_BY_RESTART,
+    STATEFUL_MODES,
+    EmbeddedServer,
+    ServerConfig,
+    ServerError,
+    default_model_path,
+    model_path,
+)
 from bench.server._models import DEFAULT_MODEL, MODELS, SMOLLM2, ModelError, cache_dir, model_name, resolve_model
 from bench.server._vllm import VLLM_MODES, VLLM_REQUIREMENT, VllmConfig, VllmServer, vllm_python
 
@@ -8,7 +17,9 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODELS",
     "MODES",
+    "RESET_BY_RESTART",
     "SMOLLM2",
+    "STATEFUL_MODES",
     "VLLM_MODES",
     "VLLM_REQUIREMENT",
     "EmbeddedServer",
