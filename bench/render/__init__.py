@@ -44,6 +44,10 @@ _LAZY = {
     "write_sweep_report": "bench.render._report",
     "render_report": "bench.render._report",
     "RichProgress": "bench.render._rich",
+    "goodput_rate_figure": "bench.render._traffic",
+    "plot_goodput_rate": "bench.render._traffic",
+    "plot_timeline": "bench.render._traffic",
+    "timeline_figure": "bench.render._traffic",
 }
 
 __all__ = [
@@ -60,6 +64,7 @@ __all__ = [
     "format_value",
     "gate_markdown",
     "gate_text",
+    "goodput_rate_figure",
     "json_rows",
     "lossless_markdown",
     "lossless_text",
@@ -67,7 +72,9 @@ __all__ = [
     "markdown_table",
     "mermaid_text",
     "plot_all",
+    "plot_goodput_rate",
     "plot_sweep",
+    "plot_timeline",
     "render_json",
     "render_markdown",
     "render_report",
@@ -82,6 +89,7 @@ __all__ = [
     "sweep_markdown",
     "sweep_text",
     "text_table",
+    "timeline_figure",
     "write_report",
     "write_sweep_report",
 ]
