@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bench.analysis import drafter_state, first_repeat
 from bench.records import Run, SampleResult, summarize
+from bench.runner import RunConfig, run_benchmark
+from tests.conftest import make_prompts
 
 
 def _run(counts):
@@ -71,3 +74,14 @@ def test_first_repeat_keeps_repeat_zero():
     run = _run({(s, r): (10, 5) for s in range(3) for r in range(3)})
     assert {r.repeat for r in first_repeat(run).results} == {0}
     assert len(first_repeat(run).results) == 3
+
+
+@pytest.mark.parametrize("remembers", [True, False])
+def test_repeats_on_a_fake_drafter_that_memorises_are_flagged(fake_state, fake_server, tmp_path, remembers):
+    fake_state.drafting = True
+    fake_state.remembers = remembers
+    run, _ = run_benchmark(make_prompts(4, ("coding", "math")), RunConfig(url=fake_server.url, osl=16, repeat=3),
+                           output=tmp_path / "r.json", install_signal_handlers=False)
+    state = drafter_state(run, "fake")
+    assert state.checked and state.samples == 8
+    assert state.remembers is remembers
