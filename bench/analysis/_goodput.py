@@ -6,10 +6,11 @@ and TTFT and end-to-end latency here add the wait back, so a client that fell be
 built (no coordinated omission). A failed request meets no SLO. TPOT has no queue in it.
 
 Intervals:
-- attainment: the hull of Wilson's score interval (right for independent requests, and at 0% or 100%) and a
+- attainment: the hull of Wilson's score interval (right for independent requests, and at 0% or 100%), the
+  same at the effective number of requests n (1 - r) / (1 + r) (r the lag-1 correlation of the outcomes) and a
   batch-means t-interval over contiguous time batches (right when neighbouring requests share a queue, which
-  Wilson's interval ignores); withheld below `MIN_REQUESTS` requests. Goodput's interval is attainment's
-  times requests per second of the run (the run's duration is taken as fixed).
+  Wilson's interval ignores); withheld below `MIN_REQUESTS` requests or `MIN_REQUESTS / 2` effective ones.
+  Goodput's interval is attainment's times requests per second of the run (its duration taken as fixed).
 - paired A/B: the attainment difference (percentage points) by block (a t-interval over per-block
   differences; the unit that carries drift and queues) and by request (paired t over per-request
   differences); the goodput ratio by block (ratio of summed good requests over summed block time, t on
@@ -273,11 +274,29 @@ def attainment_interval(flags: Sequence[bool], *, confidence: float = 0.95,
     point = sum(flags) / n
     if n < min_requests:
         return Interval(point, math.nan, math.nan, f"fewer than {min_requests} requests")
+    effective = effective_requests(flags)
+    if effective < min_requests / 2:
+        return Interval(point, math.nan, math.nan,
+                        f"outcomes of neighbouring requests are too alike (about {effective:.0f} independent ones)")
     wilson_low, wilson_high = wilson_interval(sum(flags), n, confidence=confidence)
+    # Wilson's interval at the effective number of requests: the AR(1) variance inflation (1 + r) / (1 - r)
+    adjusted_low, adjusted_high = wilson_interval(point * effective, effective, confidence=confidence)
     batch_low, batch_high = batch_means_interval(flags, confidence=confidence)
-    low = min(wilson_low, batch_low) if not math.isnan(batch_low) else wilson_low
-    high = max(wilson_high, batch_high) if not math.isnan(batch_high) else wilson_high
-    return Interval(point, low, high)
+    lows = [value for value in (wilson_low, adjusted_low, batch_low) if not math.isnan(value)]
+    highs = [value for value in (wilson_high, adjusted_high, batch_high) if not math.isnan(value)]
+    return Interval(point, min(lows), max(highs))
+
+
+def effective_requests(flags: Sequence[bool]) -> float:
+    """Independent-equivalent count of time-ordered outcomes: n (1 - r) / (1 + r), r their lag-1 correlation >= 0."""
+    values = np.asarray(flags, dtype=float)
+    n = values.size
+    centred = values - values.mean()
+    denominator = float((centred * centred).sum())
+    if n < 3 or denominator == 0:
+        return float(n)
+    lag1 = max(0.0, min(0.95, float((centred[1:] * centred[:-1]).sum()) / denominator))
+    return n * (1 - lag1) / (1 + lag1)
 
 
 def goodput(run_or_requests: Run | Sequence[RequestTiming], slo: Slo, *, confidence: float = 0.95,
