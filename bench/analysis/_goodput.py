@@ -112,6 +112,8 @@ class RequestTiming:
     """From the scheduled arrival to the last byte."""
     output_tokens: int
     block: int | None
+    decode_t_s: float | None = None
+    """Decode rate: llama.cpp's own where the server gave timings, else the reference's per-sample rate."""
 
     @property
     def queue_wait_s(self) -> float:
@@ -138,7 +140,16 @@ def request_timing(result: SampleResult) -> RequestTiming:
         sent_s=sent, first_token_s=None if result.ttft_s is None else sent + result.ttft_s,
         end_s=sent + result.latency_s, ttft_s=ttft, tpot_s=result.tpot_s, e2e_s=wait + result.latency_s,
         output_tokens=result.completion_tokens if result.ok else 0, block=result.batch,
+        decode_t_s=_decode_rate(result),
     )
+
+
+def _decode_rate(result: SampleResult) -> float | None:
+    """The sample's decode t/s: the server's (n - 1)/t_gen, else its per-sample rate, else the client's."""
+    for value in (result.server_decode_t_s, result.predicted_per_second, result.client_decode_t_s):
+        if value is not None and value > 0:
+            return value
+    return None
 
 
 def request_timings(run: Run) -> tuple[RequestTiming, ...]:
