@@ -87,3 +87,24 @@ def test_rate_sweep_needs_rates():
         rate_sweep([compare_traffic(base, base, names=("a", "b"))])
     with pytest.raises(BenchError, match="pairs up"):
         compare_traffic(base, [], names=("a", "b"))
+
+
+def test_renderings_say_every_part(tmp_path):
+    import json
+
+    from bench.render import goodput_text, rate_sweep_text, throughput_line, traffic_json, traffic_text
+
+    truth = {1.0: 1.5, 2.0: 1.3, 4.0: 1.0}
+    comparisons = [_comparison_at(rate, speedup, seed=int(rate)) for rate, speedup in truth.items()]
+    text = traffic_text(comparisons[0])
+    assert "ngram vs baseline at 1 req/s: 120 paired requests in 12 alternating blocks" in text
+    assert "latency speedup (from schedule)" in text and "attainment change (points)" in text
+    assert "achieved rate" in throughput_line(comparisons[0].throughput_baseline)
+    assert "SLO e2e=2" in goodput_text(comparisons[0].goodput_baseline)
+    markdown = traffic_text(comparisons[0], markdown=True)
+    assert "| metric |" in markdown
+    sweep = rate_sweep(comparisons)
+    rendered = rate_sweep_text(sweep)
+    assert "break-even (ngram, latency from the schedule)" in rendered and "baseline: meets the SLOs" in rendered
+    data = json.loads(traffic_json(sweep))
+    assert data["rates"] == [1.0, 2.0, 4.0] and data["break_even"][0][0] == "ngram"

@@ -37,6 +37,13 @@ from bench.render._tables import (
     summary_text,
     text_table,
 )
+from bench.render._traffic_text import (
+    goodput_text,
+    rate_sweep_text,
+    throughput_line,
+    traffic_json,
+    traffic_text,
+)
 
 _LAZY = {
     "plot_all": "bench.render._plots",
@@ -65,6 +72,7 @@ __all__ = [
     "gate_markdown",
     "gate_text",
     "goodput_rate_figure",
+    "goodput_text",
     "json_rows",
     "lossless_markdown",
     "lossless_text",
@@ -75,6 +83,7 @@ __all__ = [
     "plot_goodput_rate",
     "plot_sweep",
     "plot_timeline",
+    "rate_sweep_text",
     "render_json",
     "render_markdown",
     "render_report",
@@ -89,7 +98,10 @@ __all__ = [
     "sweep_markdown",
     "sweep_text",
     "text_table",
+    "throughput_line",
     "timeline_figure",
+    "traffic_json",
+    "traffic_text",
     "write_report",
     "write_sweep_report",
 ]
