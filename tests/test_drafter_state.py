@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.analysis import drafter_state, first_repeat
+from bench.analysis import drafter_state, first_repeat, recorded_states, state_warnings
 from bench.records import Run, SampleResult, summarize
 from bench.runner import RunConfig, run_benchmark
 from tests.conftest import make_prompts
@@ -85,3 +85,18 @@ def test_repeats_on_a_fake_drafter_that_memorises_are_flagged(fake_state, fake_s
     state = drafter_state(run, "fake")
     assert state.checked and state.samples == 8
     assert state.remembers is remembers
+
+
+def _stated(states):
+    results = tuple(SampleResult(id=f"s{i}", category="qa", ok=True, turns=1, latency_s=1.0, repeat=repeat,
+                                 server_state=state) for repeat, state in enumerate(states) for i in range(3))
+    return Run(config={}, selected_samples=3, results=results, summary=tuple(summarize(list(results))))
+
+
+def test_arms_from_different_server_states_are_flagged():
+    assert recorded_states(_stated(["restart", "restart"])) == {0: frozenset({"restart"}), 1: frozenset({"restart"})}
+    assert state_warnings({"baseline": _stated(["restart"] * 2), "spec": _stated(["restart"] * 2)}) == []
+    lines = state_warnings({"baseline": _stated(["restart", "restart"]), "spec": _stated(["restart", "kept"])})
+    assert len(lines) == 1 and "different server states" in lines[0]
+    assert "baseline: restart before every repeat" in lines[0] and "repeat 1: kept" in lines[0]
+    assert "unknown" in state_warnings({"a": _stated([None]), "b": _stated(["restart"])})[0]

@@ -10,7 +10,13 @@ from bench.analysis._comparability import (
     summary_only,
 )
 from bench.analysis._compare import Comparison, Estimate, ReferenceRow, StatsRow, compare
-from bench.analysis._drafter_state import DrafterState, drafter_state, first_repeat
+from bench.analysis._drafter_state import (
+    DrafterState,
+    drafter_state,
+    first_repeat,
+    recorded_states,
+    state_warnings,
+)
 from bench.analysis._goodput import (
     ACHIEVED_RATE,
     ATTAINMENT,
@@ -156,6 +162,7 @@ __all__ = [
     "paired_stats",
     "parse_slo",
     "rate_sweep",
+    "recorded_states",
     "regress",
     "repeat_cv",
     "request_timing",
@@ -163,6 +170,7 @@ __all__ = [
     "results_frame",
     "served_from_cache",
     "slo_capacity",
+    "state_warnings",
     "stream_latency_stats",
     "summarize_sweep",
     "summary_only",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from bench.records import Run
@@ -101,3 +102,31 @@ def drafter_state(run: Run, label: str = "run") -> DrafterState:
 def first_repeat(run: Run) -> Run:
     """The run restricted to repeat 0: what a drafter that remembers measured before it had anything to remember."""
     return replace(run, results=tuple(result for result in run.results if result.repeat == 0))
+
+
+def recorded_states(run: Run) -> dict[int, frozenset[str]]:
+    """Per repeat: the server states its samples recorded ("restart", "kept"; "unknown" where none was)."""
+    states: dict[int, set[str]] = defaultdict(set)
+    for result in run.latest:
+        states[result.repeat].add(result.server_state or "unknown")
+    return {repeat: frozenset(values) for repeat, values in sorted(states.items())}
+
+
+def state_warnings(runs: Mapping[str, Run]) -> list[str]:
+    """One line per arm whose drafter remembers, and one when the arms' recorded server states differ."""
+    lines = [message for label, run in runs.items() if (message := drafter_state(run, label).message())]
+    described = {label: _describe(recorded_states(run)) for label, run in runs.items()}
+    if len(set(described.values())) > 1:
+        lines.append("the arms ran from different server states (" +
+                     "; ".join(f"{label}: {text}" for label, text in described.items()) +
+                     "): a drafter or prompt cache warmed by earlier requests favours the arm that kept it")
+    return lines
+
+
+def _describe(states: Mapping[int, frozenset[str]]) -> str:
+    """`restart before every repeat`, `kept`, `unknown`, or per repeat when it varies."""
+    values = set().union(*states.values()) if states else {"unknown"}
+    if len(values) == 1:
+        value = next(iter(values))
+        return "restart before every repeat" if value == "restart" else value
+    return ", ".join(f"repeat {repeat}: {'/'.join(sorted(found))}" for repeat, found in states.items())
