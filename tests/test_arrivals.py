@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
 import pytest
 
 from bench._errors import BenchError
-from bench.runner import ARRIVAL_PROCESSES, arrival_schedule, inter_arrival_cv, load_trace
+from bench.runner import (
+    ARRIVAL_PROCESSES,
+    arrival_schedule,
+    block_offsets,
+    block_plan,
+    default_block_size,
+    inter_arrival_cv,
+    load_trace,
+)
 
 
 @pytest.mark.parametrize("process", ARRIVAL_PROCESSES)
@@ -109,3 +118,25 @@ def test_missing_trace_file(tmp_path):
 def test_cv_needs_three_arrivals():
     with pytest.raises(BenchError, match="at least 3"):
         inter_arrival_cv([0.0, 1.0])
+
+
+def test_blocks_alternate_abba_and_keep_every_gap():
+    schedule = arrival_schedule(10, 2.0, seed=4)
+    blocks = block_plan(len(schedule), 4, ["base", "spec"], seed=1)
+    assert [(b.start, b.stop) for b in blocks] == [(0, 4), (4, 8), (8, 10)]
+    assert blocks[0].order == tuple(reversed(blocks[1].order)) == blocks[2].order
+    assert set(blocks[0].order) == {"base", "spec"}
+    firsts = {block_plan(10, 4, ["base", "spec"], seed=seed)[0].order[0] for seed in range(20)}
+    assert firsts == {"base", "spec"}  # the seed picks which arm starts
+    gaps = []
+    for block in blocks:
+        offsets = block_offsets(schedule, block)
+        gaps += [offsets[0], *(b - a for a, b in itertools.pairwise(offsets))]
+    assert gaps == pytest.approx(list(schedule.gaps_s()))
+
+
+def test_default_block_size_is_a_few_seconds_of_arrivals():
+    assert default_block_size(1.0) == 5 and default_block_size(2.0) == 10
+    assert default_block_size(100.0) == 30 and default_block_size(0.1) == 4 and default_block_size(None) == 30
+    with pytest.raises(BenchError, match="block-size"):
+        block_plan(10, 0, ["a"])

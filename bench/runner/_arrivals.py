@@ -160,3 +160,50 @@ def inter_arrival_cv(offsets_s: Sequence[float]) -> float:
 def _positive(value: object) -> bool:
     """Whether a value is a finite positive number (no bool)."""
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+BLOCK_SECONDS = 5.0
+"""Default length of one A/B block of an open-loop comparison, in scheduled seconds."""
+BLOCK_REQUESTS = (4, 30)
+"""Fewest and most requests of a default A/B block."""
+
+
+def default_block_size(rate: float | None) -> int:
+    """Requests per A/B block: about `BLOCK_SECONDS` of arrivals at `rate`, within `BLOCK_REQUESTS`."""
+    fewest, most = BLOCK_REQUESTS
+    if rate is None or not _positive(rate):
+        return most
+    return max(fewest, min(most, math.ceil(BLOCK_SECONDS * rate)))
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of an A/B run at one schedule: a contiguous slice of arrivals every arm runs in turn."""
+
+    index: int
+    start: int
+    stop: int
+    order: tuple[str, ...]
+    """The arms in the order they run this block: forward in even blocks, reversed in odd ones (ABBA...)."""
+
+
+def block_plan(count: int, block_size: int, names: Sequence[str], seed: int = 0) -> tuple[Block, ...]:
+    """Cut `count` arrivals into blocks of `block_size`; arms alternate ABBA..., the first arm chosen by `seed`."""
+    if block_size < 1:
+        raise BenchError(f"--block-size must be >= 1 (got {block_size})")
+    if not names:
+        raise BenchError("an A/B run needs at least one arm")
+    order = list(names)
+    random.Random(seed).shuffle(order)
+    blocks = []
+    for index, start in enumerate(range(0, count, block_size)):
+        turn = tuple(order) if index % 2 == 0 else tuple(reversed(order))
+        blocks.append(Block(index=index, start=start, stop=min(count, start + block_size), order=turn))
+    return tuple(blocks)
+
+
+def block_offsets(schedule: ArrivalSchedule, block: Block) -> tuple[float, ...]:
+    """The block's arrival offsets from the block's own start: each keeps its gap, the first its gap before it."""
+    offsets = schedule.offsets_s
+    before = offsets[block.start - 1] if block.start > 0 else 0.0
+    return tuple(offset - before for offset in offsets[block.start:block.stop])
