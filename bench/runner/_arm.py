@@ -21,7 +21,17 @@ from bench._redact import register_secrets
 from bench._version import __version__
 from bench.engines import Engine
 from bench.prompts import PromptSet, Sample
-from bench.records import Journal, Run, SampleResult, journal_path, latest_by_key, read_journal, save_run, summarize
+from bench.records import (
+    Journal,
+    Run,
+    RunIdentity,
+    SampleResult,
+    journal_path,
+    latest_by_key,
+    read_journal,
+    save_run,
+    summarize,
+)
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._probes import (
     SampleMeter,
@@ -92,18 +102,13 @@ def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
 
 
 def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunConfig, source: str) -> None:
-    old = header.get("config") or {}
-    new = config.recorded()
-    # an embedded server (tags name it) gets a new port on every start: its model and mode identify it
-    embedded = str((new.get("tags") or {}).get("server", "")).startswith("embedded")
-    for key in ("url", "model", "engine", "bench", "category", "osl", "extra_inputs", "chat_template_kwargs",
-                "dataset", "revision", "repeat", "limit", "stream", "api", "tags"):
-        if key == "url" and embedded:
-            continue
-        if key == "tags" and not embedded:
-            continue
-        if old.get(key) != new.get(key):
-            raise BenchError(f"{source}: cannot resume: {key} was {old.get(key)!r}, now {new.get(key)!r}")
+    """Refuse to resume a journal whose run identity or prompts differ from the run asked for now."""
+    old = header.get("config")
+    mismatches = RunIdentity.of(old if isinstance(old, Mapping) else {}).resume_mismatches(
+        RunIdentity.of(config.recorded())
+    )
+    if mismatches:
+        raise BenchError(f"{source}: cannot resume: " + "; ".join(mismatch.message() for mismatch in mismatches))
     if header.get("sample_ids") != [sample.id for sample in prompts.samples] or header.get(
         "prompts_sha256", prompts_digest(prompts)
     ) != prompts_digest(prompts):
