@@ -251,14 +251,14 @@ def test_perf_busy_cores_load_the_machine_and_stop_after() -> None:
     assert info.value.code == 2
 
 def test_journal_fsyncs_beside_the_event_loop(tmp_path: Path, monkeypatch) -> None:
+    import os
     import threading
 
-    import bench.records._journal as journal_module
     from bench.records import Journal, journal_path
 
     callers: list[str] = []
-    real_fsync = journal_module.os.fsync
-    monkeypatch.setattr(journal_module.os, "fsync", lambda fd: (callers.append(threading.current_thread().name),
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (callers.append(threading.current_thread().name),
                                                                 real_fsync(fd)))
     journal = Journal(journal_path(tmp_path / "r.json"), {"config": {}}, append=False)
     callers.clear()
@@ -270,7 +270,7 @@ def test_journal_fsyncs_beside_the_event_loop(tmp_path: Path, monkeypatch) -> No
     assert read_journal(journal_path(tmp_path / "r.json"))[1][0].id == "a"
 
 
-# ------------------------------------------------------------- socket-side times, batches and turns (issue 17)
+# ------------------------------------------------------------- socket-side times, batches and turns
 
 needs_linux_stamps = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
