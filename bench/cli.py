@@ -12,10 +12,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from bench._constants import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from bench._constants import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench._redact import one_line
 from bench.commands import COMMANDS
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "main"]
 
 
 class _HelpFormatter(argparse.HelpFormatter):
