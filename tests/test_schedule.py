@@ -63,6 +63,12 @@ def test_closed_loop_releases_nothing_after_a_stop() -> None:
     assert sorted(recorder.started) == [0, 1, 2]
 
 
+def test_each_strategy_sizes_the_connection_pool_for_what_it_keeps_in_flight() -> None:
+    assert ClosedLoop(3).max_in_flight(10) == 3
+    assert OpenLoop([0.0] * 10, max_concurrency=2).max_in_flight(10) == 2
+    assert OpenLoop([0.0] * 10).max_in_flight(10) == 10  # uncapped: an arrival never waits for a connection
+
+
 def test_closed_loop_refuses_zero_workers() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         ClosedLoop(0)

@@ -86,8 +86,9 @@ async def execute_interleaved(
                 )
 
     return await run_arms(
-        prepared, timed, progress=progress, title="interleaved " + " vs ".join(names), connections=lockstep.batch,
-        resume=resume, install_signal_handlers=install_signal_handlers,
+        prepared, timed, progress=progress, title="interleaved " + " vs ".join(names),
+        connections=lockstep.schedule().max_in_flight(lockstep.batch), resume=resume,
+        install_signal_handlers=install_signal_handlers,
     )
 
 

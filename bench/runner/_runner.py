@@ -28,7 +28,8 @@ async def execute(
 ) -> tuple[Run, bool]:
     """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish.
 
-    `schedule` releases the jobs (a closed loop of `config.concurrency` workers by default). The output is
+    `schedule` releases the jobs (a closed loop of `config.concurrency` workers by default) and sizes the
+    connection pool (`Schedule.max_in_flight`), so no arrival waits for a connection. The output is
     locked for one writer for the whole run. A journal that cannot be written (a full disk) stops the run like
     an interrupt: the finished samples are kept and `RunStopped` is raised after the run file was written (or
     could not be).
@@ -45,7 +46,8 @@ async def execute(
 
     runs, interrupted = await run_arms(
         {"run": arm}, timed, progress=progress, title=config.label or "speedbench",
-        connections=config.concurrency, resume=resume, install_signal_handlers=install_signal_handlers,
+        connections=strategy.max_in_flight(len(arm.plan.jobs)), resume=resume,
+        install_signal_handlers=install_signal_handlers,
     )
     return runs["run"], interrupted
 

@@ -39,6 +39,10 @@ class Schedule(abc.ABC):
     async def run(self, count: int, send: Send, stop: Stop) -> None:
         """Call `send(index, scheduled_at)` for jobs 0..count-1 in order, at this strategy's times, until stopped."""
 
+    @abc.abstractmethod
+    def max_in_flight(self, count: int) -> int:
+        """The most of `count` jobs this strategy can have in flight at once (the connection pool's size)."""
+
 
 class ClosedLoop(Schedule):
     """`concurrency` workers; each takes the next job as soon as its previous one is done."""
@@ -64,6 +68,10 @@ class ClosedLoop(Schedule):
 
         await _run_all([asyncio.create_task(worker()) for _ in range(min(self.concurrency, max(1, count)))])
 
+    def max_in_flight(self, count: int) -> int:
+        """`concurrency`: one job per worker."""
+        return self.concurrency
+
 
 class OpenLoop(Schedule):
     """Jobs released at precomputed offsets (seconds since the start), optionally at most `max_concurrency` at once."""
@@ -79,6 +87,10 @@ class OpenLoop(Schedule):
             raise ValueError(f"max_concurrency must be >= 1 (got {max_concurrency})")
         self.offsets_s = tuple(offsets)
         self.max_concurrency = max_concurrency
+
+    def max_in_flight(self, count: int) -> int:
+        """The cap, or every job when there is none (arrivals never wait for a connection)."""
+        return self.max_concurrency or max(1, count)
 
     async def run(self, count: int, send: Send, stop: Stop) -> None:
         """Sleep until each job's arrival, pass the gate, start it; then wait for every started job."""
