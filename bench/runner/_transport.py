@@ -1,9 +1,8 @@
 """The one HTTP transport: aiohttp over a single pooled session.
 
-Chosen by measurement on a 2-core machine against a static loopback server: one pooled
-`httpx.AsyncClient` reached ~1,085 req/s at concurrency 1 and ~310 req/s at 64 (pool contention); one
-`aiohttp.ClientSession` reached ~7,100 req/s at 64. `make perf` re-measures this harness end to end.
-Nothing else in speedbench opens HTTP connections to the server under test. What it needs of aiohttp's
+aiohttp rather than httpx: one pooled session keeps its request rate as concurrency grows, where a pooled
+httpx client contends for its pool; `make perf` measures this harness end to end. Nothing else in
+speedbench opens HTTP connections to the server under test. What it needs of aiohttp's
 internals (socket-side receive times) is in `_aiohttp_timing`.
 """
 
