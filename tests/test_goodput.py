@@ -73,11 +73,11 @@ def test_throughput_by_hand():
     results = [_result(i, latency=1.0, scheduled=0.5 * (i + 1), sent=0.5 * (i + 1), tokens=20) for i in range(3)]
     results.append(_result(3, ok=False, latency=0.5, scheduled=2.0, sent=3.0, tokens=0))
     measured = throughput([request_timing(r) for r in results])
-    assert measured.duration_s == pytest.approx(3.5)
-    assert measured.request_throughput == pytest.approx(3 / 3.5)
-    assert measured.output_throughput == pytest.approx(60 / 3.5)
-    assert measured.offered_rate == pytest.approx(4 / 2.0)
-    assert measured.achieved_rate == pytest.approx(4 / 3.0)
+    assert measured.duration_s == pytest.approx(3.0)  # from the first arrival (0.5) to the last end (3.5)
+    assert measured.request_throughput == pytest.approx(3 / 3.0)
+    assert measured.output_throughput == pytest.approx(60 / 3.0)
+    assert measured.offered_rate == pytest.approx(3 / 1.5)
+    assert measured.achieved_rate == pytest.approx(3 / 2.5)
     assert measured.max_queue_wait_s == pytest.approx(1.0)
     assert measured.fell_behind
     assert "fell behind" in measured.warning()
@@ -90,7 +90,7 @@ def test_goodput_per_category_by_hand():
     overall = table.overall
     assert overall.requests == 80 and overall.good == 60
     assert overall.attainment.point == pytest.approx(0.75)
-    duration = 7.6 + 3.0  # request 76 ends last
+    duration = 7.6 + 3.0  # request 76 ends last; the first arrives at 0
     assert table.throughput.duration_s == pytest.approx(duration)
     assert overall.goodput.point == pytest.approx(60 / duration)
     assert overall.attainment.low < 0.75 < overall.attainment.high

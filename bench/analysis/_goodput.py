@@ -164,15 +164,15 @@ class Throughput:
     requests: int
     completed: int
     duration_s: float
-    """From the run's start (offset 0) to the end of the last request."""
+    """From the first scheduled arrival to the end of the last request."""
     request_throughput: float
     """Completed requests per second of the run."""
     output_throughput: float
     """Output tokens of completed requests per second of the run."""
     achieved_rate: float | None
-    """Requests the client sent per second: n over the last send."""
+    """Requests the client sent per second: (n - 1) over the span from the first send to the last."""
     offered_rate: float | None
-    """Requests the schedule offered per second: n over the last scheduled arrival."""
+    """Requests the schedule offered per second: (n - 1) over the span of the scheduled arrivals."""
     mean_queue_wait_s: float
     max_queue_wait_s: float
 
@@ -192,19 +192,26 @@ class Throughput:
 
 
 def throughput(requests: Sequence[RequestTiming]) -> Throughput:
-    """Request and output-token throughput, achieved and offered rate of a run's requests."""
+    """Request and output-token throughput, achieved and offered rate of a run's requests.
+
+    Times count from the first scheduled arrival (a run's clock may start before its schedule does): the
+    duration runs to the last end, the offered rate is (n - 1) over the span of the scheduled arrivals and
+    the achieved rate (n - 1) over the span of the sends.
+    """
     if not requests:
         raise BenchError("no requests to measure throughput over")
-    duration = max(max(r.end_s for r in requests), 1e-9)
+    start = min(r.scheduled_s for r in requests)
+    duration = max(max(r.end_s for r in requests) - start, 1e-9)
     done = [r for r in requests if r.ok]
-    last_sent = max(r.sent_s for r in requests)
-    last_due = max(r.scheduled_s for r in requests)
+    sent_span = max(r.sent_s for r in requests) - min(r.sent_s for r in requests)
+    due_span = max(r.scheduled_s for r in requests) - start
     waits = [r.queue_wait_s for r in requests]
+    gaps = len(requests) - 1
     return Throughput(
         requests=len(requests), completed=len(done), duration_s=duration,
         request_throughput=len(done) / duration, output_throughput=sum(r.output_tokens for r in done) / duration,
-        achieved_rate=len(requests) / last_sent if last_sent > 0 else None,
-        offered_rate=len(requests) / last_due if last_due > 0 else None,
+        achieved_rate=gaps / sent_span if gaps and sent_span > 0 else None,
+        offered_rate=gaps / due_span if gaps and due_span > 0 else None,
         mean_queue_wait_s=statistics.fmean(waits), max_queue_wait_s=max(waits),
     )
 
