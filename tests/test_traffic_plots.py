@@ -28,6 +28,7 @@ def test_timeline_draws_each_request_per_arm(tmp_path):
     assert "baseline" in top.get_ylabel() and "ngram-mod" in bottom.get_ylabel()
     # queue segments only where there was a wait: 12 in the first arm, none in the second
     assert len(top.lines) == 12 * 3 and len(bottom.lines) == 12 * 2
+    assert "A/B blocks" in top.get_title()
     plt.close(figure)
     paths = plot_timeline(arms, tmp_path, formats=("png",))
     assert paths[0].stat().st_size > 1000

@@ -32,11 +32,12 @@ def timeline_figure(arms: Mapping[str, Sequence[RequestTiming]], *, title: str =
         requests = sorted(arms[name], key=lambda r: (r.scheduled_s, r.sent_s))
         rows = range(len(requests))
         waits = [(r.scheduled_s, r.queue_wait_s) for r in requests]
-        firsts = [r.first_token_s if r.first_token_s is not None else r.end_s for r in requests]
+        firsts = [r.first_token_s if r.first_token_s is not None else r.sent_s for r in requests]
         for row, request, (start, wait), first in zip(rows, requests, waits, firsts, strict=True):
             if wait > 0:
                 axis.plot([start, start + wait], [row, row], color=GREY, linewidth=2.2, solid_capstyle="butt")
-            axis.plot([request.sent_s, first], [row, row], color=ORANGE, linewidth=2.2, solid_capstyle="butt")
+            if first > request.sent_s:
+                axis.plot([request.sent_s, first], [row, row], color=ORANGE, linewidth=2.2, solid_capstyle="butt")
             axis.plot([first, request.end_s], [row, row], color=BLUE if request.ok else VERMILLION, linewidth=2.2,
                       solid_capstyle="butt")
         axis.scatter([r.scheduled_s for r in requests], list(rows), s=6, color="#333333", zorder=3)
@@ -54,11 +55,13 @@ def timeline_figure(arms: Mapping[str, Sequence[RequestTiming]], *, title: str =
         plt.Line2D([], [], color="#333333", marker="o", linestyle="none", markersize=3, label="scheduled arrival"),
         plt.Line2D([], [], color=GREY, linewidth=2.2, label="queue wait (client)"),
         plt.Line2D([], [], color=ORANGE, linewidth=2.2, label="sent -> first token"),
-        plt.Line2D([], [], color=BLUE, linewidth=2.2, label="first token -> end"),
+        plt.Line2D([], [], color=BLUE, linewidth=2.2, label="first token -> end\n(sent -> end unstreamed)"),
         plt.Line2D([], [], color=VERMILLION, linewidth=2.2, label="failed"),
     ]
     axes[0, 0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    axes[0, 0].set_title(_label(title) if title else "Request timeline (shaded: odd blocks of an A/B run)")
+    blocked = any(r.block is not None for requests in arms.values() for r in requests)
+    default = "Request timeline" + (" (shaded: odd A/B blocks)" if blocked else "")
+    axes[0, 0].set_title(_label(title) if title else default)
     return figure
 
 

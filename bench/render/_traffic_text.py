@@ -27,8 +27,8 @@ def throughput_line(measured: Throughput) -> str:
     return ", ".join(parts)
 
 
-def interval_cell(interval: Interval, kind: str = "") -> str:
-    """`0.92 [0.85, 0.96]`, or the point alone with why the interval is withheld."""
+def interval_cell(interval: Interval, kind: str = "", *, why: bool = True) -> str:
+    """`0.92 [0.85, 0.96]`, or the point alone with why the interval is withheld (`why=False`: the point alone)."""
     def show(value: float) -> str:
         if kind == "percent":
             return f"{100 * value:.1f}%"
@@ -41,7 +41,7 @@ def interval_cell(interval: Interval, kind: str = "") -> str:
     if math.isnan(interval.point):
         return "n/a"
     if not interval.has_interval:
-        return f"{show(interval.point)} (no interval: {interval.withheld})" if interval.withheld else show(
+        return f"{show(interval.point)} (no interval: {interval.withheld})" if interval.withheld and why else show(
             interval.point)
     return f"{show(interval.point)} [{show(interval.low)}, {show(interval.high)}]"
 
@@ -54,7 +54,8 @@ _GOODPUT_COLUMNS: list[Column] = [
 
 def _goodput_rows(result: Goodput) -> list[dict[str, Any]]:
     return [{"category": row.category, "requests": row.requests, "good": row.good,
-             "attainment": interval_cell(row.attainment, "percent"), "goodput": interval_cell(row.goodput)}
+             "attainment": interval_cell(row.attainment, "percent", why=False),
+             "goodput": interval_cell(row.goodput, why=False)}
             for row in result.rows]
 
 
@@ -63,7 +64,15 @@ def goodput_text(result: Goodput, *, markdown: bool = False) -> str:
     head = (f"SLO {result.slo.text()}: attainment and goodput ({result.confidence:.0%} intervals; latencies from the "
             "scheduled arrival)\n")
     table = markdown_table if markdown else text_table
-    return (markdown_escape(head) if markdown else head) + table(_goodput_rows(result), _GOODPUT_COLUMNS)
+    reasons = sorted({f"{row.category}: {row.attainment.withheld}" for row in result.rows
+                      if not row.attainment.has_interval and row.attainment.withheld})
+    foot = ("no interval for " + "; ".join(reasons) + "\n") if reasons else ""
+    if len(reasons) > 3:
+        foot = f"no interval for {len(reasons)} categories: " + "; ".join(sorted(
+            {row.attainment.withheld for row in result.rows if row.attainment.withheld})) + "\n"
+    text = head + table(_goodput_rows(result), _GOODPUT_COLUMNS) + foot
+    return markdown_escape(head) + table(_goodput_rows(result), _GOODPUT_COLUMNS) + markdown_escape(foot) \
+        if markdown else text
 
 
 _SPEEDUP_COLUMNS: list[Column] = [
