@@ -1,0 +1,116 @@
+"""Open-loop runs against fake servers whose capacity and service times are known."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+
+import pytest
+
+from bench._errors import BenchError
+from bench.analysis import Slo, goodput, request_timings, throughput
+from bench.prompts import PromptSet, Sample
+from bench.runner import RunConfig, inter_arrival_cv, run_benchmark
+
+
+def _prompts(count: int) -> PromptSet:
+    samples = tuple(Sample(id=f"qa-{index:03d}", category="qa" if index % 2 else "math",
+                           turns=(f"question {index}",)) for index in range(count))
+    return PromptSet(samples=samples, source="test", bench="qualitative", categories=("math", "qa"))
+
+
+def _run(server, tmp_path, count, **settings):
+    run, interrupted = run_benchmark(_prompts(count), RunConfig(url=server.url, osl=8, **settings),
+                                     output=tmp_path / "r.json", install_signal_handlers=False)
+    assert not interrupted and all(result.ok for result in run.results)
+    return run
+
+
+@pytest.mark.parametrize(("arrival", "burstiness", "low", "high"), [
+    ("poisson", 1.0, 0.85, 1.15), ("constant", 1.0, 0.0, 0.1), ("gamma", 0.25, 1.5, 2.7),
+])
+def test_twenty_per_second_for_300_requests(fake_state, fake_server, tmp_path, arrival, burstiness, low, high):
+    fake_state.service_s = lambda index: 0.01
+    run = _run(fake_server, tmp_path, 300, request_rate=20.0, arrival=arrival, burstiness=burstiness, seed=3)
+    requests = request_timings(run)
+    measured = throughput(requests)
+    assert measured.achieved_rate == pytest.approx(20.0, rel=0.05)
+    assert not measured.fell_behind
+    assert low <= inter_arrival_cv([r.scheduled_s for r in requests]) <= high  # the recorded arrivals
+    # the sends keep to them: half within 10 ms of their arrival (a loaded 2-core machine stalls the rest at times)
+    lags = sorted(r.queue_wait_s for r in requests)
+    assert lags[len(lags) // 2] < 0.01
+    sent_gaps = [b - a for a, b in itertools.pairwise(sorted(r.sent_s for r in requests))]
+    median_gap = statistics.median(sent_gaps)
+    spread = statistics.median(abs(gap - median_gap) for gap in sent_gaps) / statistics.fmean(sent_gaps)
+    if arrival == "constant":
+        assert spread < 0.1  # robust dispersion of the send gaps: constant stays constant
+    assert run.config["request_rate"] == 20.0 and run.config["arrival"] == arrival
+
+
+def test_capped_client_above_capacity_counts_latency_from_the_schedule(fake_state, fake_server, tmp_path):
+    # the server serves one request per 0.1 s (10/s); 20/s arrive and the client keeps 1 in flight
+    fake_state.service_s = lambda index: 0.1
+    fake_state.capacity = 1
+    run = _run(fake_server, tmp_path, 30, request_rate=20.0, arrival="constant", max_concurrency=1)
+    requests = request_timings(run)
+    waits = [r.queue_wait_s for r in requests]
+    latencies = [r.e2e_s for r in requests]
+    # each request waits ~0.05 s longer than the one before: the queue grows by (0.1 - 0.05) s per arrival
+    assert latencies[-1] > latencies[0] + 1.0
+    assert all(later >= earlier - 0.02 for earlier, later in itertools.pairwise(latencies))
+    assert waits[-1] == pytest.approx(latencies[-1] - 0.1, abs=0.05)
+    assert statistics.fmean(r.e2e_s - r.queue_wait_s for r in requests) == pytest.approx(0.1, abs=0.03)
+    assert throughput(requests).fell_behind  # sent at ~10/s of the 20 offered: said
+
+
+def test_attainment_on_a_bimodal_server_matches_the_truth(fake_state, fake_server, tmp_path):
+    # 7 of every 10 requests take 0.02 s, 3 take 0.3 s: with an e2e SLO of 0.15 s the truth is 70%
+    fake_state.service_s = lambda index: 0.02 if index % 10 < 7 else 0.3
+    run = _run(fake_server, tmp_path, 100, request_rate=25.0, arrival="constant")
+    table = goodput(run, Slo(e2e_s=0.15))
+    share = table.overall.attainment
+    assert share.point == pytest.approx(0.70, abs=0.03)
+    assert share.low <= 0.70 <= share.high
+    assert table.overall.goodput.point == pytest.approx(share.point * 100 / table.throughput.duration_s)
+
+
+def test_trace_replays_offsets_and_prompt_order(fake_state, fake_server, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps(row) for row in [
+        {"offset_s": 0.0, "prompt_id": "qa-003"}, {"offset_s": 0.2}, {"offset_s": 0.25, "prompt_id": "qa-001"}]))
+    run = _run(fake_server, tmp_path, 4, trace=str(trace))
+    ordered = sorted(run.results, key=lambda result: result.scheduled_s)
+    # the first and third arrivals ask for their prompts; the second takes the next unused one in order
+    assert [result.id for result in ordered] == ["qa-003", "qa-000", "qa-001"]
+    gaps = [round(b.scheduled_s - a.scheduled_s, 2) for a, b in itertools.pairwise(ordered)]
+    assert gaps == [0.2, 0.05]
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"request_rate": 5.0, "trace": "x.jsonl"}, "give one"),
+    ({"request_rate": -1.0}, "--request-rate"),
+    ({"max_concurrency": 2}, "give --request-rate or --trace"),
+    ({"request_rate": 5.0, "burstiness": 0.5}, "--arrival gamma"),
+    ({"request_rate": 5.0, "arrival": "burst"}, "unknown --arrival"),
+])
+def test_bad_open_loop_settings_are_one_line_errors(settings, message):
+    with pytest.raises(BenchError, match=message):
+        RunConfig(**settings).validate()
+
+
+def test_a_trace_asking_for_a_prompt_twice_too_often_is_refused(fake_server, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"offset_s": 0, "prompt_id": "qa-001"}\n{"offset_s": 1, "prompt_id": "qa-001"}\n')
+    with pytest.raises(BenchError, match="more often"):
+        run_benchmark(_prompts(4), RunConfig(url=fake_server.url, osl=8, trace=str(trace)),
+                      output=tmp_path / "r.json", install_signal_handlers=False)
+
+
+def test_a_trace_longer_than_the_jobs_is_refused(fake_server, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps({"offset_s": index / 10}) for index in range(9)))
+    with pytest.raises(BenchError, match="9 arrivals for 4 requests"):
+        run_benchmark(_prompts(4), RunConfig(url=fake_server.url, osl=8, trace=str(trace)),
+                      output=tmp_path / "r.json", install_signal_handlers=False)
