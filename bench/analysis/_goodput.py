@@ -404,7 +404,8 @@ def paired_goodput(
     else:
         reason = "no blocks recorded" if not blocks else (
             f"fewer than {min_blocks} blocks" if len(blocks) < min_blocks else "no good request in the baseline")
-        ratio = Interval(math.nan, math.nan, math.nan, reason)
+        good = (sum(a.meets(slo) for a, _ in pairs), sum(b.meets(slo) for _, b in pairs))
+        ratio = Interval(good[1] / good[0] if good[0] else math.nan, math.nan, math.nan, reason)
     primary = by_block if by_block.has_interval else by_request
     return PairedGoodput(
         slo=slo, baseline=names[0], candidate=names[1], pairs=len(pairs), blocks=len(blocks),

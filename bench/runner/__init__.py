@@ -19,6 +19,7 @@ from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._lag import LagMonitor
 from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
+from bench.runner._open_ab import execute_open_ab, run_open_ab
 from bench.runner._pacer import Pacer
 from bench.runner._probes import server_token_counter
 from bench.runner._progress import LineProgress, Progress, SilentProgress
@@ -68,6 +69,7 @@ __all__ = [
     "default_block_size",
     "execute",
     "execute_interleaved",
+    "execute_open_ab",
     "inter_arrival_cv",
     "load_trace",
     "machine_info",
@@ -78,6 +80,7 @@ __all__ = [
     "run_benchmark",
     "run_interleaved",
     "run_loop",
+    "run_open_ab",
     "run_sample",
     "seeded_order",
     "send_turn",
