@@ -44,6 +44,11 @@ class FakeState:
     """Server slots: requests beyond this many wait inside the server, first come first served."""
     service_s: Callable[[int], float] | None = None
     """Exact seconds request number i occupies a slot (known service times; with `capacity`, a known queue)."""
+    gap_service_s: Callable[[float], float] | None = None
+    """Exact seconds a request takes as a function of the gap since the previous request arrived (a server that
+    slows down under load: speculation that stops paying at a known arrival rate)."""
+    last_arrival: float | None = None
+    conversation_s: dict[str, float] = field(default_factory=dict)
     remembers: bool = False
     """A drafter that memorises: a prompt seen before drafts and accepts far more (llama.cpp's ngram-mod)."""
     seen: set[str] = field(default_factory=set)
@@ -265,6 +270,15 @@ class FakeServer:
             return await self._fault(request, fault, body)
         if self.state.service_s is not None:
             await self._serve_slot(index)
+        if self.state.gap_service_s is not None:  # by the gap between conversations; later turns take as long
+            messages = body.get("messages") or [{"content": body.get("prompt", "")}]
+            conversation = messages[0]["content"]
+            if len(messages) == 1 or conversation not in self.state.conversation_s:
+                now = asyncio.get_running_loop().time()
+                gap = math.inf if self.state.last_arrival is None else now - self.state.last_arrival
+                self.state.last_arrival = now
+                self.state.conversation_s[conversation] = self.state.gap_service_s(gap)
+            await asyncio.sleep(self.state.conversation_s[conversation])
         token_delay = None
         self.state.in_flight += 1
         try:

@@ -1,6 +1,7 @@
 """Jobs that join the stages: `bench` (baseline against speculative) and `sweep` (arms across concurrency)."""
 
 from bench.pipeline._bench import PipelineConfig, check_servers, run_pipeline, write_comparison
+from bench.pipeline._rate_sweep import RateSweepConfig, parse_rates, run_rate_sweep, summarize_rate_sweep
 from bench.pipeline._sweep import (
     ArmDefinition,
     SweepConfig,
@@ -15,14 +16,18 @@ from bench.pipeline._sweep import (
 __all__ = [
     "ArmDefinition",
     "PipelineConfig",
+    "RateSweepConfig",
     "SweepConfig",
     "check_servers",
     "load_sweep",
     "parse_embedded_arms",
     "parse_levels",
+    "parse_rates",
     "parse_url_arms",
     "run_pipeline",
+    "run_rate_sweep",
     "run_sweep",
+    "summarize_rate_sweep",
     "write_comparison",
     "write_sweep",
 ]

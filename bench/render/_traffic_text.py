@@ -125,7 +125,7 @@ _SWEEP_COLUMNS: list[Column] = [
 
 def _chosen(item: Any) -> str:
     """A paired speedup's by-block interval when it has one, else its by-request one."""
-    return interval_cell(item.by_block if item.by_block.has_interval else item.by_request, "speedup")
+    return interval_cell(item.by_block if item.by_block.has_interval else item.by_request, "speedup", why=False)
 
 
 def _sweep_rows(sweep: RateSweep) -> list[dict[str, Any]]:
@@ -137,11 +137,11 @@ def _sweep_rows(sweep: RateSweep) -> list[dict[str, Any]]:
             "arm": item.candidate, "rate": f"{item.rate:g}",
             "latency": f"{_chosen(latency)} {latency.estimate.verdict}" if latency else "n/a",
             "decode": _chosen(decode) if decode else "n/a",
-            "base_attainment": interval_cell(item.goodput_baseline.overall.attainment, "percent")
+            "base_attainment": interval_cell(item.goodput_baseline.overall.attainment, "percent", why=False)
             if item.goodput_baseline else "",
-            "arm_attainment": interval_cell(item.goodput_candidate.overall.attainment, "percent")
+            "arm_attainment": interval_cell(item.goodput_candidate.overall.attainment, "percent", why=False)
             if item.goodput_candidate else "",
-            "goodput_ratio": interval_cell(item.goodput.goodput_ratio, "speedup") if item.goodput else "",
+            "goodput_ratio": interval_cell(item.goodput.goodput_ratio, "speedup", why=False) if item.goodput else "",
         })
     return rows
 
@@ -150,7 +150,8 @@ def rate_sweep_text(sweep: RateSweep, *, markdown: bool = False) -> str:
     """The rate sweep: per arm and rate the paired comparison, then break-even rates and SLO capacities."""
     table = markdown_table if markdown else text_table
     out = table(_sweep_rows(sweep), _SWEEP_COLUMNS)
-    lines = [f"break-even ({arm}, latency from the schedule): {crossing.text}" for arm, crossing in sweep.break_even]
+    lines = ["no interval where a cell shows a point alone (too few paired requests or blocks at that rate)"]
+    lines += [f"break-even ({arm}, latency from the schedule): {crossing.text}" for arm, crossing in sweep.break_even]
     lines += [capacity.text() for capacity in sweep.capacity]
     for item in sweep.comparisons:
         lines += [f"at {item.rate:g} req/s: {warning}" for warning in item.warnings()]
