@@ -188,3 +188,44 @@ def test_rate_sweep_on_a_fake_pair_places_the_known_break_even(tmp_path, capsys)
     # machine clusters misses); the speculative server's stops at 8 req/s
     assert capacity["baseline"]["possible_rate"] == 32.0 and capacity["fast"]["possible_rate"] == 8.0
     assert (folder / "plots" / "goodput_rate.png").exists() and (folder / "r16" / "fast.json").exists()
+
+
+@pytest.mark.e2e
+def test_bench_request_rate_on_the_embedded_llama_cpp(tmp_path, capsys):
+    pytest.importorskip("xllamacpp")
+    from bench import cli
+    from bench.records import load_run
+
+    code = cli.main(["bench", "--limit", "2", "--category", "qa", "--osl", "12", "--request-rate", "2",
+                     "--block-size", "1", "--slo", "e2e=10", "--no-logprobs", "--results-dir", str(tmp_path),
+                     "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    folder = next(tmp_path.iterdir())
+    runs = [load_run(folder / f"{side}.json") for side in ("baseline", "speculative")]
+    for run in runs:
+        assert run.config["request_rate"] == 2.0 and all(result.ok for result in run.results)
+        assert {result.server_state for result in run.results} == {"restart"}  # fresh embedded servers
+        assert sorted(result.batch for result in run.results) == [0, 1]
+    assert "achieved rate" in printed and "latency speedup (from schedule)" in printed
+    assert (folder / "traffic.json").exists()
+
+
+@pytest.mark.e2e
+def test_serve_slots_gives_the_server_that_many_slots():
+    pytest.importorskip("xllamacpp")
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "serve", "--slots", "2", "--ctx-size", "1024"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "2 slots" in line, line
+        url = line.split(" at ")[1].split(",")[0].strip()
+        with urllib.request.urlopen(url + "/slots", timeout=30) as response:
+            assert len(json.loads(response.read())) == 2
+    finally:
+        proc.terminate()
+        proc.wait(30)

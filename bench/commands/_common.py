@@ -167,4 +167,8 @@ def vet(first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = 
         )
     for line in checked.lines():
         sys.stderr.write(f"speedbench: {line}\n")
+    from bench.analysis import state_warnings
+
+    for line in state_warnings({"baseline": first, "speculative": second}):
+        sys.stderr.write(f"speedbench: warning: {line}\n")
     return checked

@@ -26,7 +26,7 @@ from bench.analysis import (
     rate_sweep,
     request_timings,
 )
-from bench.pipeline._sweep import SweepConfig, _servers
+from bench.pipeline._sweep import SweepConfig, _given_urls, _servers
 from bench.prompts import load_prompts
 from bench.records import BASELINE, Run, new_results_folder, plots_folder, run_file
 from bench.render import rate_sweep_text, traffic_json
@@ -89,7 +89,7 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
     level_sweep = replace(sweep, levels=(config.slots,))
     for rate in config.rates:
         with _servers(level_sweep, out) as urls:  # fresh servers: every rate starts from the same state
-            states = {name: "restart" for name in names if name not in _given(sweep)}
+            states = {name: "restart" for name in names if name not in _given_urls(sweep)}
             level = folder / f"r{rate:g}"
             level.mkdir()
             arms = [ArmSpec(name, _arm_config(config, rate, name, urls[name]), run_file(level, name))
@@ -110,14 +110,6 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
         out(f"speedbench: {unfinished} samples failed or did not finish; see the rate folders\n")
         return EXIT_FAILED
     return EXIT_OK
-
-
-def _given(sweep: SweepConfig) -> set[str]:
-    """Arms whose servers the user runs (their state is not ours to reset)."""
-    given = {arm.name for arm in sweep.arms if arm.url}
-    if sweep.base_url:
-        given.add(BASELINE)
-    return given
 
 
 def summarize_rate_sweep(runs: dict[float, dict[str, Run]], arms: list[str], *, slo: Any, target: float,
