@@ -21,7 +21,6 @@ from bench.analysis._goodput import (
     ACHIEVED_RATE,
     ATTAINMENT,
     ATTAINMENT_DIFFERENCE,
-    DEFAULT_SLO_TARGET,
     GOODPUT,
     GOODPUT_RATIO,
     OUTPUT_THROUGHPUT,
@@ -30,10 +29,8 @@ from bench.analysis._goodput import (
     Goodput,
     Interval,
     PairedGoodput,
-    RateLevel,
     RequestTiming,
     Slo,
-    SloCapacity,
     Throughput,
     attainment_interval,
     goodput,
@@ -41,7 +38,6 @@ from bench.analysis._goodput import (
     parse_slo,
     request_timing,
     request_timings,
-    slo_capacity,
     throughput,
     wilson_interval,
 )
@@ -78,14 +74,18 @@ from bench.analysis._sweep import (
 )
 from bench.analysis._traffic import (
     DECODE_SPEEDUP_PAIRED,
+    DEFAULT_SLO_TARGET,
     LATENCY_SPEEDUP_SCHEDULED,
     TTFT_SPEEDUP_SCHEDULED,
     PairedSpeedup,
+    RateLevel,
     RateSweep,
+    SloCapacity,
     TrafficComparison,
     compare_traffic,
     paired_speedups,
     rate_sweep,
+    slo_capacity,
 )
 from bench.analysis._variation import repeat_cv
 

@@ -25,20 +25,16 @@ from bench._errors import BenchError
 from bench.analysis._compare import Estimate
 from bench.analysis._drafter_state import DrafterState
 from bench.analysis._goodput import (
-    DEFAULT_SLO_TARGET,
     MIN_BLOCKS,
     MIN_REQUESTS,
     Goodput,
     Interval,
     PairedGoodput,
-    RateLevel,
     RequestTiming,
     Slo,
-    SloCapacity,
     Throughput,
     goodput,
     paired_goodput,
-    slo_capacity,
     throughput,
 )
 from bench.analysis._intervals import Metric, geomean_t_intervals, verdict
@@ -166,6 +162,61 @@ def compare_traffic(
         goodput_candidate=None if slo is None else goodput(candidate, slo, confidence=confidence),
         drafter=tuple(drafter),
     )
+
+
+DEFAULT_SLO_TARGET = 0.9
+"""The attainment a rate must reach to count as meeting the SLOs (`--slo-target`)."""
+
+
+@dataclass(frozen=True)
+class RateLevel:
+    """One arm at one requested arrival rate: its throughput, attainment and goodput."""
+
+    arm: str
+    rate: float
+    result: Goodput
+
+
+@dataclass(frozen=True)
+class SloCapacity:
+    """The highest requested rate at which an arm meets the SLOs, by the interval of its attainment."""
+
+    arm: str
+    target: float
+    rate: float | None
+    """Highest rate whose attainment interval lies at or above `target`, with every lower rate meeting it too."""
+    possible_rate: float | None
+    """Highest rate whose attainment point reaches `target` (its interval does not exclude missing it)."""
+
+    def text(self) -> str:
+        """One line: the rate, or why none is established."""
+        target = f"{self.target:.0%}"
+        if self.rate is not None:
+            return f"{self.arm}: meets the SLOs ({target} attainment, by its interval) up to {self.rate:g} req/s"
+        if self.possible_rate is not None:
+            return (f"{self.arm}: no rate established at {target} attainment (up to {self.possible_rate:g} req/s "
+                    "the point reaches it, but its interval does not)")
+        return f"{self.arm}: no tested rate meets the SLOs at {target} attainment"
+
+
+def slo_capacity(levels: Sequence[RateLevel], target: float = DEFAULT_SLO_TARGET) -> SloCapacity:
+    """The highest rate of one arm meeting `target` attainment by its interval (all lower rates meeting it too)."""
+    if not levels:
+        raise BenchError("no rate levels to search")
+    if not 0 < target <= 1:
+        raise BenchError(f"--slo-target must be a share in (0, 1] (got {target})")
+    ordered = sorted(levels, key=lambda level: level.rate)
+    established = possible = None
+    chain = True
+    for level in ordered:
+        share = level.result.overall.attainment
+        if chain and share.has_interval and share.low >= target:
+            established = level.rate
+        else:
+            chain = False
+        if share.point >= target:
+            possible = level.rate
+    return SloCapacity(arm=ordered[0].arm, target=target, rate=established, possible_rate=possible)
 
 
 @dataclass(frozen=True)
