@@ -114,6 +114,8 @@ def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = Fals
 def traffic_report(run: Any, out: Any, *, slo_text: str | None, plot_dir: Any = None) -> None:
     """After a run: request and token throughput with the achieved rate (every run), goodput with --slo, and for
     an open-loop run the request timeline plot beside the run file."""
+    if not run.results:  # nothing to measure: do not load the analysis stack (an interrupted run exits at once)
+        return
     from bench.analysis import goodput, parse_slo, request_timings, state_warnings, throughput
     from bench.render import goodput_text, throughput_line
 
