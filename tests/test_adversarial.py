@@ -1,4 +1,7 @@
-"""Issue 14, round 2 of "nothing lost, nothing leaked": each numbered case against a small fault server."""
+"""Nothing lost, nothing leaked, nothing mixed: each case an adversary found, against a small fault server.
+
+The first sections are the second round of cases, the "round 3" sections the third.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import fcntl
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -695,3 +699,168 @@ def test_bench_resume_is_a_cli_option(tmp_path: Path, capsys: pytest.CaptureFixt
                          "--spec-url", "http://127.0.0.1:1")
     assert code == 2 and "no interrupted comparison to resume" in err
     _one_line_error(err)
+
+
+# ================================================================ round 3
+
+
+def _secret_runs(secret: str) -> set[str]:
+    return {secret[index:index + 8] for index in range(len(secret) - 7)}
+
+
+def _unescaped(text: str) -> str:
+    """The text with JSON and URL escapes undone (twice), so an escaped run of a secret shows."""
+    from urllib.parse import unquote
+
+    for _ in range(2):
+        text = text.replace("\\\\", "\\").replace("\\/", "/")
+        text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda match: chr(int(match.group(1), 16)), text)
+        text = unquote(text)
+    return text
+
+
+def _assert_no_secret(text: str, secret: str, where: str = "", *encoded: str) -> None:
+    runs = _secret_runs(secret).union(*(_secret_runs(form) for form in encoded))
+    for view in (text, _unescaped(text)):
+        leaked = [run for run in runs if run in view]
+        assert not leaked, f"{where}: {leaked[:3]} of the secret survived in {view[:600]!r}"
+
+
+def _echo_handler(status: int, body_of: Any, failing: int = 1) -> Any:
+    """A raw server: the first `failing` sample requests get `status` with body_of(request headers); the rest a
+    llama.cpp-shaped answer; every other path 404."""
+    from tests.fakeserver import completion
+
+    seen = {"chat": 0}
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, path, headers, body = await read_request(reader)
+        if not path.endswith("/chat/completions"):
+            writer.write(http_response(404, b"no"))
+        elif json.loads(body).get("max_tokens") != 1 and seen["chat"] < failing:  # 1 token: the engine probe
+            seen["chat"] += 1
+            writer.write(http_response(status, body_of(headers).encode("utf-8"), {"Content-Type": "application/json"}))
+        else:
+            data = json.dumps(completion(FakeState(), json.loads(body))).encode()
+            writer.write(http_response(200, data, {"Content-Type": "application/json"}))
+        await writer.drain()
+
+    return handler
+
+
+def _run_and_collect(tmp_path: Path, capsys: pytest.CaptureFixture[str], handler: Any, *extra: str,
+                     samples: int = 4) -> tuple[int, str]:
+    """Run the CLI against a raw server, write a report of the run; return (exit code, everything written)."""
+    output = tmp_path / "r.json"
+    with RawServer(handler) as server:
+        code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, samples)),
+                               "--osl", "8", *extra, "--output", str(output), "--quiet")
+    written = [out, err, output.read_text(encoding="utf-8"), Path(f"{output}.jsonl").read_text(encoding="utf-8")]
+    _, rout, rerr = _main(capsys, "report", "--baseline", str(output), "--speculative", str(output),
+                          "--out", str(tmp_path / "rep"), "--allow-mismatch", "--allow-partial")
+    written += [rout, rerr]
+    written += [path.read_text(encoding="utf-8") for path in (tmp_path / "rep").glob("*.md")]
+    return code, "\n".join(written)
+
+
+def _echo_forms(secret: str) -> dict[str, str]:
+    import base64
+    from urllib.parse import quote
+
+    return {
+        "json_slash": secret.replace("/", "\\/"),  # as PHP's json_encode writes it
+        "json_unicode": "".join(f"\\u{ord(char):04x}" for char in secret),
+        "url": quote(secret, safe=""),
+        "base64": base64.b64encode(secret.encode()).decode(),
+        "basic": base64.b64encode(f"user:{secret}".encode()).decode(),
+        "raw": secret,
+    }
+
+
+# ---------------------------------------------------------------- round 3, 1. secrets in disguise
+
+
+@pytest.mark.parametrize("form", ["json_slash", "json_unicode", "url", "base64", "basic", "raw"])
+def test_a_key_echoed_in_any_encoding_is_never_stored_or_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    secret = "sk/AbCdEfGh0123456789" + form.replace("_", "") + "XyZ"
+    handler = _echo_handler(400, lambda headers: json.dumps(
+        {"error": {"message": "invalid api key " + _echo_forms(headers["authorization"].split(" ", 1)[1])[form]}}
+    ).replace("\\\\", "\\"))
+    code, written = _run_and_collect(tmp_path, capsys, handler, "--api-key", secret)
+    assert code == cli.EXIT_FAILED and "first error: HTTP 400" in written
+    encoded = _echo_forms(secret)[form]
+    _assert_no_secret(written, secret, form, encoded[7:] if form == "basic" else encoded.rstrip("="))
+
+
+def test_redaction_masks_every_form_and_every_run_of_a_secret() -> None:
+    secret = "sk/RegisteredKey-0123456789abc"
+    register_secret(secret)
+    for form, text in _echo_forms(secret).items():
+        _assert_no_secret(redact(f"echo: {text} end"), secret, form, text[7:] if form == "basic" else text)
+        assert "echo:" in redact(f"echo: {text} end")
+    _assert_no_secret(redact("prefix " + secret[:20]), secret, "a cut prefix")
+    _assert_no_secret(redact("suffix " + secret[-9:]), secret, "a cut suffix")
+    assert redact("nothing secret here: 0123 sk") == "nothing secret here: 0123 sk"
+
+
+# ---------------------------------------------------------------- round 3, 3. secret headers by another name
+
+
+@pytest.mark.parametrize("name", ["Ocp-Apim-Subscription-Key", "X-Goog-Api-Key", "X-Amz-Signature",
+                                  "X-Session-Cookie", "X-Client-Secret", "Private-Token"])
+def test_secret_headers_are_recognised_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    secret = f"hv-Q7w9Zp3LmN-{len(name)}-{name[2:4]}55555555"
+    handler = _echo_handler(400, lambda headers: f"subscription {headers[name.lower()]} is not valid; "
+                                                 f"received {json.dumps(headers)}")
+    code, written = _run_and_collect(tmp_path, capsys, handler, "--header", f"{name}: {secret}")
+    assert code == cli.EXIT_FAILED and "first error: HTTP 400" in written
+    _assert_no_secret(written, secret, name)
+
+
+def test_secret_named_values_in_echoed_text_are_masked() -> None:
+    for text in ('{"Ocp-Apim-Subscription-Key": "abcdef123456"}', "X-Goog-Api-Key: abcdef123456",
+                 "?api_key=abcdef123456&x=1", '{\\"client_secret\\": \\"abcdef123456\\"}',
+                 "set-cookie: session=abcdef123456", "Authorization: Token abcdef123456"):
+        assert "abcdef" not in redact(text), text
+    kept = "completion_tokens: 5, max_tokens=8, keyword: fine"
+    assert redact(kept) == kept
+
+
+# ---------------------------------------------------------------- round 3, 4. redaction before truncation
+
+
+@pytest.mark.parametrize("offset", [455, 465, 475])
+def test_a_key_straddling_the_error_cut_leaks_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], offset: int
+) -> None:
+    secret = "sk-straddle-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123"
+    handler = _echo_handler(400, lambda headers: "e" * (offset - 9) + " bad key " + headers["authorization"][7:]
+                            + " " + "f" * 400)
+    code, written = _run_and_collect(tmp_path, capsys, handler, "--api-key", secret)
+    assert code == cli.EXIT_FAILED
+    _assert_no_secret(written, secret, str(offset))
+
+
+def test_run_file_and_journal_redact_all_text_they_store(tmp_path: Path) -> None:
+    from bench.records import SampleResult
+
+    secret = "sk/StoredSecret-0123456789"
+    register_secret(secret)
+    escaped = secret.replace("/", "\\/")
+    results = (SampleResult(id="a", category="qa", ok=False, turns=1, latency_s=1.0, error=f"echo {escaped}"),
+               SampleResult(id="b", category="qa", ok=True, turns=1, latency_s=1.0, predicted_per_second=5.0))
+    run = Run(config={"url": "x", "label": f"k{secret[:12]}"}, selected_samples=2, results=results,
+              summary=tuple(summarize(list(results))),
+              meta={"warnings": [f"server said {secret[3:]}"], "server": {"props": {"note": escaped}}})
+    save_run(run, tmp_path / "r.json")
+    journal = Journal(tmp_path / "r.json.jsonl", {"config": dict(run.config), "note": f"x {escaped}"})
+    for result in results:
+        journal.append(result)
+    journal.close()
+    for path in (tmp_path / "r.json", tmp_path / "r.json.jsonl"):
+        _assert_no_secret(path.read_text(encoding="utf-8"), secret, path.name)
+    assert load_run(tmp_path / "r.json").results[0].error == "echo ***"

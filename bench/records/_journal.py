@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
-from bench.records._results import SampleResult, result_from_dict
+from bench._redact import redact_tree
+from bench.records._results import SampleResult, redacted_result, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
 
 
@@ -28,7 +29,7 @@ class Journal:
         self._last_sync = time.monotonic()
         self._syncing: threading.Thread | None = None
         if not append:
-            self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **header})
+            self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **redact_tree(dict(header))})
             self.sync()
 
     def _write_line(self, payload: Mapping[str, Any]) -> None:
@@ -46,7 +47,7 @@ class Journal:
         VM) only guards against the machine going down, and on the runner's event loop it would stall
         every stream being timed, so it runs beside the loop (os.fsync releases the GIL).
         """
-        line = result.to_dict()
+        line = redacted_result(result)
         line["type"] = "result"
         self._write_line(line)
         if time.monotonic() - self._last_sync >= 1.0 and (self._syncing is None or not self._syncing.is_alive()):

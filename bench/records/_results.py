@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bench._errors import BenchError
+from bench._redact import redact
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,14 @@ def _build(values: Mapping[str, Any]) -> SampleResult:
     for name, setter, default in _SETTERS:
         setter(result, get(name, default))
     return result
+
+
+def redacted_result(result: SampleResult) -> dict[str, Any]:
+    """A result as a JSON-ready dict with its error message redacted (the one field a server writes freely)."""
+    data = result.to_dict()
+    if data["error"]:
+        data["error"] = redact(data["error"])
+    return data
 
 
 def latest_by_key(results: Iterable[SampleResult]) -> list[SampleResult]:

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
+from bench._redact import redact_tree
 from bench.records._journal import read_journal
 from bench.records._meta import RunMeta, RunSettings
-from bench.records._results import SampleResult, latest_by_key, result_from_dict
+from bench.records._results import SampleResult, latest_by_key, redacted_result, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
 from bench.records._summary import summarize
 
@@ -66,17 +67,21 @@ class Run:
         return int(self.meta.get("schema_version", SCHEMA_VERSION))
 
     def to_dict(self) -> dict[str, Any]:
-        """The run file as a JSON-ready dict (reference keys plus speedbench's)."""
-        payload: dict[str, Any] = dict(self.meta)
+        """The run file as a JSON-ready dict (reference keys plus speedbench's), secrets redacted.
+
+        The metadata, the config and each error are text a server or a user may have put a secret in:
+        each passes through `redact_tree` (outputs are the model's text and are kept as they are).
+        """
+        payload: dict[str, Any] = redact_tree(dict(self.meta))
         payload.update(
             {
                 "schema_version": SCHEMA_VERSION,
-                "config": dict(self.config),
+                "config": redact_tree(dict(self.config)),
                 "selected_samples": self.selected_samples,
                 "completed_samples": self.completed_samples,
                 "failed_samples": self.failed_samples,
                 "summary": [dict(row) for row in self.summary],
-                "results": [result.to_dict() for result in self.results],
+                "results": [redacted_result(result) for result in self.results],
             }
         )
         return payload
