@@ -864,3 +864,44 @@ def test_run_file_and_journal_redact_all_text_they_store(tmp_path: Path) -> None
     for path in (tmp_path / "r.json", tmp_path / "r.json.jsonl"):
         _assert_no_secret(path.read_text(encoding="utf-8"), secret, path.name)
     assert load_run(tmp_path / "r.json").results[0].error == "echo ***"
+
+
+# ---------------------------------------------------------------- round 3, 11. planted symbolic links
+
+
+@pytest.mark.parametrize("planted", [".jsonl", ".lock"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_link_planted_at_the_journal_or_lock_is_never_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: str, resume: bool
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    output = tmp_path / "r.json"
+    dataset = str(_dataset(tmp_path, 2))
+    with _fake() as server:
+        if resume:  # an interrupted run's journal, copied to the victim, then a link put in its place
+            _main(capsys, "run", "--url", server.url, "--dataset", dataset, "--osl", "8", "--output", str(output))
+            journal = Path(f"{output}.jsonl")
+            journal.write_text(journal.read_text().splitlines(keepends=True)[0])
+            if planted == ".jsonl":
+                victim.write_text(journal.read_text())
+            Path(f"{output}{planted}").unlink()
+            output.unlink()
+        before = victim.read_text(encoding="utf-8")
+        sent = len(server.state.requests)
+        Path(f"{output}{planted}").symlink_to(victim)
+        code, _, err = _main(capsys, "run", "--url", server.url, "--dataset", dataset, "--osl", "8", "--output",
+                             str(output), "--quiet", *(["--resume"] if resume else ["--force"]))
+        assert len(server.state.requests) == sent
+    assert victim.read_text(encoding="utf-8") == before
+    assert code == 2 and "symbolic link" in err, err
+    _one_line_error(err)
+
+
+def test_a_link_planted_at_the_run_files_temporary_name_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    (tmp_path / f".r.json.tmp-{os.getpid()}").symlink_to(victim)
+    _save(tmp_path / "r.json")
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    assert load_run(tmp_path / "r.json").selected_samples == 4

@@ -7,7 +7,7 @@ from bench.records._acceptance import (
     counter_deltas,
 )
 from bench.records._journal import Journal, journal_path, read_journal
-from bench.records._lock import lock_path, output_lock
+from bench.records._lock import lock_path, open_no_follow, output_lock
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
 from bench.records._run import (
@@ -45,6 +45,7 @@ __all__ = [
     "load_comparison_folder",
     "load_run",
     "lock_path",
+    "open_no_follow",
     "output_lock",
     "read_journal",
     "result_from_dict",

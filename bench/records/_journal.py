@@ -12,6 +12,7 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench._redact import redact_tree
+from bench.records._lock import open_no_follow
 from bench.records._results import SampleResult, redacted_result, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
 
@@ -25,7 +26,7 @@ class Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if append:
             _drop_torn_tail(self.path)
-        self._handle = open(self.path, "a" if append else "w", encoding="utf-8")
+        self._handle = open_no_follow(self.path, "a" if append else "w")
         self._last_sync = time.monotonic()
         self._syncing: threading.Thread | None = None
         if not append:
@@ -72,7 +73,7 @@ class Journal:
 
 def _drop_torn_tail(path: Path) -> None:
     """Cut a journal back to its last complete line, so appended lines never join a torn one."""
-    with open(path, "rb+") as handle:
+    with open_no_follow(path, "rb+") as handle:
         data = handle.read()
         keep = data.rfind(b"\n") + 1
         if keep < len(data):

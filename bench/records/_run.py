@@ -19,6 +19,7 @@ from typing import Any
 from bench._errors import BenchError
 from bench._redact import redact_tree
 from bench.records._journal import read_journal
+from bench.records._lock import open_no_follow
 from bench.records._meta import RunMeta, RunSettings
 from bench.records._results import SampleResult, latest_by_key, redacted_result, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
@@ -105,8 +106,9 @@ def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> N
         target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     payload = run.to_dict()
+    temp.unlink(missing_ok=True)  # a leftover (or a planted link) is removed, never written through
     try:
-        with open(temp, "w", encoding="utf-8") as handle:
+        with open_no_follow(temp, "x") as handle:
             try:
                 json.dump(payload, handle, indent=2, sort_keys=True, allow_nan=False)  # streamed: no big string
             except ValueError:  # a NaN or infinity somewhere: write it again with nulls
