@@ -9,6 +9,7 @@ from bench.records._acceptance import (
 from bench.records._journal import Journal, journal_path, read_journal
 from bench.records._lock import lock_path, open_no_follow, output_lock
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
+from bench.records._names import MAX_LABEL_LENGTH, file_label
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
 from bench.records._run import (
     Run,
@@ -24,6 +25,7 @@ from bench.records._summary import summarize, summarize_group
 
 __all__ = [
     "COUNTER_KEYS",
+    "MAX_LABEL_LENGTH",
     "SCHEMA_VERSION",
     "Acceptance",
     "Journal",
@@ -39,6 +41,7 @@ __all__ = [
     "decode_margins",
     "dumps_run",
     "encode_margins",
+    "file_label",
     "finite",
     "journal_path",
     "latest_by_key",
