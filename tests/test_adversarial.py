@@ -905,3 +905,90 @@ def test_a_link_planted_at_the_run_files_temporary_name_is_not_followed(tmp_path
     _save(tmp_path / "r.json")
     assert victim.read_text(encoding="utf-8") == "precious\n"
     assert load_run(tmp_path / "r.json").selected_samples == 4
+
+
+# ---------------------------------------------------------------- round 3, 8. input that lies
+
+
+def _dataset_text(tmp_path: Path, text: str, name: str = "bad.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("deep.jsonl", '{"question_id": "a", "category": "qa", "turns": ["x"]}\n' + "[" * 200_000 + "\n"),
+    ("deep.json", "[" * 200_000),
+    ("shallow-but-deep.jsonl", '{"question_id": "a", "category": "qa", "turns": ["x"], "meta": '
+     + "[" * 500 + "]" * 500 + "}\n"),
+    ("surrogate.jsonl", '{"question_id": "a", "category": "qa\\udc80", "turns": ["x"]}\n'),
+    ("surrogate-turn.jsonl", '{"question_id": "a", "category": "qa", "turns": ["x\\ud800y"]}\n'),
+    ("huge-int.jsonl", '{"question_id": ' + "9" * 5000 + ', "category": "qa", "turns": ["x"]}\n'),
+])
+def test_a_dataset_that_lies_gets_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str
+) -> None:
+    path = _dataset_text(tmp_path, text, name)
+    code, _, err = _main(capsys, "run", "--url", "http://127.0.0.1:9", "--dataset", str(path), "--output",
+                         str(tmp_path / "r.json"), "--quiet")
+    assert code == 2, err
+    _one_line_error(err)
+    assert not (tmp_path / "r.json").exists()
+
+
+def _good_runs(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    from bench.records import SampleResult
+
+    results = tuple(SampleResult(id=f"s{i}", category=("qa", "coding")[i % 2], ok=True, turns=1, latency_s=1.0 + i,
+                                 predicted_per_second=50.0 + i, completion_tokens=8, spec={"steps": 3})
+                    for i in range(8))
+    good = _save(tmp_path / "good.json", results)
+    return good, json.loads(good.read_text())
+
+
+def _edit(data: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
+    data = json.loads(json.dumps(data))
+    part, _, key = where.partition(".")
+    if part == "result":
+        data["results"][0][key] = value
+    elif part == "results":
+        for result in data["results"]:
+            result[key] = value
+    elif part == "summary":
+        data["summary"][0][key] = value
+    else:
+        data["results"][0]["spec"][key] = value
+    return data
+
+
+@pytest.mark.parametrize(("where", "value"), [
+    ("result.latency_s", 10**400), ("result.completion_tokens", 10**400), ("result.itl_s", [0.1, 10**400]),
+    ("summary.avg_pred_t_s", 10**400), ("spec.steps", 10**400), ("config.repeat", 10**400),
+    ("results.category", "qa\udc80"), ("result.id", "s\ud800"), ("summary.category", "qa\udc80"),
+    ("results.repeat", None), ("result.itl_s", [0.1, float("nan")]),
+], ids=["latency-10e400", "tokens-10e400", "itl-10e400", "summary-10e400", "spec-10e400", "config-10e400",
+        "category-surrogate", "id-surrogate", "summary-surrogate", "repeat-null", "itl-nan"])
+@pytest.mark.parametrize("command", ["compare", "report", "regress"])
+def test_a_run_file_that_lies_gets_one_line_or_a_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, value: Any, command: str
+) -> None:
+    good, data = _good_runs(tmp_path)
+    if where == "config.repeat":
+        data["config"]["repeat"] = value
+        data["elapsed_s"] = value
+    else:
+        data = _edit(data, where, value)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data, ensure_ascii=True), encoding="utf-8")  # a lone surrogate as \\udc80
+    args = {
+        "compare": ["compare", "--baseline", str(good), "--speculative", str(bad), "--stats", "--allow-mismatch"],
+        "report": ["report", "--baseline", str(good), "--speculative", str(bad), "--out", str(tmp_path / "o"),
+                   "--allow-mismatch"],
+        "regress": ["regress", "--reference", str(good), "--candidate", str(bad), "--allow-mismatch"],
+    }[command]
+    code, _, err = _main(capsys, *args)
+    assert "Traceback" not in err
+    if code == 2:
+        _one_line_error(err)
+    else:  # read as what it means: a null repeat is repeat 0, a 10**400 setting is no setting
+        assert where in ("results.repeat", "config.repeat") and code in (0, 1), err

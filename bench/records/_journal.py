@@ -102,6 +102,10 @@ def read_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Sam
             if index == last_index:
                 break
             raise BenchError(f"{source}: line {index + 1} is not valid JSON") from None
+        except RecursionError:
+            raise BenchError(f"{source}: line {index + 1} is JSON nested too deeply to read") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise BenchError(f"{source}: line {index + 1} cannot be read ({str(exc)[:120]})") from None
         if not isinstance(item, dict):
             raise BenchError(f"{source}: line {index + 1} is not a JSON object")
         if item.get("type") == "header":
