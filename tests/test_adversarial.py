@@ -992,3 +992,62 @@ def test_a_run_file_that_lies_gets_one_line_or_a_result(
         _one_line_error(err)
     else:  # read as what it means: a null repeat is repeat 0, a 10**400 setting is no setting
         assert where in ("results.repeat", "config.repeat") and code in (0, 1), err
+
+
+# ---------------------------------------------------------------- round 3, 7. injection through names
+
+
+_EVIL = "<img src=x onerror=alert(1)> [click here](https://evil.example/x) www.evil.example @octocat #12 " \
+        "\x1b]0;pwned\x07\x1b[2J\u202eevil"
+
+
+def _named_runs(tmp_path: Path) -> tuple[Path, Path]:
+    from bench.records import SampleResult
+
+    def results(speed: float) -> tuple[SampleResult, ...]:
+        return tuple(SampleResult(id=f"s{i}", category=(_EVIL, "qa")[i % 2], ok=True, turns=1, latency_s=1.0 + i,
+                                  predicted_per_second=(speed + i) if i % 2 else None, completion_tokens=8)
+                     for i in range(12))
+
+    return _save(tmp_path / "base.json", results(50.0)), _save(tmp_path / "spec.json", results(80.0))
+
+
+def _outside_code(markdown: str) -> str:
+    """Markdown with fenced blocks and code spans removed: what GitHub renders as markup."""
+    markdown = re.sub(r"(?ms)^(`{3,}).*?^\1", "", markdown)
+    return re.sub(r"(`+).*?\1", "", markdown)
+
+
+def test_names_reach_markdown_inert_and_the_terminal_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, spec = _named_runs(tmp_path)
+    code, out, err = _main(capsys, "report", "--baseline", str(base), "--speculative", str(spec), "--out",
+                           str(tmp_path / "rep"))
+    assert code == 0, err
+    report = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    assert "Not charted" in report or "not charted" in report
+    rendered = _outside_code(report)
+    for raw in ("https://", "www.evil", "@octocat", " #12", "\x1b", "\u202e"):
+        assert raw not in rendered, (raw, [line for line in rendered.splitlines() if raw in line])
+    assert not re.search(r"(?<!\\)<img", rendered)
+    assert not re.search(r"(?<!\\)\[click here(?<!\\)\]", rendered)  # no link: its brackets are escaped
+    for args in (["compare", "--baseline", str(base), "--speculative", str(spec), "--stats"],
+                 ["compare", "--baseline", str(base), "--speculative", str(spec)],
+                 ["regress", "--reference", str(base), "--candidate", str(spec)]):
+        _, out, err = _main(capsys, *args)
+        assert "\x1b" not in out + err and "\x07" not in out + err and "\u202e" not in out + err, args
+        assert "\\x1b]0;pwned" in out, args
+
+
+def test_markdown_escape_leaves_nothing_github_links_or_notifies() -> None:
+    from bench.render import markdown_escape
+
+    for text in ("see https://evil.example/a_b", "x:https://e.co", "mail bob@evil.example", "hi @octocat",
+                 "cc @org/team", "www.evil.example", "fixes #12", "org/repo#3", "<b>bold</b>", "[a](b)"):
+        escaped = _outside_code(markdown_escape(text))
+        for raw in ("https://", "bob@", "@octocat", "@org", "www.", "#12", "#3"):
+            assert raw not in escaped, (text, escaped)
+        assert not re.search(r"(?<!\\)<b>", escaped), (text, escaped)
+        assert not re.search(r"(?<!\\)\]\(", escaped), (text, escaped)
+    assert markdown_escape("sample@char a_b") == "sample@char a_b"
