@@ -1051,3 +1051,81 @@ def test_markdown_escape_leaves_nothing_github_links_or_notifies() -> None:
         assert not re.search(r"(?<!\\)<b>", escaped), (text, escaped)
         assert not re.search(r"(?<!\\)\]\(", escaped), (text, escaped)
     assert markdown_escape("sample@char a_b") == "sample@char a_b"
+
+
+# ---------------------------------------------------------------- round 3, 9. server accounting that contradicts itself
+
+
+def _doctored(server: FakeServer, edit: Any) -> None:
+    """Make every chat answer of a fake server go through `edit(data)` first."""
+    from aiohttp import web
+
+    from tests.fakeserver import completion
+
+    server.state.fault = lambda index, body: "doctored"
+
+    async def fault(request: Any, name: str, body: dict) -> Any:
+        data = completion(server.state, body)
+        edit(data)
+        return web.json_response(data)
+
+    server._fault = fault  # type: ignore[method-assign]
+
+
+def test_usage_against_timings_withholds_the_server_decode_rate(tmp_path: Path) -> None:
+    with _fake() as server:
+        _doctored(server, lambda data: data["usage"].update(completion_tokens=5000))
+        run, _ = run_benchmark(_prompts(2), RunConfig(url=server.url, osl=8), install_signal_handlers=False)
+    assert all(result.ok for result in run.results)
+    assert all(result.server_decode_t_s is None and result.predicted_per_second is None for result in run.results)
+    assert any("usage.completion_tokens 5000 against timings.predicted_n" in line for line in run.info.warnings)
+
+
+@pytest.mark.parametrize("key", ["completion_tokens", "prompt_tokens", "total_tokens"])
+def test_negative_usage_is_refused(key: str) -> None:
+    response = {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4, key: -7}}
+    for engine in (LlamaCpp(), VLLM(), SGLang()):
+        with pytest.raises(ResponseError) as caught:
+            engine.parse(response)
+        assert caught.value.kind == "bad_timings" and key in str(caught.value)
+
+
+@pytest.mark.parametrize("fault", ["accepted_above_drafted", "backwards"])
+def test_metrics_counters_that_contradict_themselves_are_withheld(fault: str) -> None:
+    def metrics(state: FakeState) -> None:
+        if fault == "accepted_above_drafted":
+            state.accepted = state.draft_tokens * 2
+        else:  # the counters restart lower, as after a server restart behind a balancer
+            state.drafts, state.draft_tokens, state.accepted = 0, 0, 0
+
+    with _fake(FakeState(drafting=True, on_metrics=metrics)) as server:
+        run, _ = run_benchmark(_prompts(4), RunConfig(url=server.url, osl=8), install_signal_handlers=False)
+    acceptance = run.info.acceptance
+    assert acceptance is None or acceptance.source != "metrics", acceptance
+    assert all("accepted" not in result.spec for result in run.results)
+    assert any("counters contradict themselves" in line for line in run.info.warnings), run.info.warnings
+
+
+def test_counter_checks_of_the_adapter() -> None:
+    engine = LlamaCpp()
+    good = engine.checked_counter_deltas({"drafts": 1, "draft_tokens": 4, "accepted": 2},
+                                         {"drafts": 3, "draft_tokens": 12, "accepted": 8})
+    assert good == {"drafts": 2, "draft_tokens": 8, "accepted": 6} and not engine.warnings()
+    assert engine.checked_counter_deltas({"drafts": 5, "draft_tokens": 20, "accepted": 10},
+                                         {"drafts": 1, "draft_tokens": 4, "accepted": 2}) == {}
+    assert engine.checked_counter_acceptance({}, {"drafts": 2, "draft_tokens": 4, "accepted": 8},
+                                             server_wide=False) is None
+    assert len(engine.warnings()) == 2
+
+
+def test_the_model_that_answered_is_recorded_and_compared(tmp_path: Path) -> None:
+    with _fake() as server:
+        run, _ = run_benchmark(_prompts(2), RunConfig(url=server.url, osl=8, model="wanted-model"),
+                               install_signal_handlers=False)
+    assert run.meta.get("served_models") == ["fake"]
+    assert any("'fake', not the requested 'wanted-model'" in line for line in run.info.warnings), run.info.warnings
+    with _fake() as server:
+        run, _ = run_benchmark(_prompts(2), RunConfig(url=server.url, osl=8, model="fake"),
+                               install_signal_handlers=False)
+    assert not any("requested" in line for line in run.info.warnings)
