@@ -1212,3 +1212,99 @@ def test_a_label_never_writes_outside_the_results_folder(
             assert run_pipeline(config, out=lambda text: None, progress=SilentProgress()) == 0
     written = [path for path in tmp_path.rglob("*") if path.is_file() and "prompts.jsonl" not in path.name]
     assert written and all(path.is_relative_to(work / "results") for path in written), written
+
+
+# ---------------------------------------------------------------- round 3, 2. redirects
+
+
+def _redirecting(target: str, status: int = 307) -> Any:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, path, _, _ = await read_request(reader)
+        if path.endswith("/chat/completions"):
+            writer.write(http_response(status, b"moved", {"Location": f"{target}{path}"}))
+        else:
+            writer.write(http_response(404, b"no"))
+        await writer.drain()
+    return handler
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_a_failed_sample_and_sends_nothing_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    secret = "sk-redirected-" + "4" * 20
+    with _fake() as other, RawServer(_redirecting(other.url, status)) as server:
+        code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 2)), "--osl",
+                               "8", "--api-key", secret, "--header", f"X-Api-Key: {secret}", "--header",
+                               f"Ocp-Apim-Subscription-Key: {secret}", "--header", f"X-Goog-Api-Key: {secret}",
+                               "--engine", "llamacpp", "--output", str(tmp_path / "r.json"), "--quiet")
+        assert not other.state.requests, other.state.headers  # nothing (and no secret) reached the other origin
+    assert code == cli.EXIT_FAILED
+    run = load_run(tmp_path / "r.json")
+    assert all(not result.ok and result.error_kind == "redirect" for result in run.results)
+    assert all(f"HTTP {status}" in (result.error or "") and other.url in (result.error or "") for result in run.results)
+    assert secret not in out + err
+
+
+# ---------------------------------------------------------------- round 3, 6. a byte-order mark before the first event
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+def test_sse_strips_a_leading_byte_order_mark(newline: bytes) -> None:
+    stream = b"\xef\xbb\xbfdata: first" + newline * 2 + b"data: second" + newline * 2
+    for cut in range(len(stream) + 1):
+        assert _decode(stream, cut) == ["first", "second"], cut
+    for cut_a in range(1, 4):  # the mark itself split over three reads
+        decoder = SSEDecoder()
+        events = decoder.feed(stream[:cut_a]) + decoder.feed(stream[cut_a:3]) + decoder.feed(stream[3:])
+        assert events == ["first", "second"], cut_a
+    assert _decode(b"data: a\n\n\xef\xbb\xbfdata: b\n\n", 0) == ["a"]  # only a leading mark is stripped
+
+
+def test_a_stream_with_a_byte_order_mark_keeps_its_first_chunk(tmp_path: Path) -> None:
+    chunks = [{"choices": [{"delta": {"content": "hello"}, "finish_reason": None}]},
+              {"choices": [{"delta": {"content": " world"}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": 3, "completion_tokens": 2}}]
+    body = b"\xef\xbb\xbf" + b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks) + \
+        b"data: [DONE]\n\n"
+    result = _stream_run(tmp_path, body)
+    assert result.ok, result.error
+    assert result.outputs == ("hello world",)
+
+
+# ---------------------------------------------------------------- round 3, 10. the client's own limits
+
+
+def _limited_run(tmp_path: Path, url: str, soft: int, hard: int, concurrency: int,
+                 samples: int) -> subprocess.CompletedProcess[str]:
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return subprocess.run([sys.executable, "-m", "bench", "run", "--url", url, "--dataset",
+                           str(_dataset(tmp_path, samples)), "--osl", "8", "--concurrency", str(concurrency),
+                           "--output", str(tmp_path / "r.json"), "--quiet"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=limit,
+                          env={**os.environ, "OPENAI_API_KEY": ""})
+
+
+def test_too_few_file_descriptors_for_the_concurrency_is_refused_up_front(tmp_path: Path) -> None:
+    with _fake() as server:
+        result = _limited_run(tmp_path, server.url, 256, 256, 400, 8)
+        assert not server.state.requests
+    assert result.returncode == 2, result.stderr
+    _one_line_error(result.stderr)
+    assert "400" in result.stderr and "256" in result.stderr and "ulimit -n" in result.stderr
+
+
+def test_a_low_soft_file_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"this machine's hard limit on open files is {hard}")
+    with _fake(FakeState(delay_s=0.5)) as server:
+        result = _limited_run(tmp_path, server.url, 256, hard, 300, 300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert all(item.ok for item in load_run(tmp_path / "r.json").results)
