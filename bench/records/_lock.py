@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
+from bench.records._layout import lock_path
 
 
 def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
@@ -34,10 +35,6 @@ def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
     return os.fdopen(descriptor, mode.replace("x", "w") if not binary else mode,
                      **({} if binary else {"encoding": "utf-8"}))
 
-
-def lock_path(output: str | os.PathLike[str]) -> Path:
-    """Where the lock of a run file lives: `<output>.lock`, beside the run file and its journal."""
-    return Path(f"{output}.lock")
 
 
 @contextlib.contextmanager

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.records import finite
 from bench.render._escape import markdown_escape, terminal_text
 
 Column = tuple[str, str, str]
@@ -89,9 +87,6 @@ def _escape_cell(text: str) -> str:
     return markdown_escape(text).replace("|", "\\|")
 
 
-def json_rows(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Render rows as indented JSON with NaN written as null."""
-    return json.dumps([finite(dict(row)) for row in rows], indent=2, sort_keys=True) + "\n"
 
 
 def summary_text(summary: Sequence[Mapping[str, Any]]) -> str:
