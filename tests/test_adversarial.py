@@ -1150,7 +1150,7 @@ def test_allow_mismatch_says_warning_not_error(tmp_path: Path, capsys: pytest.Ca
 
 async def _speculative_bursts(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """A streaming server that answers as speculative decoding does: each verification step's accepted tokens
-    arrive as back-to-back chunks (one write), the steps 15 ms apart."""
+    arrive as back-to-back chunks (one write), the steps 40 ms apart."""
     _, path, _, body = await read_request(reader)
     if not path.endswith("/chat/completions") or json.loads(body).get("max_tokens") == 1:
         writer.write(http_response(404 if not path.endswith("/chat/completions") else 400, b"no"))
@@ -1166,7 +1166,7 @@ async def _speculative_bursts(reader: asyncio.StreamReader, writer: asyncio.Stre
             tokens += 1
         writer.write(burst)
         await writer.drain()
-        await asyncio.sleep(0.015)
+        await asyncio.sleep(0.04)
     final = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
              "usage": {"prompt_tokens": 3, "completion_tokens": tokens, "total_tokens": tokens + 3}}
     writer.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
