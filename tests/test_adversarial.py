@@ -1135,9 +1135,10 @@ def test_the_model_that_answered_is_recorded_and_compared(tmp_path: Path) -> Non
 
 def test_allow_mismatch_says_warning_not_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, spec = _named_runs(tmp_path)
-    data = json.loads(spec.read_text())
-    data["config"]["osl"] = 16
-    spec.write_text(json.dumps(data))
+    for path, osl in ((base, 8), (spec, 16)):
+        data = json.loads(path.read_text())
+        data["config"]["osl"] = osl
+        path.write_text(json.dumps(data))
     for args in (["report", "--baseline", str(base), "--speculative", str(spec), "--out", str(tmp_path / "rep")],
                  ["compare", "--baseline", str(base), "--speculative", str(spec)]):
         code, _, err = _main(capsys, *args)
