@@ -164,6 +164,8 @@ class Engine:
         """Every model name the responses gave (`model`), for the run file and the check against the request."""
         self.requested_model: str | None = None
         """The model the requests named (--model), when one was given: responses naming another are a warning."""
+        self.counters_contradicted = False
+        """Whether the server's counters contradicted themselves once: then no acceptance from them at all."""
 
     def request_fields(self) -> dict[str, Any]:
         """Extra request body fields this engine needs to report acceptance."""
@@ -191,6 +193,7 @@ class Engine:
         deltas = counter_deltas(before, after)
         problem = _counter_problem(deltas)
         if problem:
+            self.counters_contradicted = True
             self.notes.add(f"server /metrics counters contradict themselves ({problem}): "
                            "acceptance from them is withheld")
             return {}
@@ -199,8 +202,9 @@ class Engine:
     def checked_counter_acceptance(
         self, before: Mapping[str, Any], after: Mapping[str, Any], *, server_wide: bool
     ) -> dict[str, Any] | None:
-        """Acceptance over a run from counter snapshots (see `counter_acceptance`), None when they contradict."""
-        if not self.checked_counter_deltas(before, after):
+        """Acceptance over a run from counter snapshots (see `counter_acceptance`), None when they (or any pair
+        read during the run) contradict themselves."""
+        if not self.checked_counter_deltas(before, after) or self.counters_contradicted:
             return None
         return counter_acceptance(before, after, server_wide=server_wide)
 
