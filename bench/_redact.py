@@ -17,10 +17,12 @@ stdout and stderr. What is masked:
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import re
+import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -244,5 +246,26 @@ class RedactingStream(io.TextIOBase):
         """The wrapped stream's file descriptor."""
         return int(self._stream.fileno())
 
+    @property
+    def encoding(self) -> Any:
+        """The wrapped stream's encoding."""
+        return getattr(self._stream, "encoding", None)
+
+    @property
+    def errors(self) -> Any:
+        """The wrapped stream's error handler."""
+        return getattr(self._stream, "errors", None)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def redacting_std_streams() -> Iterator[None]:
+    """Within the block, everything written to stdout and stderr passes through `RedactingStream`."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

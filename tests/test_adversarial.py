@@ -1312,3 +1312,29 @@ def test_a_low_soft_file_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None
         result = _limited_run(tmp_path, server.url, 256, hard, 300, 300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert all(item.ok for item in load_run(tmp_path / "r.json").results)
+
+
+def test_no_registered_secret_reaches_the_terminal_or_an_output_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.commands import COMMANDS
+    from bench.records import write_text_file
+
+    secret = "sk-terminal-" + "6" * 20
+    register_secret(secret)
+
+    def leaky(args: Any, out: Any) -> int:
+        out(f"a server said {secret} on stdout\n")
+        sys.stderr.write(f"and {secret.replace('-', '%2D')} on stderr\n")
+        write_text_file(tmp_path / "out.md", f"| {secret} |\n")
+        return 0
+
+    name = next(iter(COMMANDS))
+    module = COMMANDS[name]
+    monkeypatch.setattr(module, "run", leaky)
+    args = {"compare": ["--baseline", "a", "--speculative", "b"]}.get(name, [])
+    code = cli.main([name, *args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    _assert_no_secret(captured.out + captured.err + (tmp_path / "out.md").read_text(), secret)
+    assert "a server said *** on stdout" in captured.out

@@ -32,7 +32,7 @@ from bench.records._layout import (
     sweep_cells,
     sweep_files,
 )
-from bench.records._lock import open_no_follow, output_lock
+from bench.records._lock import open_no_follow, output_lock, write_text_file
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._names import MAX_LABEL_LENGTH, file_label
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
@@ -100,4 +100,5 @@ __all__ = [
     "sweep_cell_file",
     "sweep_cells",
     "sweep_files",
+    "write_text_file",
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
+from bench._redact import redact_known
 from bench.records._layout import lock_path
 
 
@@ -35,6 +36,13 @@ def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
     return os.fdopen(descriptor, mode.replace("x", "w") if not binary else mode,
                      **({} if binary else {"encoding": "utf-8"}))
 
+
+
+def write_text_file(path: str | os.PathLike[str], text: str, *, append: bool = False) -> None:
+    """Write (or append) a text output (comparison, report, step summary) with registered secrets masked, never
+    through a symbolic link planted at `path`."""
+    with open_no_follow(path, "a" if append else "w") as handle:
+        handle.write(redact_known(text))
 
 
 @contextlib.contextmanager
