@@ -117,7 +117,7 @@ def traffic_report(run: Any, out: Any, *, slo_text: str | None, plot_dir: Any = 
     if not run.results:  # nothing to measure: do not load the analysis stack (an interrupted run exits at once)
         return
     from bench.analysis import goodput, parse_slo, request_timings, state_warnings, throughput
-    from bench.render import goodput_text, throughput_line
+    from bench.render import goodput_text, terminal_text, throughput_line
 
     requests = request_timings(run)
     if not requests:
@@ -128,7 +128,7 @@ def traffic_report(run: Any, out: Any, *, slo_text: str | None, plot_dir: Any = 
     if warning:
         sys.stderr.write(f"speedbench: warning: {warning}\n")
     for line in state_warnings({"run": run}):
-        sys.stderr.write(f"speedbench: warning: {line}\n")
+        sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
     if slo_text:
         out("\n" + goodput_text(goodput(requests, parse_slo(slo_text))))
     if plot_dir is not None and (run.config.get("request_rate") or run.config.get("trace")):
@@ -167,10 +167,11 @@ def vet(first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = 
             "partial run: " + "; ".join(arm.message for arm in checked.partial)
             + " (finish it with --resume, or pass --allow-partial)"
         )
-    for line in checked.lines():
-        sys.stderr.write(f"speedbench: {line}\n")
     from bench.analysis import state_warnings
+    from bench.render import terminal_text
 
+    for line in checked.lines(allowed=allow_mismatch):
+        sys.stderr.write(f"speedbench: {terminal_text(line)}\n")
     for line in state_warnings({"baseline": first, "speculative": second}):
-        sys.stderr.write(f"speedbench: warning: {line}\n")
+        sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
     return checked
