@@ -246,11 +246,11 @@ def write_traffic(
     import sys
 
     from bench.analysis import compare_traffic, drafter_state, parse_slo, request_timings, state_warnings
-    from bench.render import throughput_line, traffic_json, traffic_text
+    from bench.render import terminal_text, throughput_line, traffic_json, traffic_text
 
     runs = {BASELINE: baseline, SPECULATIVE: speculative}
     for line in state_warnings(runs):
-        sys.stderr.write(f"speedbench: warning: {line}\n")
+        sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
     requests = {side: request_timings(run) for side, run in runs.items()}
     if not all(requests.values()):
         return []
