@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "speedbench"
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from bench.render._plots import BLUE, FORMATS, GREEN, GREY, ORANGE, VERMILLION, _label, _save  # noqa: E402
 
@@ -48,6 +49,7 @@ def timeline_figure(arms: Mapping[str, Sequence[RequestTiming]], *, title: str =
                 axis.axvspan(min(r.sent_s for r in members), max(r.end_s for r in members), color="#eeeeee",
                              zorder=0)
         axis.set_ylabel(f"{_label(name)}\nrequest (by arrival)")
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
         axis.invert_yaxis()
         axis.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("seconds since the run's start")
