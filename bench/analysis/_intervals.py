@@ -46,21 +46,14 @@ def t_quantile(probability: float, df: float) -> float:
     """Student t quantile for a (possibly fractional) number of degrees of freedom, to ~1e-9 (no scipy needed)."""
     if not 0.5 <= probability < 1.0 or df <= 0:
         raise BenchError(f"t_quantile needs 0.5 <= probability < 1 and df > 0 (got {probability}, {df})")
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def upper_mass(x: float) -> float:  # P(0 < T < x) by Simpson's rule on the density
-        grid = np.linspace(0.0, x, 4001)
-        density = np.exp(log_norm - (df + 1) / 2 * np.log1p(grid * grid / df))
-        return float((density[0] + density[-1] + 4 * density[1:-1:2].sum() + 2 * density[2:-1:2].sum())
-                     * (x / 4000) / 3)
-
-    target = probability - 0.5
     low, high = 0.0, 1.0
-    while upper_mass(high) < target:
+    while t_cdf(high, df) < probability:
         low, high = high, high * 2
-    for _ in range(60):
+    for _ in range(100):
         middle = (low + high) / 2
-        low, high = (middle, high) if upper_mass(middle) < target else (low, middle)
+        low, high = (middle, high) if t_cdf(middle, df) < probability else (low, middle)
+        if high - low < 1e-12 * max(1.0, high):
+            break
     return (low + high) / 2
 
 
@@ -88,20 +81,7 @@ def crossed_t_interval(
     effects, the analytic equivalent of resampling both repeats and samples), never less than the per-sample
     interval's MS_samples / (n R); degrees of freedom by Satterthwaite.
     """
-    n, repeats = matrix.shape
-    grand = float(matrix.mean())
-    by_sample = matrix.mean(axis=1)
-    by_repeat = matrix.mean(axis=0)
-    ms_sample = repeats * float(((by_sample - grand) ** 2).sum()) / (n - 1)
-    ms_repeat = n * float(((by_repeat - grand) ** 2).sum()) / (repeats - 1)
-    residual = matrix - by_sample[:, None] - by_repeat[None, :] + grand
-    ms_resid = float((residual**2).sum()) / ((n - 1) * (repeats - 1))
-    combined = max(ms_sample + ms_repeat - ms_resid, ms_sample)
-    denominator = ms_sample**2 / (n - 1) + ms_repeat**2 / (repeats - 1) + ms_resid**2 / ((n - 1) * (repeats - 1))
-    df = combined**2 / denominator if denominator > 0 else float(n - 1)
-    df = min(max(df, 1.0), float(n * repeats - 1))
-    half = _t_quantile(confidence, df) * math.sqrt(combined / (n * repeats))
-    return (math.exp(grand), math.exp(grand - half), math.exp(grand + half))
+    return crossed_log_mean(matrix).interval(confidence)
 
 
 def bootstrap_geomean_ci(
@@ -228,3 +208,122 @@ def verdict(point: float, low: float, high: float, metric: Metric, threshold: fl
 
 
 SPEED_VERDICT_WORDS = {"better": "faster", "worse": "slower"}
+
+
+def t_cdf(x: float, df: float) -> float:
+    """Student t distribution function P(T <= x) for a (possibly fractional) df (no scipy needed)."""
+    if df <= 0:
+        raise BenchError(f"t_cdf needs df > 0 (got {df})")
+    if not math.isfinite(x):
+        return 0.0 if x < 0 else 1.0
+    # P(|T| > |x|) = I_{df/(df+x^2)}(df/2, 1/2): the regularized incomplete beta by its continued fraction
+    tail = _incomplete_beta(df / 2.0, 0.5, df / (df + x * x))
+    return 1.0 - tail / 2.0 if x >= 0 else tail / 2.0
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) (Lentz's continued fraction, Numerical Recipes 6.4)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 400):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return front * result / a
+
+
+@dataclass(frozen=True, slots=True)
+class LogMean:
+    """The mean of log ratios with its standard error and degrees of freedom: every interval and test derives from it.
+
+    `method` names the estimator (`t`, `crossed`, `yuen`); `n` counts samples, `sd` is the per-sample spread the
+    standard error implies (se * sqrt(n)), used to plan how many samples an effect needs.
+    """
+
+    mean: float
+    se: float
+    df: float
+    n: int
+    method: str = "t"
+
+    @property
+    def sd(self) -> float:
+        """The per-sample standard deviation implied by the standard error."""
+        return self.se * math.sqrt(self.n)
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float, float]:
+        """(geometric mean, low, high) at `confidence`, two-sided."""
+        half = _t_quantile(confidence, self.df) * self.se
+        return (math.exp(self.mean), math.exp(self.mean - half), math.exp(self.mean + half))
+
+    def p_value(self, null: float = 0.0) -> float:
+        """Two-sided p-value of the hypothesis that the mean log equals `null` (1.00x by default)."""
+        if self.se <= 0:
+            return 0.0 if self.mean != null else 1.0
+        return 2.0 * t_cdf(-abs(self.mean - null) / self.se, self.df)
+
+    def one_sided_p(self, bound: float, *, above: bool) -> float:
+        """p-value of "the mean log lies above `bound`" (above=True) or below it, one-sided."""
+        if self.se <= 0:
+            return 0.0 if (self.mean > bound if above else self.mean < bound) else 1.0
+        statistic = (self.mean - bound) / self.se
+        return t_cdf(-statistic if above else statistic, self.df)
+
+
+def log_mean(logs: Sequence[float] | np.ndarray) -> LogMean | None:
+    """Student's t estimate of the mean of finite logs; None below two values."""
+    values = np.asarray(logs, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size < 2:
+        return None
+    return LogMean(float(values.mean()), float(values.std(ddof=1)) / math.sqrt(values.size), values.size - 1.0,
+                   int(values.size))
+
+
+YUEN_TRIM = 0.2
+"""Share trimmed from each end by the robust (Yuen) interval."""
+
+
+def yuen_log_mean(logs: Sequence[float] | np.ndarray, trim: float = YUEN_TRIM) -> LogMean | None:
+    """Yuen's trimmed-mean estimate of a location of logs (20% trimmed, winsorized variance); None below 5 values."""
+    values = np.sort(np.asarray(logs, dtype=float)[np.isfinite(np.asarray(logs, dtype=float))])
+    n = values.size
+    cut = math.floor(trim * n)
+    if n < 5 or n - 2 * cut < 2:
+        return None
+    trimmed = values[cut:n - cut]
+    winsorized = np.clip(values, values[cut], values[n - cut - 1])
+    se = float(winsorized.std(ddof=1)) / ((1.0 - 2.0 * cut / n) * math.sqrt(n))
+    return LogMean(float(trimmed.mean()), se, float(n - 2 * cut - 1), int(n), "yuen")
+
+
+def crossed_log_mean(matrix: np.ndarray) -> LogMean:
+    """The samples x repeats estimate with random sample and repeat effects (see `crossed_t_interval`)."""
+    n, repeats = matrix.shape
+    grand = float(matrix.mean())
+    by_sample = matrix.mean(axis=1)
+    by_repeat = matrix.mean(axis=0)
+    ms_sample = repeats * float(((by_sample - grand) ** 2).sum()) / (n - 1)
+    ms_repeat = n * float(((by_repeat - grand) ** 2).sum()) / (repeats - 1)
+    residual = matrix - by_sample[:, None] - by_repeat[None, :] + grand
+    ms_resid = float((residual**2).sum()) / ((n - 1) * (repeats - 1))
+    combined = max(ms_sample + ms_repeat - ms_resid, ms_sample)
+    denominator = ms_sample**2 / (n - 1) + ms_repeat**2 / (repeats - 1) + ms_resid**2 / ((n - 1) * (repeats - 1))
+    df = combined**2 / denominator if denominator > 0 else float(n - 1)
+    df = min(max(df, 1.0), float(n * repeats - 1))
+    return LogMean(grand, math.sqrt(combined / (n * repeats)), df, int(n), "crossed")
