@@ -24,17 +24,21 @@ CATEGORIES = tuple(f"cat{index:02d}" for index in range(11))
 
 
 def synthetic_runs(rng: np.random.Generator, n: int, truth: float = 1.0, sigma: float = 0.2,
-                   categories: tuple[str, ...] = CATEGORIES) -> tuple[Run, Run]:
-    """A baseline and a speculative run over `categories` x `n` prompts whose true speedup is `truth`."""
+                   categories: tuple[str, ...] = CATEGORIES, accept: float | None = None) -> tuple[Run, Run]:
+    """A baseline and a speculative run over `categories` x `n` prompts whose true speedup is `truth`; with
+    `accept`, the speculative samples draft 100 tokens each and accept a binomial share."""
     base_results, spec_results = [], []
     for category in categories:
         for index in range(n):
             rate = 20.0 * math.exp(rng.normal(0.0, 0.3))
             spec_rate = rate * truth * math.exp(rng.normal(0.0, sigma))
-            for results, value in ((base_results, rate), (spec_results, spec_rate)):
+            drafts = (0, 0) if accept is None else (100, int(rng.binomial(100, accept)))
+            arms = ((base_results, rate, (0, 0)), (spec_results, spec_rate, drafts))
+            for results, value, (drafted, accepted) in arms:
                 results.append(SampleResult(id=f"{category}-{index:03d}", category=category, ok=True, turns=1,
                                             latency_s=64.0 / value, predicted_per_second=value,
-                                            prompt_per_second=500.0, outputs=("same",)))
+                                            prompt_per_second=500.0, outputs=("same",), draft_n=drafted,
+                                            draft_n_accepted=accepted))
     return tuple(Run(config={}, selected_samples=len(results), results=tuple(results),
                      summary=tuple(summarize(results))) for results in (base_results, spec_results))
 

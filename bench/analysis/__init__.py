@@ -53,7 +53,18 @@ from bench.analysis._intervals import (
 from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import first_difference, pair_runs, results_frame
 from bench.analysis._reference import compare_runs, compare_summaries
-from bench.analysis._regress import GateRow, GateSide, regress
+from bench.analysis._regress import (
+    INCONCLUSIVE,
+    NON_INFERIOR,
+    REGRESSED,
+    Gate,
+    GateRow,
+    GateSide,
+    accept_rate_log_mean,
+    gate,
+    lost_samples,
+    regress,
+)
 from bench.analysis._stats import paired_stats
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._sweep import (
@@ -76,10 +87,13 @@ __all__ = [
     "DEFAULT_TARGET_EFFECT",
     "FAMILY_ALPHA",
     "HOLM_METHOD",
+    "INCONCLUSIVE",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "NON_INFERIOR",
     "OUTLIER_DISTANCE",
     "POWER",
+    "REGRESSED",
     "SPEED_VERDICT_WORDS",
     "THROUGHPUT_SPEEDUP",
     "ArmCache",
@@ -93,6 +107,7 @@ __all__ = [
     "Difference",
     "Estimate",
     "Family",
+    "Gate",
     "GateRow",
     "GateSide",
     "LogMean",
@@ -102,6 +117,7 @@ __all__ = [
     "StatsRow",
     "Sweep",
     "SweepCell",
+    "accept_rate_log_mean",
     "batch_throughput",
     "bootstrap_geomean_ci",
     "bootstrap_ratio_of_sums",
@@ -118,10 +134,12 @@ __all__ = [
     "family_estimates",
     "family_size",
     "first_difference",
+    "gate",
     "geomean_t_intervals",
     "holm_levels",
     "log_mean",
     "lossless_check",
+    "lost_samples",
     "pair_runs",
     "paired_stats",
     "regress",
