@@ -2,8 +2,8 @@
 
 A sweep is a set of cells, one per (speculative arm, concurrency level), each an ordinary
 comparison of that arm's run with the baseline's run at that level. From the cells this module
-finds, per arm, the crossover (the level range where a speedup's interval first falls to or
-below 1.0x) and, per level, the best arm with its margin over the runner-up.
+finds, per arm, the crossover as evidence (fixed-sequence: faster up to a level, then stops paying
+only where an interval shows it) and, per level, the best arm with its margin over the runner-up.
 """
 
 from __future__ import annotations
@@ -46,22 +46,40 @@ class SweepCell:
 
 @dataclass(frozen=True, slots=True)
 class Crossover:
-    """Where an arm's speedup interval first falls to or below 1.0x, as a level range, or not at all."""
+    """Where an arm stops paying, as far as the evidence goes (fixed-sequence testing across ascending levels).
 
-    below: int | None
-    above: int | None
+    `faster_up_to`: the highest level of the unbroken run, from the lowest level, whose interval lies above 1.00x.
+    `stops_at`: the first level after it whose interval lies at or below 1 + `margin` (speculation proven not to pay
+    more than the margin there); None when not established. `undetermined_from`: the first level that is neither.
+    """
+
+    faster_up_to: int | None
+    stops_at: int | None
     highest: int
     unknown: tuple[int, ...] = ()
+    undetermined_from: int | None = None
+    margin: float = DEFAULT_THRESHOLD
+    bounds: tuple[float, float] | None = None
+
+    @property
+    def established(self) -> bool:
+        """Whether the evidence shows where speculation stops paying."""
+        return self.stops_at is not None
 
     @property
     def text(self) -> str:
-        """`between 4 and 8`, `at or below 1`, or `not reached up to 8`, naming levels that had no interval."""
-        if self.below is None:
-            text = f"not reached up to {self.highest}"
-        elif self.above is None:
-            text = f"at or below {self.below}"
+        """`stops paying at 8 (...); faster up to 4`, `faster up to 4; undetermined above (...)`, `faster at every
+        level up to 8`."""
+        faster = f"faster up to {self.faster_up_to}" if self.faster_up_to is not None else "not faster at any level"
+        interval = f"[{self.bounds[0]:.2f}, {self.bounds[1]:.2f}]" if self.bounds else ""
+        if self.stops_at is not None:
+            text = (f"stops paying at {self.stops_at} ({interval} at or below {1 + self.margin:.2f}x); {faster}")
+        elif self.undetermined_from is not None:
+            where = self.undetermined_from
+            reason = f"{interval} at {where}" if interval else f"no interval at {where}"
+            text = f"{faster}; undetermined above ({reason})"
         else:
-            text = f"between {self.above} and {self.below}"
+            text = f"faster at every level up to {self.highest}"
         if self.unknown:
             text += f" (no interval at {', '.join(map(str, self.unknown))})"
         return text
@@ -136,20 +154,26 @@ def sweep_cell(
     return SweepCell(arm, concurrency, comparison, throughput, base_tps, spec_tps)
 
 
-def crossover(levels: Sequence[int], estimates: Sequence[Estimate]) -> Crossover:
-    """The first level whose interval reaches down to 1.0x (no longer significantly faster), and the level before.
+def crossover(levels: Sequence[int], estimates: Sequence[Estimate], *, margin: float = DEFAULT_THRESHOLD) -> Crossover:
+    """Fixed-sequence testing over ascending levels: "faster" while each interval lies above 1.00x; at the first level
+    that is not, "stops paying" only if its interval lies at or below 1 + margin, else undetermined from there.
 
-    Levels without an interval (too few samples or batches) are skipped and named, never taken as a crossover.
+    Each claim reads one 95% interval and the sequence stops at the first failure, so the chance of any false
+    claim over the whole sweep stays at the single test's level (Maurer et al. 1995). A level without an interval
+    ends the sequence (named), never counting as a crossover.
     """
-    previous, unknown = None, []
+    faster = None
     for level, estimate in zip(levels, estimates, strict=True):
         if not estimate.has_interval:
-            unknown.append(level)
+            return Crossover(faster, None, max(levels), (), level, margin)
+        if estimate.low > 1.0:
+            faster = level
             continue
-        if estimate.low <= 1.0:
-            return Crossover(below=level, above=previous, highest=max(levels), unknown=tuple(unknown))
-        previous = level
-    return Crossover(below=None, above=None, highest=max(levels), unknown=tuple(unknown))
+        bounds = (estimate.low, estimate.high)
+        if estimate.high <= 1.0 + margin:
+            return Crossover(faster, level, max(levels), (), None, margin, bounds)
+        return Crossover(faster, None, max(levels), (), level, margin, bounds)
+    return Crossover(faster, None, max(levels), (), None, margin)
 
 
 def best_arms(cells: Sequence[SweepCell], levels: Sequence[int]) -> tuple[BestArm, ...]:
@@ -172,7 +196,7 @@ def best_arms(cells: Sequence[SweepCell], levels: Sequence[int]) -> tuple[BestAr
     return tuple(best)
 
 
-def summarize_sweep(cells: Sequence[SweepCell]) -> Sweep:
+def summarize_sweep(cells: Sequence[SweepCell], *, margin: float | None = None) -> Sweep:
     """Crossovers per arm and the best arm per level, from the cells of a sweep."""
     arms = tuple(dict.fromkeys(cell.arm for cell in cells))
     levels = tuple(sorted({cell.concurrency for cell in cells}))
@@ -180,6 +204,7 @@ def summarize_sweep(cells: Sequence[SweepCell]) -> Sweep:
     for arm in arms:
         own = sorted((cell for cell in cells if cell.arm == arm), key=lambda cell: cell.concurrency)
         own_levels = [cell.concurrency for cell in own]
-        decode[arm] = crossover(own_levels, [cell.decode for cell in own])
-        throughput[arm] = crossover(own_levels, [cell.throughput for cell in own])
+        limit = margin if margin is not None else (own[0].comparison.threshold if own else DEFAULT_THRESHOLD)
+        decode[arm] = crossover(own_levels, [cell.decode for cell in own], margin=limit)
+        throughput[arm] = crossover(own_levels, [cell.throughput for cell in own], margin=limit)
     return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels))
