@@ -50,7 +50,14 @@ from bench.analysis._intervals import (
     verdict,
     yuen_log_mean,
 )
-from bench.analysis._lossless import lossless_check
+from bench.analysis._lossless import (
+    NEAR_TIE_MARGIN,
+    NEAR_TIE_STEPS,
+    Resolution,
+    estimate_resolution,
+    lossless_check,
+    run_margins,
+)
 from bench.analysis._paired import first_difference, pair_runs, results_frame
 from bench.analysis._reference import compare_runs, compare_summaries
 from bench.analysis._regress import (
@@ -90,6 +97,8 @@ __all__ = [
     "INCONCLUSIVE",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "NEAR_TIE_MARGIN",
+    "NEAR_TIE_STEPS",
     "NON_INFERIOR",
     "OUTLIER_DISTANCE",
     "POWER",
@@ -114,6 +123,7 @@ __all__ = [
     "Metric",
     "Outlier",
     "ReferenceRow",
+    "Resolution",
     "StatsRow",
     "Sweep",
     "SweepCell",
@@ -131,6 +141,7 @@ __all__ = [
     "crossed_t_interval",
     "crossover",
     "detectable_log_effect",
+    "estimate_resolution",
     "family_estimates",
     "family_size",
     "first_difference",
@@ -145,6 +156,7 @@ __all__ = [
     "regress",
     "repeat_cv",
     "results_frame",
+    "run_margins",
     "samples_needed",
     "served_from_cache",
     "stream_latency_stats",

@@ -9,6 +9,7 @@ from bench.analysis import (
     DEFAULT_TARGET_EFFECT,
     FAMILY_ALPHA,
     HOLM_METHOD,
+    NEAR_TIE_STEPS,
     OUTLIER_DISTANCE,
     SPEED_VERDICT_WORDS,
     family_size,
@@ -176,10 +177,14 @@ def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
     threshold = next((row.get("near_tie_threshold") for row in rows if row.get("near_tie_threshold")), None)
     if threshold is None:
         return ""
+    step = next((row.get("resolution") for row in rows if row.get("resolution")), None)
+    note = next((row.get("resolution_note") for row in rows if row.get("resolution_note")), None)
+    rule = (f"at most {NEAR_TIE_STEPS} step(s) of {step:g} nats apart (the engine's log-probability grid)" if step
+            else f"under {threshold:g} nats of log-probability apart")
     return (
-        f"near-tie: at the first difference the baseline's top two tokens were under {threshold:g} nats of "
-        "log-probability apart (batched verification flips such ties); real: further apart; unclassified: no "
-        "log-probabilities recorded (run with --logprobs)"
+        f"near-tie: at the first difference the baseline's top two tokens were {rule} (batched verification flips "
+        "such ties); real: further apart; unclassified: no log-probabilities recorded (run with --logprobs)"
+        + (f"; {note}" if note else "")
     )
 
 
