@@ -72,6 +72,7 @@ from bench.analysis._regress import (
     lost_samples,
     regress,
 )
+from bench.analysis._sequential import SEQUENTIAL_METHOD, Look, SequentialTest, spent_alpha
 from bench.analysis._stats import paired_stats
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._sweep import (
@@ -103,6 +104,7 @@ __all__ = [
     "OUTLIER_DISTANCE",
     "POWER",
     "REGRESSED",
+    "SEQUENTIAL_METHOD",
     "SPEED_VERDICT_WORDS",
     "THROUGHPUT_SPEEDUP",
     "ArmCache",
@@ -120,10 +122,12 @@ __all__ = [
     "GateRow",
     "GateSide",
     "LogMean",
+    "Look",
     "Metric",
     "Outlier",
     "ReferenceRow",
     "Resolution",
+    "SequentialTest",
     "StatsRow",
     "Sweep",
     "SweepCell",
@@ -159,6 +163,7 @@ __all__ = [
     "run_margins",
     "samples_needed",
     "served_from_cache",
+    "spent_alpha",
     "stream_latency_stats",
     "summarize_sweep",
     "summary_only",
