@@ -81,6 +81,7 @@ class Estimate:
     needed: int | None = None
     robust: tuple[float, float, float] | None = None
     robust_verdict: str | None = None
+    note: str | None = None
 
     @property
     def has_interval(self) -> bool:
@@ -157,6 +158,7 @@ class StatsRow:
             robust = estimate.robust or (math.nan, math.nan, math.nan)
             cells[f"{key}_robust"], cells[f"{key}_robust_low"], cells[f"{key}_robust_high"] = robust
             cells[f"{key}_robust_verdict"] = estimate.robust_verdict
+            cells[f"{key}_note"] = estimate.note
         cells.update(
             accept_rate=self.accept_rate,
             acceptance_length=self.acceptance_length,
@@ -332,7 +334,8 @@ def family_estimates(
     synthetic truth. A row below `min_samples` gets no interval and no verdict.
     """
     metric_of = {metric.key: metric for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP)}
-    testable = {key: value for key, value in logs.items() if value is not None and value.n >= min_samples}
+    testable = {key: value for key, value in logs.items()
+                if value is not None and value.n >= min_samples and value.withheld is None}
     family = [key for key in testable if key[0] != OVERALL]
     levels = dict(zip(family, holm_levels([testable[key].p_value() for key in family], alpha), strict=True))
     size = max(1, len(family))
@@ -347,7 +350,8 @@ def family_estimates(
         if key not in testable:
             needed = samples_needed(sd, target_effect, mde_alpha, threshold)
             estimates[key] = Estimate(metric, math.exp(value.mean) if value is not None else math.nan, math.nan,
-                                      math.nan, "not enough data", needed=needed)
+                                      math.nan, "not enough data", needed=needed,
+                                      note=value.withheld if value is not None else None)
             continue
         level = alpha if primary else levels[key]
         point, low, high = value.interval(1.0 - level)
@@ -359,6 +363,7 @@ def family_estimates(
             metric, point, low, high, verdict(point, low, high, metric, threshold), confidence=1.0 - level,
             p_value=value.p_value(), mde=mde, needed=needed, robust=robust_interval,
             robust_verdict=verdict(*robust_interval, metric, threshold) if robust_interval else None,
+            note=f"interval: {value.method}" if value.drift_se > 0 else None,
         )
     return estimates
 

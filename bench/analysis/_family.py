@@ -53,11 +53,11 @@ def holm_levels(p_values: Sequence[float], alpha: float = FAMILY_ALPHA) -> list[
 
 def detectable_log_effect(estimate: LogMean, alpha: float, threshold: float, power: float = POWER) -> float:
     """Smallest true |mean log| detected with `power`: significant at two-sided `alpha` and past the threshold."""
-    if estimate.se <= 0:
+    if estimate.se <= 0 and estimate.drift_se <= 0:
         return math.log1p(threshold)
-    beta = t_quantile(power, estimate.df)
-    significant = (t_quantile(1.0 - alpha / 2.0, estimate.df) + beta) * estimate.se
-    return max(significant, math.log1p(threshold) + beta * estimate.se)
+    beta = t_quantile(power, estimate.df) * math.hypot(estimate.se, estimate.drift_se)
+    significant = estimate.half_width(1.0 - alpha) + beta
+    return max(significant, math.log1p(threshold) + beta)
 
 
 def samples_needed(sd: float, effect: float, alpha: float, threshold: float, power: float = POWER,

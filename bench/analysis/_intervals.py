@@ -260,28 +260,56 @@ class LogMean:
     df: float
     n: int
     method: str = "t"
+    drift_se: float = 0.0
+    drift_df: float = math.inf
+    withheld: str | None = None
 
     @property
     def sd(self) -> float:
         """The per-sample standard deviation implied by the standard error."""
         return self.se * math.sqrt(self.n)
 
+    def half_width(self, confidence: float) -> float:
+        """Half the two-sided interval on the log scale; with a drift term, the modified large-sample combination
+        sqrt(t_df^2 se^2 + t_drift_df^2 drift_se^2) (Graybill & Wang 1980)."""
+        half = _t_quantile(confidence, self.df) * self.se
+        if self.drift_se > 0:
+            drift = _t_quantile(confidence, self.drift_df) * self.drift_se
+            half = math.sqrt(half * half + drift * drift)
+        return half
+
     def interval(self, confidence: float = 0.95) -> tuple[float, float, float]:
         """(geometric mean, low, high) at `confidence`, two-sided."""
-        half = _t_quantile(confidence, self.df) * self.se
+        half = self.half_width(confidence)
         return (math.exp(self.mean), math.exp(self.mean - half), math.exp(self.mean + half))
 
     def p_value(self, null: float = 0.0) -> float:
         """Two-sided p-value of the hypothesis that the mean log equals `null` (1.00x by default)."""
-        if self.se <= 0:
+        if self.se <= 0 and self.drift_se <= 0:
             return 0.0 if self.mean != null else 1.0
+        if self.drift_se > 0:
+            return self._inverted_p(abs(self.mean - null))
         return 2.0 * t_cdf(-abs(self.mean - null) / self.se, self.df)
+
+    def _inverted_p(self, distance: float) -> float:
+        """The two-sided level at which the interval's half-width equals `distance` (bisection on the level)."""
+        low, high = 1e-12, 1.0 - 1e-12
+        if self.half_width(1.0 - low) < distance:
+            return low
+        for _ in range(60):
+            middle = math.sqrt(low * high)
+            low, high = (middle, high) if self.half_width(1.0 - middle) > distance else (low, middle)
+        return high
 
     def one_sided_p(self, bound: float, *, above: bool) -> float:
         """p-value of "the mean log lies above `bound`" (above=True) or below it, one-sided."""
-        if self.se <= 0:
+        if self.se <= 0 and self.drift_se <= 0:
             return 0.0 if (self.mean > bound if above else self.mean < bound) else 1.0
-        statistic = (self.mean - bound) / self.se
+        statistic = (self.mean - bound) / self.se if self.drift_se <= 0 else math.nan
+        if self.drift_se > 0:
+            two_sided = self._inverted_p(abs(self.mean - bound)) / 2.0
+            toward = self.mean > bound if above else self.mean < bound
+            return two_sided if toward else 1.0 - two_sided
         return t_cdf(-statistic if above else statistic, self.df)
 
 
@@ -312,8 +340,22 @@ def yuen_log_mean(logs: Sequence[float] | np.ndarray, trim: float = YUEN_TRIM) -
     return LogMean(float(trimmed.mean()), se, float(n - 2 * cut - 1), int(n), "yuen")
 
 
+DRIFT_PRETEST_LEVEL = 0.25
+"""Repeats whose means differ with p below this (F test of repeats against residual) are taken to drift."""
+
+
 def crossed_log_mean(matrix: np.ndarray) -> LogMean:
     """The samples x repeats estimate with random sample and repeat effects (see `crossed_t_interval`)."""
+    n, repeats = matrix.shape
+    grand, ms_sample, ms_repeat, ms_resid = _mean_squares(matrix)
+    combined = max(ms_sample + ms_repeat - ms_resid, ms_sample)
+    denominator = ms_sample**2 / (n - 1) + ms_repeat**2 / (repeats - 1) + ms_resid**2 / ((n - 1) * (repeats - 1))
+    df = combined**2 / denominator if denominator > 0 else float(n - 1)
+    df = min(max(df, 1.0), float(n * repeats - 1))
+    return LogMean(grand, math.sqrt(combined / (n * repeats)), df, int(n), "crossed")
+
+
+def _mean_squares(matrix: np.ndarray) -> tuple[float, float, float, float]:
     n, repeats = matrix.shape
     grand = float(matrix.mean())
     by_sample = matrix.mean(axis=1)
@@ -322,8 +364,41 @@ def crossed_log_mean(matrix: np.ndarray) -> LogMean:
     ms_repeat = n * float(((by_repeat - grand) ** 2).sum()) / (repeats - 1)
     residual = matrix - by_sample[:, None] - by_repeat[None, :] + grand
     ms_resid = float((residual**2).sum()) / ((n - 1) * (repeats - 1))
-    combined = max(ms_sample + ms_repeat - ms_resid, ms_sample)
-    denominator = ms_sample**2 / (n - 1) + ms_repeat**2 / (repeats - 1) + ms_resid**2 / ((n - 1) * (repeats - 1))
-    df = combined**2 / denominator if denominator > 0 else float(n - 1)
-    df = min(max(df, 1.0), float(n * repeats - 1))
-    return LogMean(grand, math.sqrt(combined / (n * repeats)), df, int(n), "crossed")
+    return grand, ms_sample, ms_repeat, ms_resid
+
+
+def _drift_p(ms_repeat: float, ms_resid: float, repeats: int, n: int) -> float:
+    """p-value of "the repeats do not drift apart": F = MS_repeats / MS_residual on (R-1, (n-1)(R-1)) df (exact
+    through t at R = 2; the Wilson-Hilferty normal approximation to (R-1) F as chi-square above)."""
+    if ms_resid <= 0:
+        return 0.0 if ms_repeat > 0 else 1.0
+    ratio = ms_repeat / ms_resid
+    if repeats == 2:
+        return 2.0 * t_cdf(-math.sqrt(ratio), float(n - 1))
+    k = repeats - 1
+    z = (ratio ** (1.0 / 3.0) - (1.0 - 2.0 / (9.0 * k))) / math.sqrt(2.0 / (9.0 * k))
+    return 1.0 - statistics.NormalDist().cdf(z)
+
+
+def repeat_log_mean(matrix: np.ndarray) -> LogMean:
+    """The estimate over a samples x repeats matrix of logs that keeps its coverage when repeats drift.
+
+    When the repeats agree within their residual noise (F test, p > `DRIFT_PRETEST_LEVEL`), drift is taken as shared
+    by the arms and the per-sample t over repeat-averaged values is used (more repeats, more power). Otherwise, with
+    three or more repeats, the variance splits into a sample part MS_samples / (n R) with n - 1 df and a drift part
+    MS_repeats / (n R) with R - 1 df, combined by the modified large-sample method (Graybill & Wang 1980); with two
+    repeats one degree of freedom cannot bound the drift, and the interval is withheld, saying so.
+    """
+    n, repeats = matrix.shape
+    grand, ms_sample, ms_repeat, ms_resid = _mean_squares(matrix)
+    per_sample = matrix.mean(axis=1)
+    simple = log_mean(per_sample)
+    assert simple is not None
+    if _drift_p(ms_repeat, ms_resid, repeats, n) > DRIFT_PRETEST_LEVEL:
+        return LogMean(simple.mean, simple.se, simple.df, n, "t over repeat means (repeats agree)")
+    if repeats == 2:
+        return LogMean(grand, simple.se, simple.df, n, "withheld", withheld=(
+            "the two repeats disagree beyond their within-run noise: one degree of freedom cannot bound drift "
+            "between repeats, so no interval; run 3 or more repeats"))
+    return LogMean(grand, math.sqrt(ms_sample / (n * repeats)), float(n - 1), n, "t + repeat drift (MLS)",
+                   drift_se=math.sqrt(ms_repeat / (n * repeats)), drift_df=float(repeats - 1))

@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
-from bench.analysis._intervals import LogMean, bootstrap_geomean_ci, crossed_log_mean, log_mean
+from bench.analysis._intervals import LogMean, bootstrap_geomean_ci, log_mean, repeat_log_mean
 from bench.records import Run
 
 _FRAME_COLUMNS = ("id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n",
@@ -118,7 +118,7 @@ def paired_log_mean(frame: pd.DataFrame, column: str) -> LogMean | None:
         table = pd.DataFrame({"id": values["id"].to_numpy(), "group": values["repeat"].to_numpy(), "log": logs})
         matrix = table.pivot_table(index="id", columns="group", values="log", aggfunc="mean", sort=False).dropna()
         if matrix.shape[1] >= 2 and matrix.shape[0] >= max(2, MIN_SAMPLES_FOR_CI):
-            return crossed_log_mean(matrix.to_numpy())
+            return repeat_log_mean(matrix.to_numpy())
     return log_mean(np.log(per_sample_geomean(frame, column)))
 
 

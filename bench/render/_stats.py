@@ -134,6 +134,8 @@ def _outlier_lines(rows: Sequence[StatsRow]) -> list[str]:
                      f"the category median), by the arm that strayed: {named}")
     for row in rows:
         for estimate in (row.decode, row.latency):
+            if estimate.note:
+                lines.append(f"{row.category} {estimate.metric.label}: {estimate.note}")
             if estimate.robust_disagrees and estimate.robust is not None:
                 lines.append(f"{row.category} {estimate.metric.label}: the robust interval (Yuen, 20% trimmed) reads "
                              f"{ci_cell(*estimate.robust, estimate.confidence)} "
