@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bench.analysis import NEAR_TIE_MARGIN, compare, estimate_resolution, lossless_check
@@ -55,3 +57,11 @@ def test_a_one_step_bf16_margin_is_a_near_tie_and_the_output_names_the_rule() ->
         assert "at most 1 step(s) of 0.125 nats apart" in text
     # the fixed 0.1-nat rule, given explicitly, calls the one-step margin real
     assert lossless_check(base, spec, threshold=NEAR_TIE_MARGIN)[-1]["real"] == 2
+
+
+def test_real_llamacpp_fp32_margins_have_no_grid() -> None:
+    fixture = Path(__file__).parent / "data" / "llamacpp_fp32_margins.txt"
+    margins = [float(line) for line in fixture.read_text().splitlines() if line and not line.startswith("#")]
+    assert len(margins) > 500
+    resolution = estimate_resolution(margins)
+    assert resolution.step is None and resolution.threshold() == NEAR_TIE_MARGIN

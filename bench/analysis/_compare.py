@@ -338,7 +338,7 @@ def family_estimates(
                 if value is not None and value.n >= min_samples and value.withheld is None}
     family = [key for key in testable if key[0] != OVERALL]
     levels = dict(zip(family, holm_levels([testable[key].p_value() for key in family], alpha), strict=True))
-    size = max(1, len(family))
+    size = max(1, sum(key[0] != OVERALL for key in logs))  # planning: every category row would be tested
     overall_sd = {key[1]: value.sd for key, value in testable.items() if key[0] == OVERALL}
     estimates = {}
     for key, value in logs.items():
