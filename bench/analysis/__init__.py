@@ -27,6 +27,7 @@ from bench.analysis._family import (
     POWER,
     Outlier,
     detectable_log_effect,
+    flag_outliers,
     holm_levels,
     samples_needed,
 )
@@ -70,6 +71,7 @@ from bench.analysis._regress import (
     GateSide,
     accept_rate_log_mean,
     gate,
+    gate_frames,
     lost_samples,
     regress,
 )
@@ -150,7 +152,9 @@ __all__ = [
     "family_estimates",
     "family_size",
     "first_difference",
+    "flag_outliers",
     "gate",
+    "gate_frames",
     "geomean_t_intervals",
     "holm_levels",
     "log_mean",

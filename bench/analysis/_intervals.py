@@ -341,7 +341,12 @@ def yuen_log_mean(logs: Sequence[float] | np.ndarray, trim: float = YUEN_TRIM) -
 
 
 DRIFT_PRETEST_LEVEL = 0.25
-"""Repeats whose means differ with p below this (F test of repeats against residual) are taken to drift."""
+"""Three or more repeats whose means differ with p below this (F test of repeats against residual) are taken to
+drift (the drift-aware interval is valid either way; the pretest only buys power when the repeats agree)."""
+
+TWO_REPEAT_PRETEST_LEVEL = 0.05
+"""Two repeats are taken to drift (and the interval withheld) below this p: withholding costs power, so only clear
+disagreement withholds."""
 
 
 def crossed_log_mean(matrix: np.ndarray) -> LogMean:
@@ -383,7 +388,8 @@ def _drift_p(ms_repeat: float, ms_resid: float, repeats: int, n: int) -> float:
 def repeat_log_mean(matrix: np.ndarray) -> LogMean:
     """The estimate over a samples x repeats matrix of logs that keeps its coverage when repeats drift.
 
-    When the repeats agree within their residual noise (F test, p > `DRIFT_PRETEST_LEVEL`), drift is taken as shared
+    When the repeats agree within their residual noise (F test, p > `DRIFT_PRETEST_LEVEL`; 0.05 for two repeats),
+    drift is taken as shared
     by the arms and the per-sample t over repeat-averaged values is used (more repeats, more power). Otherwise, with
     three or more repeats, the variance splits into a sample part MS_samples / (n R) with n - 1 df and a drift part
     MS_repeats / (n R) with R - 1 df, combined by the modified large-sample method (Graybill & Wang 1980); with two
@@ -394,7 +400,7 @@ def repeat_log_mean(matrix: np.ndarray) -> LogMean:
     per_sample = matrix.mean(axis=1)
     simple = log_mean(per_sample)
     assert simple is not None
-    if _drift_p(ms_repeat, ms_resid, repeats, n) > DRIFT_PRETEST_LEVEL:
+    if _drift_p(ms_repeat, ms_resid, repeats, n) > (TWO_REPEAT_PRETEST_LEVEL if repeats == 2 else DRIFT_PRETEST_LEVEL):
         return LogMean(simple.mean, simple.se, simple.df, n, "t over repeat means (repeats agree)")
     if repeats == 2:
         return LogMean(grand, simple.se, simple.df, n, "withheld", withheld=(

@@ -309,16 +309,34 @@ def gate(
         raise BenchError("give one candidate run (several reference runs are allowed)")
     if ref_kind != new_kind:
         raise BenchError(f"cannot gate a {new_kind} against a {ref_kind}: give two comparison folders or two runs")
+    return gate_frames(ref_kind, ref_frame, new_frame, ref_runs, thresholds=thresholds,
+                       gate_categories=gate_categories, alpha=alpha)
+
+
+def gate_frames(
+    kind: str,
+    reference: pd.DataFrame,
+    candidate: pd.DataFrame,
+    reference_runs: Sequence[pd.DataFrame] = (),
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    gate_categories: bool = False,
+    alpha: float = FAMILY_ALPHA,
+) -> Gate:
+    """The gate's decision on per-sample frames (one row per id and category): `kind` "comparison" has columns
+    decode_speedup, latency_speedup, draft_n, accepted; "run" has decode_rate, latency, draft_n, accepted, and
+    `reference_runs` (one frame per reference run) for the drift between runs. `gate` calls it on loaded runs."""
     metrics: Sequence[Metric] = (
-        [DECODE_SPEEDUP, LATENCY_SPEEDUP, ACCEPT_RATE] if ref_kind == "comparison" else [DECODE_RATE, LATENCY,
-                                                                                          ACCEPT_RATE]
+        [DECODE_SPEEDUP, LATENCY_SPEEDUP, ACCEPT_RATE] if kind == "comparison" else [DECODE_RATE, LATENCY,
+                                                                                      ACCEPT_RATE]
     )
-    joined = ref_frame.merge(new_frame, on=["id", "category"], suffixes=("_ref", "_new"))
+    joined = reference.merge(candidate, on=["id", "category"], suffixes=("_ref", "_new"))
     if joined.empty:
         raise BenchError("the reference and the candidate share no samples; run both over the same prompts")
     limits = {metric.key: DEFAULT_GATE_THRESHOLD for metric in metrics}
     limits.update(thresholds or {})
-    drift = {metric.key: _drift(ref_runs, metric) for metric in metrics if metric is not ACCEPT_RATE}
+    drift = ({metric.key: _drift(reference_runs, metric) for metric in metrics if metric is not ACCEPT_RATE}
+             if kind == "run" else {})
     primary: list[_Pending] = []
     categories: list[_Pending] = []
     for category, group in each_category(joined):
@@ -330,10 +348,10 @@ def gate(
     category_rows = _decide(categories, limits, alpha)
     overall_rows = _decide(primary, limits, alpha)
     notes = []
-    if ref_kind == "run" and len(ref_runs) < MIN_REFERENCE_RUNS:
+    if kind == "run" and len(reference_runs) < MIN_REFERENCE_RUNS:
         notes.append(f"run-vs-run: decode and latency rows withheld: one reference run cannot separate drift between "
                      f"runs from a change; give >= {MIN_REFERENCE_RUNS} reference runs")
-    return Gate(tuple(category_rows + overall_rows), missing=tuple(lost_samples(ref_frame, new_frame)),
+    return Gate(tuple(category_rows + overall_rows), missing=tuple(lost_samples(reference, candidate)),
                 notes=tuple(notes), threshold=dict(limits))
 
 
