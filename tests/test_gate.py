@@ -8,7 +8,8 @@ from dataclasses import replace
 import numpy as np
 
 from bench.analysis import INCONCLUSIVE, NON_INFERIOR, REGRESSED, accept_rate_log_mean, gate
-from bench.records import Run, summarize
+from bench.cli import main
+from bench.records import Run, save_run, summarize
 from bench.render import gate_markdown, gate_text
 from tests.test_family import synthetic_runs
 
@@ -99,3 +100,50 @@ def test_run_vs_run_needs_three_reference_runs() -> None:
     overall = next(row for row in several.rows if row.category == "overall" and row.metric.key == "decode_rate")
     assert overall.status in (NON_INFERIOR, INCONCLUSIVE) and math.isfinite(overall.low)
     assert "drift between runs from 3 reference runs" in (overall.note or "")
+
+
+def _save_pair(folder, pair: tuple[Run, Run]) -> None:
+    folder.mkdir()
+    for name, run in zip(("baseline.json", "speculative.json"), pair, strict=True):
+        save_run(run, folder / name)
+
+
+def test_regress_cli_fails_on_a_lost_category_unless_partial_is_allowed(tmp_path, capsys) -> None:
+    rng = np.random.default_rng(17)
+    _save_pair(tmp_path / "ref", synthetic_runs(rng, 6, 1.5, categories=("qa", "math")))
+    baseline, speculative = synthetic_runs(rng, 6, 1.5, categories=("qa", "math"))
+    _save_pair(tmp_path / "cand", (_without(baseline, lambda r: r.category != "math"),
+                                   _without(speculative, lambda r: r.category != "math")))
+    args = ["regress", "--reference", str(tmp_path / "ref"), "--candidate", str(tmp_path / "cand"),
+            "--allow-mismatch"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "missing: category math: missing from the candidate (6 samples)" in out
+    assert main([*args, "--allow-partial"]) == 0
+
+
+def test_regress_cli_fails_a_sweep_missing_a_level(tmp_path, capsys) -> None:
+    rng = np.random.default_rng(18)
+    for side in ("ref", "cand"):
+        for level in ((1, 2) if side == "cand" else (1, 2, 4)):
+            folder = tmp_path / side / f"c{level}"
+            folder.mkdir(parents=True)
+            baseline, speculative = synthetic_runs(rng, 5, 1.5, categories=("qa",))
+            save_run(baseline, folder / "baseline.json")
+            save_run(speculative, folder / "fast.json")
+    args = ["regress", "--reference", str(tmp_path / "ref"), "--candidate", str(tmp_path / "cand"),
+            "--allow-mismatch"]
+    assert main(args) == 1
+    assert "sweep cell c4/fast: missing from the candidate" in capsys.readouterr().out
+    assert main([*args, "--allow-partial"]) == 0
+
+
+def test_regress_cli_takes_a_folder_of_reference_runs(tmp_path, capsys) -> None:
+    rng = np.random.default_rng(19)
+    (tmp_path / "refs").mkdir()
+    for index in range(3):
+        save_run(synthetic_runs(rng, 6, 1.0, categories=("qa", "math"))[1], tmp_path / "refs" / f"run{index}.json")
+    save_run(synthetic_runs(rng, 6, 1.0, categories=("qa", "math"))[1], tmp_path / "new.json")
+    assert main(["regress", "--reference", str(tmp_path / "refs"), "--candidate", str(tmp_path / "new.json"),
+                 "--allow-mismatch"]) == 0
+    assert "drift between runs from 3 reference runs" in capsys.readouterr().out
