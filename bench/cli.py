@@ -232,7 +232,7 @@ def cmd_compare(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     comparison = compare(
         baseline, speculative, stats=args.stats, threshold=args.threshold,
         min_pairs=args.min_pairs, baseline_label=args.baseline, speculative_label=args.speculative, strict=True,
-        comparability=checked,
+        comparability=checked, target_effect=args.target_effect,
     )
     render = {"json": render_json, "markdown": render_markdown, "text": render_text}[args.format]
     out(render(comparison))
@@ -482,6 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                          help="smallest change that counts (0.02 = 2%%)")
     compare.add_argument("--min-pairs", type=int, default=2, help="refuse with fewer matched samples")
+    compare.add_argument("--target-effect", type=float, default=0.10,
+                         help="rows that cannot detect this change say how many samples it needs (0.10 = 10%%)")
     compare.add_argument("--allow-mismatch", action="store_true",
                          help="compare runs whose prompts, osl, concurrency or dataset differ (shown above the table)")
     compare.set_defaults(handler=cmd_compare)

@@ -145,3 +145,17 @@ def test_stalled_samples_are_named_with_their_arm() -> None:
     assert stalled.id in render_markdown(comparison)
     assert json.loads(render_json(comparison))["stats"][0]["outliers"][0]["id"] == stalled.id
     assert row.decode.robust is not None and row.decode.robust[0] > row.decode.point  # trimmed: the stall is out
+
+
+def test_compare_cli_target_effect_sets_the_planned_change(tmp_path, capsys) -> None:
+    from bench.cli import main
+    from bench.records import save_run
+
+    baseline, speculative = synthetic_runs(np.random.default_rng(20), 4, categories=("a", "b"))
+    save_run(baseline, tmp_path / "b.json")
+    save_run(speculative, tmp_path / "s.json")
+    assert main(["compare", "--baseline", str(tmp_path / "b.json"), "--speculative", str(tmp_path / "s.json"),
+                 "--stats", "--format", "json", "--target-effect", "0.3"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["family"]["target_effect"] == 0.3
+    assert payload["stats"][0]["decode_speedup_needed_n"] < samples_needed(0.2, 0.1, 0.05 / 4, 0.02)
