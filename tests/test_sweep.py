@@ -117,3 +117,22 @@ def test_arm_and_level_parsing() -> None:
             parse_levels(bad)
     with pytest.raises(BenchError):
         parse_url_arms(["baseline=http://x"])
+
+
+def test_sweep_cell_table_is_one_holm_family() -> None:
+    from bench.analysis import THROUGHPUT_SPEEDUP, cell_family
+
+    class _Comparison:
+        threshold = 0.02
+        stats = ()
+
+    class _Cell:
+        def __init__(self, arm: str, level: int, p: float) -> None:
+            self.arm, self.concurrency, self.comparison = arm, level, _Comparison()
+            self.throughput = Estimate(THROUGHPUT_SPEEDUP, 1.1, 1.01, 1.2, "better", p_value=p, df=9.0)
+
+    cells = [_Cell("a", 1, 0.001), _Cell("a", 2, 0.04), _Cell("b", 1, 0.3)]
+    table = cell_family(cells)
+    first, second = table[("a", 1, "throughput_speedup")], table[("a", 2, "throughput_speedup")]
+    assert first.confidence == pytest.approx(1 - 0.05 / 3) and first.low < 1.01
+    assert second.confidence == pytest.approx(1 - 0.05 / 2) and second.verdict == "no significant change"

@@ -82,6 +82,7 @@ class Estimate:
     robust: tuple[float, float, float] | None = None
     robust_verdict: str | None = None
     note: str | None = None
+    df: float = math.nan
 
     @property
     def has_interval(self) -> bool:
@@ -363,7 +364,7 @@ def family_estimates(
             metric, point, low, high, verdict(point, low, high, metric, threshold), confidence=1.0 - level,
             p_value=value.p_value(), mde=mde, needed=needed, robust=robust_interval,
             robust_verdict=verdict(*robust_interval, metric, threshold) if robust_interval else None,
-            note=f"interval: {value.method}" if value.drift_se > 0 else None,
+            note=f"interval: {value.method}" if value.drift_se > 0 else None, df=value.df,
         )
     return estimates
 

@@ -8,15 +8,17 @@ only where an interval shows it) and, per level, the best arm with its margin ov
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench._constants import DEFAULT_THRESHOLD
+from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench.analysis._compare import Comparison, Estimate, compare
-from bench.analysis._intervals import Metric, bootstrap_geomean_ci, verdict
+from bench.analysis._family import FAMILY_ALPHA, holm_levels
+from bench.analysis._intervals import Metric, bootstrap_geomean_ci, log_mean, t_quantile, verdict
 from bench.records import Run
 
 THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup")
@@ -106,6 +108,8 @@ class Sweep:
     decode_crossover: dict[str, Crossover]
     throughput_crossover: dict[str, Crossover]
     best: tuple[BestArm, ...]
+    table: dict[tuple[str, int, str], Estimate] = field(default_factory=dict)
+    """The cell table's verdicts as one family: (arm, level, metric key) -> the estimate at its Holm level."""
 
     def cell(self, arm: str, concurrency: int) -> SweepCell | None:
         """The cell of one arm at one level, if it ran."""
@@ -133,7 +137,10 @@ def throughput_estimate(
     shared = sorted(set(base) & set(spec))
     ratios = np.array([spec[batch] / base[batch] for batch in shared if base[batch] > 0 and spec[batch] > 0])
     point, low, high = bootstrap_geomean_ci(ratios)
-    estimate = Estimate(THROUGHPUT_SPEEDUP, point, low, high, verdict(point, low, high, THROUGHPUT_SPEEDUP, threshold))
+    found = log_mean(np.log(ratios)) if ratios.size >= MIN_SAMPLES_FOR_CI else None
+    estimate = Estimate(THROUGHPUT_SPEEDUP, point, low, high, verdict(point, low, high, THROUGHPUT_SPEEDUP, threshold),
+                        p_value=found.p_value() if found is not None else math.nan,
+                        df=found.df if found is not None else math.nan)
     base_mean = float(np.mean([base[b] for b in shared])) if shared else None
     spec_mean = float(np.mean([spec[b] for b in shared])) if shared else None
     return estimate, base_mean, spec_mean
@@ -207,4 +214,35 @@ def summarize_sweep(cells: Sequence[SweepCell], *, margin: float | None = None) 
         limit = margin if margin is not None else (own[0].comparison.threshold if own else DEFAULT_THRESHOLD)
         decode[arm] = crossover(own_levels, [cell.decode for cell in own], margin=limit)
         throughput[arm] = crossover(own_levels, [cell.throughput for cell in own], margin=limit)
-    return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels))
+    return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels), cell_family(cells))
+
+
+def cell_family(cells: Sequence[SweepCell], alpha: float = FAMILY_ALPHA) -> dict[tuple[str, int, str], Estimate]:
+    """The sweep table's verdicts (arm x level x decode, latency, throughput) under Holm: each interval widened to its
+    step's level (the geometric mean's t-interval on the same logs), so the table's false-alarm rate stays at alpha."""
+    entries = []
+    for cell in cells:
+        for estimate in (cell.decode, cell.latency, cell.throughput) if cell.comparison.stats else (cell.throughput,):
+            entries.append(((cell.arm, cell.concurrency, estimate.metric.key), estimate))
+    levels = holm_levels([estimate.p_value if estimate.has_interval else math.nan for _, estimate in entries], alpha)
+    table = {}
+    threshold = cells[0].comparison.threshold if cells else DEFAULT_THRESHOLD
+    for (key, estimate), level in zip(entries, levels, strict=True):
+        if not (estimate.has_interval and math.isfinite(level) and math.isfinite(estimate.p_value)):
+            table[key] = estimate
+            continue
+        table[key] = widened(estimate, 1.0 - level, threshold)
+    return table
+
+
+def widened(estimate: Estimate, confidence: float, threshold: float) -> Estimate:
+    """The same t-interval on the logs redrawn at `confidence` (its half-width scaled by the quantile ratio)."""
+    if confidence <= estimate.confidence or not math.isfinite(estimate.df):
+        return estimate
+    centre = math.log(estimate.point)
+    half = (math.log(estimate.high) - math.log(estimate.low)) / 2.0
+    ratio = t_quantile(0.5 + confidence / 2.0, estimate.df) / t_quantile(0.5 + estimate.confidence / 2.0, estimate.df)
+    low, high = math.exp(centre - half * ratio), math.exp(centre + half * ratio)
+    return dataclasses.replace(estimate, low=low, high=high, confidence=confidence,
+                               verdict=verdict(estimate.point, low, high, estimate.metric, threshold))
+

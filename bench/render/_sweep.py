@@ -41,9 +41,12 @@ BEST_COLUMNS: list[Column] = [
     ("margin", "margin", "percent"),
 ]
 LEGEND = (
+    "the cell table's verdicts are one family: Holm over arm x level x metric (family-wise 5%), each interval drawn "
+    "at its step's level (after @); "
     "decode and latency: geometric mean of per-request speedups (overall row of each cell's paired statistics); "
     "throughput: system output tokens/s of the arm over the baseline's, paired by lock-step batch; intervals are 95% "
-    "t-intervals on the logs; crossover, read level by level from the lowest (fixed-sequence, 5% for the whole "
+    "t-intervals on the logs; crossover (per arm, from the 95% intervals), read level by level from the lowest "
+    "(fixed-sequence, 5% for the whole "
     "sweep): faster while each interval lies above 1.00x; stops paying only where the next interval lies at or below "
     "1 + the threshold; otherwise undetermined above (lack of evidence is not a crossover); "
     "best arm: highest throughput speedup"
@@ -51,7 +54,12 @@ LEGEND = (
 
 
 def _ci(estimate: Estimate) -> str:
-    return ci_cell(estimate.point, estimate.low, estimate.high)
+    return ci_cell(estimate.point, estimate.low, estimate.high, estimate.confidence)
+
+
+def _shown(sweep: Sweep, arm: str, level: int, estimate: Estimate) -> Estimate:
+    """The cell's estimate as the table's family shows it (Holm level), else as computed."""
+    return sweep.table.get((arm, level, estimate.metric.key), estimate)
 
 
 def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
@@ -62,12 +70,15 @@ def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
             if cell is None:
                 continue
             overall = cell.comparison.stats[-1] if cell.comparison.stats else None
+            decode = _shown(sweep, arm, level, cell.decode) if overall else None
+            latency = _shown(sweep, arm, level, cell.latency) if overall else None
+            throughput = _shown(sweep, arm, level, cell.throughput)
             rows.append({
                 "arm": arm, "concurrency": level, "n": overall.n if overall else 0,
-                "decode": _ci(cell.decode) if overall else "n/a",
-                "decode_verdict": cell.decode.word if overall else "not enough data",
-                "latency": _ci(cell.latency) if overall else "n/a",
-                "throughput": _ci(cell.throughput), "throughput_verdict": cell.throughput.word,
+                "decode": _ci(decode) if decode else "n/a",
+                "decode_verdict": decode.word if decode else "not enough data",
+                "latency": _ci(latency) if latency else "n/a",
+                "throughput": _ci(throughput), "throughput_verdict": throughput.word,
                 "base_tps": cell.base_tokens_per_s, "spec_tps": cell.spec_tokens_per_s,
                 "accept_rate": overall.accept_rate if overall else None,
             })
