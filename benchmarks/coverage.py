@@ -6,7 +6,8 @@
 Sections other than `interval` go through the decision code the CLI uses: `family_estimates` (every category
 table: compare, bench, report, sweep cells), `gate_frames` (regress, on per-sample frames), `crossover` (sweep),
 `flag_outliers` and Yuen's interval, `repeat_log_mean` (repeats), `SequentialTest` (sampling until decided) and
-`accept_rate_log_mean` (the gate's accept rate). Seeded: the same command prints the same tables.
+`accept_rate_log_mean` (the gate's accept rate); `--section cli` repeats the family and gate figures through
+`compare` and `gate` on run records, exactly as the CLI calls them. Seeded: the same command prints the same tables.
 
 Each cell draws `trials` sets of n per-sample ratios whose true geometric mean is known: lognormal noise
 (sigma 0.05, 0.2, 0.5), or lognormal sigma 0.2 with 10% outliers (x3 or x1/3, half each, so the true geometric
@@ -28,15 +29,18 @@ from bench.analysis import (
     Estimate,
     SequentialTest,
     accept_rate_log_mean,
+    compare,
     crossover,
     family_estimates,
     flag_outliers,
+    gate,
     gate_frames,
     geomean_t_intervals,
     log_mean,
     repeat_log_mean,
     yuen_log_mean,
 )
+from bench.records import Run, SampleResult, summarize
 
 SIZES = (5, 8, 12, 20, 80)
 NOISES = (("lognormal", 0.05, 0.0), ("lognormal", 0.2, 0.0), ("lognormal", 0.5, 0.0), ("10% outliers", 0.2, 0.1))
@@ -315,9 +319,44 @@ def accept_section(trials: int, seed: int) -> list[str]:
     return lines
 
 
+def _runs(rng: np.random.Generator, n: int, speedup: float) -> tuple[Run, Run]:
+    """A baseline and a speculative run (11 categories x n) as record objects, for the sections through `compare`
+    and `gate` exactly as the CLI calls them."""
+    arms: tuple[list[SampleResult], list[SampleResult]] = ([], [])
+    for index in range(CATEGORIES):
+        for sample in range(n):
+            rate = 20.0 * float(np.exp(rng.normal(0.0, 0.3)))
+            spec = rate * speedup * float(np.exp(rng.normal(0.0, SIGMA)))
+            for results, value in zip(arms, (rate, spec), strict=True):
+                results.append(SampleResult(id=f"c{index}-{sample:03d}", category=f"c{index}", ok=True, turns=1,
+                                            latency_s=64.0 / value, predicted_per_second=value,
+                                            prompt_per_second=500.0, outputs=("same",)))
+    return tuple(Run(config={}, selected_samples=len(results), results=tuple(results),  # type: ignore[return-value]
+                     summary=tuple(summarize(results))) for results in arms)
+
+
+def cli_section(trials: int, seed: int) -> list[str]:
+    """The family and gate figures again through `compare` and `gate` on run records (as `speedbench compare
+    --stats` and `speedbench regress` call them), n = 10 per category."""
+    rng = np.random.default_rng(seed)
+    any_false = overall_false = alarms = caught = 0
+    for _ in range(trials):
+        rows = compare(*_runs(rng, 10, 1.0)).stats
+        any_false += any(row.decode.verdict in ("better", "worse") or row.latency.verdict in ("better", "worse")
+                         for row in rows if row.category != "overall")
+        overall_false += rows[-1].decode.verdict in ("better", "worse")
+        reference = _runs(rng, 10, 1.5)
+        alarms += gate(reference, _runs(rng, 10, 1.5)).failed()
+        caught += gate(reference, _runs(rng, 10, 1.5 * 0.9)).failed()
+    return ["| through | A/A tables with any false category verdict | A/A overall false | regress A/A fails | "
+            "regress catches a 10% decode regression |", "|---|---|---|---|---|",
+            f"| compare / gate on runs, n = 10 | {any_false / trials:.1%} | {overall_false / trials:.1%} | "
+            f"{alarms / trials:.1%} | {caught / trials:.1%} |"]
+
+
 SECTIONS = {"family": family_section, "gate": gate_section, "crossover": crossover_section,
             "stalls": stalls_section, "repeats": repeats_section, "sequential": sequential_section,
-            "accept": accept_section}
+            "accept": accept_section, "cli": cli_section}
 
 
 def main() -> None:
@@ -325,7 +364,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--bootstrap", action="store_true", help="also measure the old percentile bootstrap")
-    parser.add_argument("--section", default="all", choices=["all", "interval", *SECTIONS])
+    parser.add_argument("--section", default="all", choices=["all", "interval", *SECTIONS],
+                        help="all: every section but cli (slow: ~1 s a trial); cli: only when named")
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
     if args.section in ("all", "interval"):
@@ -336,7 +376,7 @@ def main() -> None:
             boot = f" {cell.bootstrap_coverage:.1%} |" if cell.bootstrap_coverage is not None else ""
             print(f"| {cell.n} | {cell.noise} | {cell.sigma} | {cell.coverage:.1%} | {cell.aa_unchanged:.1%} |{boot}")
     for name, section in SECTIONS.items():
-        if args.section in ("all", name):
+        if args.section == name or (args.section == "all" and name != "cli"):
             print(f"\n### {name} ({args.trials} trials, seed {args.seed})\n")
             print("\n".join(section(args.trials, args.seed)), flush=True)
 

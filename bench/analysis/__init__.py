@@ -75,7 +75,7 @@ from bench.analysis._regress import (
     lost_samples,
     regress,
 )
-from bench.analysis._sequential import SEQUENTIAL_METHOD, Look, SequentialTest, spent_alpha
+from bench.analysis._sequential import SEQUENTIAL_METHOD, Look, SequentialTest, overall_decode, spent_alpha
 from bench.analysis._stats import paired_stats
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._sweep import (
@@ -162,6 +162,7 @@ __all__ = [
     "log_mean",
     "lossless_check",
     "lost_samples",
+    "overall_decode",
     "pair_runs",
     "paired_stats",
     "regress",

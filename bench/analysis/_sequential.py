@@ -22,6 +22,8 @@ from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
 from bench.analysis._family import FAMILY_ALPHA
 from bench.analysis._intervals import DECODE_SPEEDUP, LogMean, Metric, verdict
+from bench.analysis._paired import pair_runs, paired_log_mean
+from bench.records import Run
 
 SEQUENTIAL_METHOD = "group-sequential t-tests, Lan-DeMets Pocock-type alpha spending, union bound over looks"
 
@@ -110,3 +112,9 @@ class SequentialTest:
         found = Look(n, level, point, low, high, decision)
         self.looks.append(found)
         return found
+
+
+def overall_decode(baseline: Run, speculative: Run) -> LogMean | None:
+    """The overall decode-speedup estimate a sequential look reads (the paired statistics' overall row)."""
+    paired = pair_runs(baseline, speculative, min_pairs=0)
+    return paired_log_mean(paired, "decode_speedup") if len(paired) else None
