@@ -347,7 +347,8 @@ def family_estimates(
         metric = metric_of[metric_key]
         primary = category == OVERALL
         mde_alpha = alpha if primary else alpha / size
-        sd = value.sd if value is not None and value.n >= 2 and value.se > 0 else overall_sd.get(metric_key, math.nan)
+        own = value is not None and value.n >= min_samples and value.se > 0  # two samples' sd cannot plan
+        sd = value.sd if own and value is not None else overall_sd.get(metric_key, math.nan)
         if key not in testable:
             needed = samples_needed(sd, target_effect, mde_alpha, threshold)
             estimates[key] = Estimate(metric, math.exp(value.mean) if value is not None else math.nan, math.nan,

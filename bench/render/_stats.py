@@ -94,6 +94,10 @@ def _stats_cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
     return cells
 
 
+def _tests(size: int) -> str:
+    return f"{size} tests" if size else "no category row has an interval yet"
+
+
 def _target_effect(family: Family | None) -> float:
     return family.target_effect if family is not None else DEFAULT_TARGET_EFFECT
 
@@ -104,7 +108,7 @@ def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | N
         "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
         "with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "
         f"{threshold:.0%}; "
-        f"category rows are one family: {HOLM_METHOD} ({size} tests, family-wise false-alarm rate "
+        f"category rows are one family: {HOLM_METHOD} ({_tests(size)}, family-wise false-alarm rate "
         f"{FAMILY_ALPHA:.0%}), each interval drawn at the level its Holm step uses (after @), the one its verdict "
         f"reads; the overall row is the primary result, at a plain 95%; mde: the smallest true change detected with "
         f"80% power at the row's level (n≈N for target: samples a {_target_effect(family):.0%} change needs)"
