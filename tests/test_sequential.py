@@ -52,3 +52,35 @@ def test_each_look_says_why() -> None:
         test.look(None)
     with pytest.raises(BenchError):
         SequentialTest(max_samples=2)
+
+
+def _rounds(truth: float, seed: int):
+    """A run_round callback: round k holds the first k samples of each of 11 categories of one synthetic pair."""
+    from bench.records import Run, summarize
+    from tests.test_family import synthetic_runs
+
+    full = synthetic_runs(np.random.default_rng(seed), 10, truth)
+
+    def run_round(k: int):
+        keep = {f"{category}-{index:03d}" for category in {r.category for r in full[0].results} for index in range(k)}
+        return tuple(Run(config={}, selected_samples=len(kept), results=kept, summary=tuple(summarize(kept)))
+                     for kept in (tuple(r for r in run.results if r.id in keep) for run in full))
+    return run_round
+
+
+def test_sample_until_decided_stops_early_on_a_clear_1_5x_and_says_why() -> None:
+    from bench.analysis import sample_until_decided
+
+    seen = []
+    decided = sample_until_decided(_rounds(1.5, 1), rounds=10, per_round=11, on_look=seen.append)
+    assert decided.last.decision == "faster" and decided.last.n <= 22 and len(seen) == len(decided.looks)
+    assert decided.message.startswith("speedbench: decided faster after ")
+    assert "alpha spending" in decided.message
+
+
+def test_sample_until_decided_runs_to_the_limit_when_nothing_changed() -> None:
+    from bench.analysis import sample_until_decided
+
+    decided = sample_until_decided(_rounds(1.0, 2), rounds=10, per_round=11)
+    assert decided.last.decision in ("undecided", "equivalent") and decided.last.n == 110
+    assert len(decided.baseline.results) == 110

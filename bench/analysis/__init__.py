@@ -75,7 +75,15 @@ from bench.analysis._regress import (
     lost_samples,
     regress,
 )
-from bench.analysis._sequential import SEQUENTIAL_METHOD, Look, SequentialTest, overall_decode, spent_alpha
+from bench.analysis._sequential import (
+    SEQUENTIAL_METHOD,
+    Decided,
+    Look,
+    SequentialTest,
+    overall_decode,
+    sample_until_decided,
+    spent_alpha,
+)
 from bench.analysis._stats import paired_stats
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._sweep import (
@@ -119,6 +127,7 @@ __all__ = [
     "Comparability",
     "Comparison",
     "Crossover",
+    "Decided",
     "Difference",
     "Estimate",
     "Family",
@@ -170,6 +179,7 @@ __all__ = [
     "repeat_log_mean",
     "results_frame",
     "run_margins",
+    "sample_until_decided",
     "samples_needed",
     "served_from_cache",
     "spent_alpha",

@@ -15,7 +15,9 @@ A look decides:
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
@@ -118,3 +120,50 @@ def overall_decode(baseline: Run, speculative: Run) -> LogMean | None:
     """The overall decode-speedup estimate a sequential look reads (the paired statistics' overall row)."""
     paired = pair_runs(baseline, speculative, min_pairs=0)
     return paired_log_mean(paired, "decode_speedup") if len(paired) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """How sampling until decided ended: the last runs, every look and the one that stopped it."""
+
+    baseline: Run
+    speculative: Run
+    looks: tuple[Look, ...]
+
+    @property
+    def last(self) -> Look:
+        """The look that ended the run."""
+        return self.looks[-1]
+
+    @property
+    def message(self) -> str:
+        """Why it stopped and after how many samples, with the method named."""
+        return f"speedbench: {self.last.reason} ({SEQUENTIAL_METHOD}; {len(self.looks)} look(s))"
+
+
+def sample_until_decided(
+    run_round: Callable[[int], tuple[Run, Run]],
+    *,
+    rounds: int,
+    per_round: int,
+    threshold: float = DEFAULT_THRESHOLD,
+    on_look: Callable[[Look], object] | None = None,
+) -> Decided:
+    """Run rounds (`run_round(k)` runs round k and returns both arms' runs so far) until the overall decode verdict
+    is decided or `rounds` rounds ran; `per_round` samples join each round (one per selected category)."""
+    if rounds < 1 or per_round < 1:
+        raise BenchError(f"sampling until decided needs at least one round of one sample (got {rounds} x {per_round})")
+    test = SequentialTest(max_samples=max(rounds * per_round, MIN_SAMPLES_FOR_CI), threshold=threshold)
+    baseline = speculative = None
+    for index in range(1, rounds + 1):
+        baseline, speculative = run_round(index)
+        estimate = overall_decode(baseline, speculative)
+        if index == rounds and estimate is not None:
+            estimate = dataclasses.replace(estimate, n=max(estimate.n, test.max_samples))  # the last look spends all
+        look = test.look(estimate)
+        if on_look is not None:
+            on_look(look)
+        if test.decided:
+            break
+    assert baseline is not None and speculative is not None
+    return Decided(baseline, speculative, tuple(test.looks))
