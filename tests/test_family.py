@@ -159,3 +159,9 @@ def test_compare_cli_target_effect_sets_the_planned_change(tmp_path, capsys) -> 
     payload = json.loads(capsys.readouterr().out)
     assert payload["family"]["target_effect"] == 0.3
     assert payload["stats"][0]["decode_speedup_needed_n"] < samples_needed(0.2, 0.1, 0.05 / 4, 0.02)
+
+
+def test_a_row_of_one_sample_keeps_its_point() -> None:
+    baseline, speculative = synthetic_runs(np.random.default_rng(21), 1, truth=1.5, categories=("a",))
+    row = compare(baseline, speculative).stats[0]
+    assert row.decode.verdict == "not enough data" and math.isfinite(row.decode.point)

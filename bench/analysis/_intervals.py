@@ -314,11 +314,13 @@ class LogMean:
 
 
 def log_mean(logs: Sequence[float] | np.ndarray) -> LogMean | None:
-    """Student's t estimate of the mean of finite logs; None below two values."""
+    """Student's t estimate of the mean of finite logs; one value gives the point alone (no spread); none, None."""
     values = np.asarray(logs, dtype=float)
     values = values[np.isfinite(values)]
-    if values.size < 2:
+    if values.size == 0:
         return None
+    if values.size == 1:
+        return LogMean(float(values[0]), math.nan, math.nan, 1)
     return LogMean(float(values.mean()), float(values.std(ddof=1)) / math.sqrt(values.size), values.size - 1.0,
                    int(values.size))
 
