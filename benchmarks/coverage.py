@@ -165,12 +165,15 @@ def _gate_frame(rng: np.random.Generator, n: int, speedup: float, accept: float)
                          "accepted": rng.binomial(100, accept, len(ids)).astype(float)})
 
 
+GATE_SIZES = (5, 10, 20)
+
+
 def gate_section(trials: int, seed: int) -> list[str]:
     """regress on A/A comparison frames (false alarms) and on a 10% decode regression (detection)."""
     rng = np.random.default_rng(seed)
     lines = ["| n per category | A/A fails the job | 10% decode regression fails the job | A/A rows non-inferior "
              "(overall decode) |", "|---|---|---|---|"]
-    for n in (5, 10, 20):
+    for n in GATE_SIZES:
         false_alarms = caught = proven = 0
         for _ in range(trials):
             reference = _gate_frame(rng, n, 1.5, 0.6)
@@ -364,11 +367,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--bootstrap", action="store_true", help="also measure the old percentile bootstrap")
-    parser.add_argument("--section", default="all", choices=["all", "interval", *SECTIONS],
+    parser.add_argument("--section", default="all", choices=["all", "interval", "rest", *SECTIONS],
                         help="all: every section but cli (slow: ~1 s a trial); cli: only when named")
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--gate-sizes", default="5,10,20", help="samples per category of the gate section")
     args = parser.parse_args()
-    if args.section in ("all", "interval"):
+    global GATE_SIZES
+    GATE_SIZES = tuple(int(size) for size in args.gate_sizes.split(","))
+    if args.section in ("all", "interval", "rest"):
         extra = " percentile bootstrap |" if args.bootstrap else ""
         print(f"| n | noise | sigma | t-interval coverage | A/A unchanged |{extra}")
         print("|---|---|---|---|---|" + ("---|" if args.bootstrap else ""))
@@ -376,7 +382,8 @@ def main() -> None:
             boot = f" {cell.bootstrap_coverage:.1%} |" if cell.bootstrap_coverage is not None else ""
             print(f"| {cell.n} | {cell.noise} | {cell.sigma} | {cell.coverage:.1%} | {cell.aa_unchanged:.1%} |{boot}")
     for name, section in SECTIONS.items():
-        if args.section == name or (args.section == "all" and name != "cli"):
+        rest = args.section == "rest" and name not in ("cli", "family", "gate")
+        if args.section == name or rest or (args.section == "all" and name != "cli"):
             print(f"\n### {name} ({args.trials} trials, seed {args.seed})\n")
             print("\n".join(section(args.trials, args.seed)), flush=True)
 
