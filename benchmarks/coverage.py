@@ -304,6 +304,29 @@ def sequential_section(trials: int, seed: int) -> list[str]:
     return lines
 
 
+def budget_section(trials: int, seed: int) -> list[str]:
+    """`make bench --until-decided` budgets: 11 categories, limit 2, 3, 4 rounds."""
+    rng = np.random.default_rng(seed)
+    lines = ["| limit (rounds) | truth | false verdict (A/A) or decided faster | mean samples at the stop |",
+             "|---|---|---|---|"]
+    for limit in (2, 3, 4):
+        for truth in (1.0, 1.2, 1.5):
+            hits, stops = 0, []
+            for _ in range(trials):
+                test = SequentialTest(max_samples=CATEGORIES * limit, threshold=THRESHOLD)
+                logs: list[float] = []
+                for _ in range(limit):
+                    logs += list(np.log(truth) + rng.normal(0.0, SIGMA, CATEGORIES))
+                    look = test.look(log_mean(np.array(logs)))
+                    if test.decided:
+                        break
+                hits += look.decision in (("faster", "slower") if truth == 1.0 else ("faster",))
+                stops.append(look.n)
+            lines.append(f"| {limit} | {truth:.2f}x | {hits / trials:.1%} | "
+                         f"{np.mean(stops):.1f} of {CATEGORIES * limit} |")
+    return lines
+
+
 def accept_section(trials: int, seed: int) -> list[str]:
     """Coverage of the gate's accept-rate interval (delta method, t with n - 1 df) on binomial truth."""
     rng = np.random.default_rng(seed)
@@ -359,7 +382,7 @@ def cli_section(trials: int, seed: int) -> list[str]:
 
 SECTIONS = {"family": family_section, "gate": gate_section, "crossover": crossover_section,
             "stalls": stalls_section, "repeats": repeats_section, "sequential": sequential_section,
-            "accept": accept_section, "cli": cli_section}
+            "accept": accept_section, "budget": budget_section, "cli": cli_section}
 
 
 def main() -> None:
