@@ -30,7 +30,6 @@ import pandas as pd
 from bench._constants import DEFAULT_GATE_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
 from bench.analysis._family import FAMILY_ALPHA, detectable_log_effect, holm_levels
-from bench.analysis._grouping import each_category
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
@@ -161,10 +160,14 @@ def _side(side: GateSide) -> tuple[str, pd.DataFrame, list[pd.DataFrame]]:
     return "run", _run_frame(side), [_run_frame(side)]
 
 
-def _oriented_logs(joined: pd.DataFrame, metric: Metric) -> tuple[np.ndarray, float, float]:
+Columns = Mapping[str, np.ndarray]
+"""One category's joined per-sample columns (`<metric>_ref`, `<metric>_new`, counts), as arrays."""
+
+
+def _oriented_logs(joined: Columns, metric: Metric) -> tuple[np.ndarray, float, float]:
     """Per-sample log(candidate/reference) oriented so that positive is better, with both geometric means."""
-    ref_values = joined[f"{metric.key}_ref"].to_numpy(dtype=float)
-    new_values = joined[f"{metric.key}_new"].to_numpy(dtype=float)
+    ref_values = joined[f"{metric.key}_ref"]
+    new_values = joined[f"{metric.key}_new"]
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log(new_values / ref_values)
     keep = np.isfinite(logs)
@@ -206,17 +209,17 @@ class _Pending:
     exact: bool = False
 
 
-def _row_estimate(category: str, joined: pd.DataFrame, metric: Metric, drift: tuple[float, float] | None,
+def _row_estimate(category: str, joined: Columns, metric: Metric, drift: tuple[float, float] | None,
                   gated: bool) -> _Pending | None:
     if metric is ACCEPT_RATE:
-        columns = [joined[key].to_numpy(dtype=float) for key in ("accepted_ref", "draft_n_ref", "accepted_new",
-                                                                 "draft_n_new")]
+        columns = [joined[key] for key in ("accepted_ref", "draft_n_ref", "accepted_new", "draft_n_new")]
         if columns[1].sum() <= 0 or columns[3].sum() <= 0:
             return None
         reference, candidate = columns[0].sum() / columns[1].sum(), columns[2].sum() / columns[3].sum()
         if np.array_equal(columns[0], columns[2]) and np.array_equal(columns[1], columns[3]):
             note = "every sample drafted and accepted the same counts: unchanged by the exact rule"
-            return _Pending(category, metric, LogMean(0.0, 0.0, len(joined) - 1.0, len(joined), "exact"), reference,
+            size = len(columns[0])
+            return _Pending(category, metric, LogMean(0.0, 0.0, size - 1.0, size, "exact"), reference,
                             candidate, gated, note, exact=True)
         return _Pending(category, metric, accept_rate_log_mean(*columns), reference, candidate, gated)
     logs, reference, candidate = _oriented_logs(joined, metric)
@@ -339,7 +342,11 @@ def gate_frames(
              if kind == "run" else {})
     primary: list[_Pending] = []
     categories: list[_Pending] = []
-    for category, group in each_category(joined):
+    arrays = {name: joined[name].to_numpy(dtype=float) for name in joined.columns if name not in ("id", "category")}
+    labels = joined["category"].to_numpy()
+    groups = [(category, labels == category) for category in dict.fromkeys(labels)]
+    for category, rows in [*groups, (OVERALL, np.ones(len(labels), dtype=bool))]:
+        group = {name: values[rows] for name, values in arrays.items()}
         for metric in metrics:
             item = _row_estimate(category, group, metric, drift.get(metric.key),
                                  gated=category == OVERALL or gate_categories)
