@@ -6,7 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bench.render._tables import Column, markdown_escape, markdown_table, text_table
+from bench.render._escape import markdown_escape, terminal_text
+from bench.render._tables import Column, markdown_table, text_table
 
 if TYPE_CHECKING:
     from bench.analysis import Gate, GateRow
@@ -70,15 +71,17 @@ def gate_text(result: Gate | Sequence[GateRow], *, allow_partial: bool = False) 
     """The gate's one-line verdict, its table, how to read it and what the candidate lost."""
     gate = _as_gate(result)
     legend = _LEGEND + gate.method
-    return ("speedbench regress: " + _head(gate, allow_partial) + "\n" + legend + "\n"
-            + text_table(_cells(gate.rows), GATE_COLUMNS) + "".join(f"{line}\n" for line in _lines(gate)))
+    return ("speedbench regress: " + terminal_text(_head(gate, allow_partial)) + "\n" + legend + "\n"
+            + text_table(_cells(gate.rows), GATE_COLUMNS)
+            + "".join(f"{terminal_text(line)}\n" for line in _lines(gate)))
 
 
 def gate_markdown(result: Gate | Sequence[GateRow], *, allow_partial: bool = False) -> str:
     """The gate's result as Markdown."""
     gate = _as_gate(result)
     failed = gate.failed(allow_partial=allow_partial)
-    head = "### speedbench regress: " + ("failed: " if failed else "passed: ") + _head(gate, allow_partial)
+    head = "### speedbench regress: " + ("failed: " if failed else "passed: ") + markdown_escape(
+        _head(gate, allow_partial))
     legend = _LEGEND + gate.method
     notes = "".join(f"- {markdown_escape(line)}\n" for line in _lines(gate))
     return (head + "\n\n" + legend[0].upper() + legend[1:] + ".\n\n" + markdown_table(_cells(gate.rows), GATE_COLUMNS)
