@@ -8,6 +8,7 @@ from bench.records._acceptance import (
 )
 from bench.records._journal import Journal, journal_path, read_journal
 from bench.records._lock import lock_path, output_lock
+from bench.records._merge import SHARD_KEY, ShardMarker, merge_shards, shard_marker
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
 from bench.records._run import (
@@ -25,6 +26,7 @@ from bench.records._summary import summarize, summarize_group
 __all__ = [
     "COUNTER_KEYS",
     "SCHEMA_VERSION",
+    "SHARD_KEY",
     "Acceptance",
     "Journal",
     "Run",
@@ -32,6 +34,7 @@ __all__ = [
     "RunSettings",
     "SampleResult",
     "ServerDescription",
+    "ShardMarker",
     "acceptance_summary",
     "collector_paused",
     "counter_acceptance",
@@ -45,11 +48,13 @@ __all__ = [
     "load_comparison_folder",
     "load_run",
     "lock_path",
+    "merge_shards",
     "output_lock",
     "read_journal",
     "result_from_dict",
     "run_from_dict",
     "save_run",
+    "shard_marker",
     "summarize",
     "summarize_group",
 ]

@@ -63,12 +63,12 @@ def compare_loops(
             figures.add(f"stream chunks parsed/s, c=64 ({SSE_CHUNKS}/response)", sse64.chunks[0] / sse64.elapsed[0])
         for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True):
             load = Load(streams, rate, chunks, sizes.stream_waves)
-            floor = timed(f"floor {load.label}",
-                          lambda load=load, tag=f"lf{repeat}": measure_floor(load, workdir, tag))
+            tag = f"{repeat}-{load.streams}"
+            floor = timed(f"floor {load.label}", lambda load=load, tag=tag: measure_floor(load, workdir, f"f{tag}"))
             for name in order:
                 with event_loop(name):
-                    client = timed(f"{name} {load.label}", lambda load=load, name=name, tag=f"l{name}{repeat}":
-                                   measure_client(load, workdir, tag, **loop_settings(name)))
+                    client = timed(f"{name} {load.label}", lambda load=load, name=name, tag=tag:
+                                   measure_client(load, workdir, f"{name}{tag}", **loop_settings(name)))
                 add_stream_figures(found[name], load, floor, client)
     return found
 
