@@ -44,7 +44,7 @@ def choose_loop(requested: str | None = None) -> str:
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     """A factory of new event loops of the named kind (for asyncio.Runner)."""
     if name == "asyncio":
-        return asyncio.new_event_loop
+        return asyncio.DefaultEventLoopPolicy().new_event_loop  # not the global policy's, which may be replaced
     if name == "uvloop":
         return _stamped_uvloop_class()
     raise BenchError(f"unknown event loop {name!r}; available: {', '.join(LOOPS)}")

@@ -39,13 +39,19 @@ def event_loop(name: str) -> Iterator[None]:
     reason = loop_unavailable(name)
     if reason:
         raise RuntimeError(reason)
-    previous = asyncio.get_event_loop_policy()
-    if name == "uvloop":
-        import uvloop
+    from bench.runner import loop_factory
 
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    else:
-        asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    factory = loop_factory(name)
+
+    class Policy(asyncio.DefaultEventLoopPolicy):
+        """asyncio's policy, making loops of the named kind (the runner's own factory)."""
+
+        def new_event_loop(self) -> asyncio.AbstractEventLoop:
+            """A new loop of the named kind."""
+            return factory()
+
+    previous = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(Policy())
     try:
         yield
     finally:
