@@ -4,12 +4,12 @@ A shard's run file carries a `shard` marker: its index and count, and the full r
 prompts digest, with its own slice's sample ids in order. Shards merge only when they are the N slices of
 one experiment: the same count, full prompts digest and configuration, each index exactly once. The merged
 run holds every shard's results in the full schedule's order, its concurrency is the shards' sum (each
-shard is a client of its own), and `meta.shards` keeps what each shard recorded about itself.
+shard is a client of its own), its elapsed_s the longest shard's (shards run at once; run files time their
+start and end to the second only), and `meta.shards` keeps what each shard recorded about itself.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,15 +67,19 @@ SAME_CONFIG_EXCEPT = frozenset({"label"})
 """Config keys shards may differ in (a label only names a file)."""
 
 
-def merge_shards(runs: Sequence[Run]) -> Run:
-    """The one run of which `runs` are the N shards; a one-line BenchError when they are not exactly that."""
+def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCEPT, part: str = "shard") -> Run:
+    """The one run of which `runs` are the N shards; a one-line BenchError when they are not exactly that.
+
+    `vary` names the config keys the parts may differ in; `part` names them in the merged meta (`meta.shards`,
+    or `meta.workers` for one run's worker processes) and its warnings.
+    """
     if not runs:
         raise BenchError("merge needs the shard run files to join")
     markers = [ShardMarker.from_run(run) for run in runs]
     first, first_marker = runs[0], markers[0]
     name = lambda run: run.path or "a run"  # noqa: E731
     for run, marker in zip(runs[1:], markers[1:], strict=True):
-        _check_same_experiment(first, first_marker, run, marker, name)
+        _check_same_experiment(first, first_marker, run, marker, name, vary)
     by_index: dict[int, Run] = {}
     for run, marker in zip(runs, markers, strict=True):
         if marker.index in by_index:
@@ -104,17 +108,18 @@ def merge_shards(runs: Sequence[Run]) -> Run:
             raise BenchError(f"{name(run)}: holds sample {strays[0]!r}, which is not in its slice")
         results.extend(run.results)
     results.sort(key=lambda result: (result.repeat, position[result.id]))
-    return _merged_run(ordered, by_index, results, first_marker)
+    return _merged_run(ordered, by_index, results, first_marker, part)
 
 
-def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, marker: ShardMarker, name: Any) -> None:
+def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, marker: ShardMarker, name: Any,
+                           vary: frozenset[str]) -> None:
     """Refuse a shard of another experiment than the first one's, naming what differs."""
     where = f"{name(first)} and {name(run)}"
     if marker.count != first_marker.count:
         raise BenchError(f"shards of different runs: {where} split into {first_marker.count} and {marker.count}")
     if marker.prompts_sha256 != first_marker.prompts_sha256 or marker.selected_samples != first_marker.selected_samples:
         raise BenchError(f"shards of different runs: {where} were cut from different prompt sets")
-    keys = sorted((set(first.config) | set(run.config)) - SAME_CONFIG_EXCEPT)
+    keys = sorted((set(first.config) | set(run.config)) - vary)
     for key in keys:
         if first.config.get(key) != run.config.get(key):
             raise BenchError(f"shards of different runs: {where} differ in config {key!r} "
@@ -126,7 +131,7 @@ def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, mark
 
 
 def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results: list[Any],
-                marker: ShardMarker) -> Run:
+                marker: ShardMarker, part: str) -> Run:
     """Build the merged Run: joined results, summed concurrency, meta of the whole plus each shard's own."""
     runs = [by_index[item.index] for item in ordered]
     first = runs[0]
@@ -138,21 +143,20 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
     started = [run.meta.get("started_at") for run in runs if isinstance(run.meta.get("started_at"), str)]
     finished = [run.meta.get("finished_at") for run in runs if isinstance(run.meta.get("finished_at"), str)]
     elapsed = [float(run.meta["elapsed_s"]) for run in runs if isinstance(run.meta.get("elapsed_s"), int | float)]
-    warnings = [f"shard {item.index}/{item.count}: {warning}"
+    warnings = [f"{part} {item.index}/{item.count}: {warning}"
                 for item, run in zip(ordered, runs, strict=True) for warning in run.info.warnings]
     interrupted = any(run.info.interrupted for run in runs)
     meta = {key: value for key, value in first.meta.items() if key != "shard"}
-    span = _span_s(min(started, default=None), max(finished, default=None))
     meta.update({
         "started_at": min(started, default=None),
         "finished_at": max(finished, default=None),
-        "elapsed_s": max(span or 0.0, max(elapsed, default=0.0)),
+        "elapsed_s": max(elapsed, default=None),  # the parts run at once: the longest one's time
         "prompts_sha256": marker.prompts_sha256,
         "interrupted": interrupted,
         "warnings": warnings,
         "client_lag": _worst_lag(runs),
         "acceptance": first.meta.get("acceptance") if len(runs) == 1 else None,
-        "shards": [
+        f"{part}s": [
             {"index": item.index, "count": item.count, "path": run.path, "machine": run.meta.get("machine"),
              "started_at": run.meta.get("started_at"), "finished_at": run.meta.get("finished_at"),
              "elapsed_s": run.meta.get("elapsed_s"), "client_lag": run.meta.get("client_lag"),
@@ -162,8 +166,8 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
     })
     if len(runs) > 1:
         meta["warnings"].append(
-            f"merged from {len(runs)} shards; run-wide acceptance from the servers' counters is not summed (shards "
-            "that share a server count each other's drafts): per-sample figures and meta.shards keep it"
+            f"merged from {len(runs)} {part}s; run-wide acceptance from the servers' counters is not summed "
+            f"({part}s that share a server count each other's drafts): per-sample figures and meta.{part}s keep it"
         )
     categories = [row["category"] for row in first.summary if row.get("category") != OVERALL]
     return Run(
@@ -174,16 +178,6 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
         meta=meta,
         path=None,
     )
-
-
-def _span_s(start: str | None, end: str | None) -> float | None:
-    """Seconds from one run-file timestamp to another (None when either is missing or unreadable)."""
-    if start is None or end is None:
-        return None
-    try:
-        return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
-    except ValueError:
-        return None
 
 
 def _worst_lag(runs: Sequence[Run]) -> Any:

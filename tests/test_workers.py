@@ -1,0 +1,43 @@
+"""Worker processes: one run over N client processes, merged into one run file that compare reads unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench._errors import BenchError
+from bench.analysis import compare
+from bench.records import load_run
+from bench.runner import RunConfig, run_benchmark, run_workers, worker_shares
+from tests.conftest import make_prompts
+from tests.fakeserver import FakeServer
+
+
+def test_the_concurrency_is_split_over_the_workers() -> None:
+    assert worker_shares(64, 2) == [32, 32]
+    assert worker_shares(5, 3) == [2, 2, 1]
+    assert worker_shares(1, 1) == [1]
+    with pytest.raises(BenchError, match="--workers 3 exceeds --concurrency 2"):
+        worker_shares(2, 3)
+    with pytest.raises(BenchError, match="--workers must be >= 1"):
+        worker_shares(2, 0)
+
+
+def test_two_workers_send_every_sample_once_and_merge_into_one_run(fake_server: FakeServer, tmp_path: Path) -> None:
+    prompts = make_prompts(per_category=4)
+    config = RunConfig(url=fake_server.url, osl=8, concurrency=4, workers=2, label="w2")
+    _, interrupted = run_workers(prompts, config, output=tmp_path / "w2.json")
+    assert not interrupted
+    loaded = load_run(tmp_path / "w2.json")
+    assert sorted(result.id for result in loaded.results) == sorted(sample.id for sample in prompts.samples)
+    assert loaded.config["concurrency"] == 4 and loaded.config["workers"] == 2 and loaded.config["label"] == "w2"
+    workers = loaded.meta["workers"]
+    assert [worker["index"] for worker in workers] == [0, 1]
+    assert all(worker["client_lag"] is not None for worker in workers)  # each worker's own loop-lag monitor
+    assert len(fake_server.state.requests) == sum(len(sample.turns) for sample in prompts.samples)
+    assert not list(tmp_path.glob(".workers-*"))  # the workers' own files are gone once merged
+
+    single, _ = run_benchmark(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=4), force=True)
+    comparison = compare(single, loaded)
+    assert comparison is not None
