@@ -6,8 +6,33 @@ from bench.records._acceptance import (
     counter_acceptance,
     counter_deltas,
 )
-from bench.records._journal import Journal, journal_path, read_journal
-from bench.records._lock import lock_path, output_lock
+from bench.records._identity import (
+    COMPARED_AS_ERROR,
+    COMPARED_AS_WARNING,
+    SELECTION_KEYS,
+    Mismatch,
+    RunIdentity,
+)
+from bench.records._journal import Journal, read_journal
+from bench.records._layout import (
+    BASELINE,
+    SPECULATIVE,
+    comparison_files,
+    default_run_file,
+    has_journal,
+    is_sweep_folder,
+    journal_path,
+    latest_comparison_folder,
+    level_folder,
+    lock_path,
+    new_results_folder,
+    plots_folder,
+    run_file,
+    sweep_cell_file,
+    sweep_cells,
+    sweep_files,
+)
+from bench.records._lock import output_lock
 from bench.records._merge import SHARD_KEY, ShardMarker, merge_shards, shard_marker
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
@@ -24,12 +49,19 @@ from bench.records._schema import SCHEMA_VERSION, finite
 from bench.records._summary import summarize, summarize_group
 
 __all__ = [
+    "BASELINE",
+    "COMPARED_AS_ERROR",
+    "COMPARED_AS_WARNING",
     "COUNTER_KEYS",
     "SCHEMA_VERSION",
+    "SELECTION_KEYS",
     "SHARD_KEY",
+    "SPECULATIVE",
     "Acceptance",
     "Journal",
+    "Mismatch",
     "Run",
+    "RunIdentity",
     "RunMeta",
     "RunSettings",
     "SampleResult",
@@ -37,24 +69,36 @@ __all__ = [
     "ShardMarker",
     "acceptance_summary",
     "collector_paused",
+    "comparison_files",
     "counter_acceptance",
     "counter_deltas",
     "decode_margins",
+    "default_run_file",
     "dumps_run",
     "encode_margins",
     "finite",
+    "has_journal",
+    "is_sweep_folder",
     "journal_path",
     "latest_by_key",
+    "latest_comparison_folder",
+    "level_folder",
     "load_comparison_folder",
     "load_run",
     "lock_path",
     "merge_shards",
+    "new_results_folder",
     "output_lock",
+    "plots_folder",
     "read_journal",
     "result_from_dict",
+    "run_file",
     "run_from_dict",
     "save_run",
     "shard_marker",
     "summarize",
     "summarize_group",
+    "sweep_cell_file",
+    "sweep_cells",
+    "sweep_files",
 ]

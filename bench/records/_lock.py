@@ -9,11 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench._errors import BenchError
-
-
-def lock_path(output: str | os.PathLike[str]) -> Path:
-    """Where the lock of a run file lives: `<output>.lock`, beside the run file and its journal."""
-    return Path(f"{output}.lock")
+from bench.records._layout import lock_path
 
 
 @contextlib.contextmanager
