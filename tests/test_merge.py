@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from bench._errors import BenchError
 from bench.prompts import Shard
 from bench.records import Run, SampleResult, load_run, merge_shards, save_run, shard_marker, summarize
+from tests.fakeserver import FakeServer
 
 CONFIG = {"url": "http://127.0.0.1:8080/v1", "osl": 64, "concurrency": 2, "bench": "qualitative", "repeat": 2,
           "label": "x", "extra_inputs": {"temperature": 0}}
@@ -74,8 +78,10 @@ def test_missing_or_duplicate_slices_are_refused_in_one_line(shards: list[int], 
 
 
 def test_shards_of_different_experiments_are_refused_naming_the_difference() -> None:
-    with pytest.raises(BenchError, match=r"differ in config 'osl' \(64 vs 128\)"):
+    with pytest.raises(BenchError, match=r"shard0\.json and shard1\.json differ: osl was 64, now 128"):
         merge_shards([_shard_run(0, 2), _shard_run(1, 2, config={"osl": 128})])
+    with pytest.raises(BenchError, match=r"differ in config 'headers' \(\[\] vs \['X-A'\]\)"):
+        merge_shards([_shard_run(0, 2, config={"headers": []}), _shard_run(1, 2, config={"headers": ["X-A"]})])
     with pytest.raises(BenchError, match="split into 2 and 3"):
         merge_shards([_shard_run(0, 2), _shard_run(1, 3)])
     with pytest.raises(BenchError, match="cut from different prompt sets"):
@@ -103,3 +109,43 @@ def test_a_run_without_a_marker_or_with_a_stray_sample_is_refused() -> None:
                 summary=stray.summary, meta=stray.meta, path="stray.json")
     with pytest.raises(BenchError, match=r"stray.json: holds sample 's[02468]', which is not in its slice"):
         merge_shards([_shard_run(0, 2), stray])
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_four_shards_on_loopback_merge_into_the_unsharded_runs_samples_and_compare_with_it(
+    fake_server: FakeServer, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text("".join(json.dumps({"question_id": f"q{index}", "category": ("qa", "math", "coding")[index % 3],
+                                           "turns": [f"question {index}"]}) + "\n" for index in range(14)))
+    common = ["run", "--url", fake_server.url, "--dataset", str(dataset), "--osl", "8", "--repeat", "2", "--quiet",
+              "--force"]
+    shards = [_cli(*common, "--shard", f"{index}/4", "--output", f"shard{index}.json", cwd=tmp_path)
+              for index in range(4)]  # four client processes at once, as four machines would run them
+    for process in shards:
+        assert process.wait(timeout=120) == 0, process.stderr.read() if process.stderr else ""
+    whole = _cli(*common, "--concurrency", "4", "--output", "whole.json", cwd=tmp_path)
+    assert whole.wait(timeout=120) == 0
+    merge = _cli("merge", *(f"shard{index}.json" for index in (3, 1, 0, 2)), "--output", "merged.json", cwd=tmp_path)
+    out, err = merge.communicate(timeout=60)
+    assert merge.returncode == 0, err
+    assert "merged 4 shards (28 results of 28 selected)" in out
+
+    merged, unsharded = load_run(tmp_path / "merged.json"), load_run(tmp_path / "whole.json")
+    assert sorted(result.key for result in merged.results) == sorted(result.key for result in unsharded.results)
+    assert len(merged.results) == 28 and merged.meta["prompts_sha256"] == unsharded.meta["prompts_sha256"]
+    assert merged.config["concurrency"] == 4
+    compare = _cli("compare", "--baseline", "whole.json", "--speculative", "merged.json", "--stats", cwd=tmp_path)
+    out, err = compare.communicate(timeout=120)
+    assert compare.returncode == 0, err
+    assert "overall" in out
+
+    again = _cli("merge", "shard0.json", "shard1.json", "shard2.json", "--output", "bad.json", cwd=tmp_path)
+    _, err = again.communicate(timeout=60)
+    assert again.returncode == 2 and err.strip() == "speedbench: error: missing shard(s) 3/4 of 4: a merged run must " \
+        "hold every slice"
+    assert not (tmp_path / "bad.json").exists()

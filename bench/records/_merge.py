@@ -16,6 +16,7 @@ from typing import Any
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
+from bench.records._identity import RunIdentity
 from bench.records._run import Run
 from bench.records._summary import summarize
 
@@ -119,6 +120,10 @@ def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, mark
         raise BenchError(f"shards of different runs: {where} split into {first_marker.count} and {marker.count}")
     if marker.prompts_sha256 != first_marker.prompts_sha256 or marker.selected_samples != first_marker.selected_samples:
         raise BenchError(f"shards of different runs: {where} were cut from different prompt sets")
+    identity = RunIdentity.of(first.config).resume_mismatches(RunIdentity.of(run.config))
+    differing = [mismatch for mismatch in identity if mismatch.key not in vary]
+    if differing:
+        raise BenchError(f"shards of different runs: {where} differ: {differing[0].message()}")
     keys = sorted((set(first.config) | set(run.config)) - vary)
     for key in keys:
         if first.config.get(key) != run.config.get(key):

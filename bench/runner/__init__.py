@@ -18,6 +18,7 @@ from bench.runner._sse import SSEDecoder
 from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
 from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
 from bench.runner._turns import RequestSettings, build_payload, send_turn
+from bench.runner._workers import run_workers, worker_shares
 
 __all__ = [
     "DEFAULT_LOOP",
@@ -64,10 +65,12 @@ __all__ = [
     "run_interleaved",
     "run_loop",
     "run_sample",
+    "run_workers",
     "seeded_order",
     "send_turn",
     "server_rates",
     "server_root",
     "server_token_counter",
     "stamped_socket",
+    "worker_shares",
 ]

@@ -22,8 +22,9 @@ from typing import Any
 from bench._errors import BenchError
 from bench.prompts import PromptSet, Shard
 from bench.records import Run, load_run, merge_shards, save_run
+from bench.runner._config import RunConfig
 from bench.runner._progress import Progress, SilentProgress
-from bench.runner._runner import RunConfig, run_benchmark
+from bench.runner._runner import run_benchmark
 
 
 def worker_shares(concurrency: int, workers: int) -> list[int]:
@@ -88,7 +89,7 @@ def run_workers(
     merged = merge_shards([load_run(path) for path in paths], vary=frozenset({"label", "concurrency"}), part="worker")
     meta: dict[str, Any] = dict(merged.meta)
     meta["interrupted"] = bool(meta.get("interrupted")) or interrupted
-    config_out = dict(merged.config)
+    config_out = {**merged.config, "workers": config.workers}
     if config.label is not None:
         config_out["label"] = config.label
     run = Run(config=config_out, selected_samples=merged.selected_samples, results=merged.results,
