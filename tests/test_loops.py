@@ -95,3 +95,24 @@ def test_the_loop_is_chosen_by_flag_then_environment_then_default(monkeypatch) -
         choose_loop()
     with pytest.raises(BenchError, match="--loop: unknown event loop 'trio'"):
         choose_loop("trio")
+
+
+@pytest.mark.parametrize("name", LOOPS)
+def test_a_streamed_run_on_either_loop_records_its_loop_and_its_chunk_gaps(name: str, fake_server, tmp_path) -> None:
+    from bench.records import load_run
+    from bench.runner import RunConfig, run_benchmark
+    from tests.conftest import make_prompts
+
+    config = RunConfig(url=fake_server.url, osl=8, stream=True, concurrency=2, loop=name)
+    _, interrupted = run_benchmark(make_prompts(), config, output=tmp_path / "run.json")
+    loaded = load_run(tmp_path / "run.json")
+    assert not interrupted and loaded.completed_samples == len(loaded.results) == 4
+    assert loaded.info.event_loop == name and "loop" not in loaded.config
+    assert all(result.ttft_s is not None and result.itl_s for result in loaded.results)
+
+
+def test_an_unknown_loop_in_the_config_is_refused_before_anything_runs(tmp_path) -> None:
+    from bench.runner import RunConfig
+
+    with pytest.raises(BenchError, match="--loop: unknown event loop 'tokio'"):
+        RunConfig(url="http://127.0.0.1:9/v1", loop="tokio").validate()

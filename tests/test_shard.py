@@ -78,3 +78,29 @@ def test_a_schedule_without_offsets_has_none_and_a_wrong_length_is_refused() -> 
         ("s0", 0, None), ("s2", 0, None), ("s4", 0, None), ("s0", 1, None), ("s2", 1, None), ("s4", 1, None)]
     with pytest.raises(ValueError, match="9 arrival offsets for 5 samples x 2 repeats"):
         Shard(0, 2).arrivals([0.0] * 9, 5, 2)
+
+
+def test_an_interleaved_shard_sends_its_slice_to_both_arms_and_marks_both_run_files(tmp_path) -> None:
+    from bench.records import ShardMarker
+    from bench.runner import ArmSpec, RunConfig, run_interleaved
+    from tests.conftest import make_prompts
+    from tests.fakeserver import FakeServer, FakeState
+
+    prompts = make_prompts(per_category=3)
+    servers = [FakeServer(FakeState()), FakeServer(FakeState(drafting=True))]
+    for server in servers:
+        server.start()
+    try:
+        arms = [ArmSpec(name, RunConfig(url=server.url, osl=8, concurrency=2), tmp_path / f"{name}.json")
+                for name, server in zip(("baseline", "speculative"), servers, strict=True)]
+        runs, interrupted = run_interleaved(prompts, arms, shard=Shard(1, 2))
+    finally:
+        for server in servers:
+            server.stop()
+    own = [sample.id for sample in Shard(1, 2).select(prompts.samples)]
+    assert not interrupted
+    for name, run in runs.items():
+        assert sorted(result.id for result in run.results) == sorted(own), name  # both halves of every pair
+        marker = ShardMarker.from_run(run)
+        assert (marker.index, marker.count, list(marker.sample_ids)) == (1, 2, own)
+        assert marker.selected_samples == len(prompts.samples)

@@ -41,3 +41,17 @@ def test_two_workers_send_every_sample_once_and_merge_into_one_run(fake_server: 
     single, _ = run_benchmark(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=4), force=True)
     comparison = compare(single, loaded)
     assert comparison is not None
+
+
+def test_workers_with_shard_or_resume_or_beyond_the_concurrency_are_refused_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for extra, message in (
+        (["--workers", "2", "--concurrency", "2", "--shard", "0/2"], "--workers cannot be combined with --shard"),
+        (["--workers", "3", "--concurrency", "2"], "--workers must be between 1 and --concurrency (2); got 3"),
+        (["--shard", "2/2"], "--shard 2/2: needs 0 <= I < N"),
+    ):
+        done = subprocess.run([sys.executable, "-m", "bench", "run", "--url", "http://127.0.0.1:9", "--quiet", *extra],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
