@@ -104,3 +104,15 @@ def test_an_interleaved_shard_sends_its_slice_to_both_arms_and_marks_both_run_fi
         marker = ShardMarker.from_run(run)
         assert (marker.index, marker.count, list(marker.sample_ids)) == (1, 2, own)
         assert marker.selected_samples == len(prompts.samples)
+
+
+def test_an_open_loop_shard_keeps_the_full_schedules_arrival_gaps(fake_server) -> None:
+    from bench.runner import OpenLoop, RunConfig, run_benchmark
+    from tests.conftest import make_prompts
+
+    prompts = make_prompts(per_category=2)  # 4 samples: the full schedule sends them 0.15 s apart
+    run, _ = run_benchmark(prompts, RunConfig(url=fake_server.url, osl=4), schedule=OpenLoop([0.0, 0.15, 0.3, 0.45]),
+                           shard=Shard(1, 2))
+    sent = {result.id: result.sent_s for result in run.results}
+    assert sorted(sent) == ["coding-001", "math-001"]  # positions 1 and 3
+    assert 0.25 <= sent["math-001"] - sent["coding-001"] <= 0.4  # offsets 0.15 and 0.45 of the full schedule
