@@ -116,3 +116,17 @@ def test_an_open_loop_shard_keeps_the_full_schedules_arrival_gaps(fake_server) -
     sent = {result.id: result.sent_s for result in run.results}
     assert sorted(sent) == ["coding-001", "math-001"]  # positions 1 and 3
     assert 0.25 <= sent["math-001"] - sent["coding-001"] <= 0.4  # offsets 0.15 and 0.45 of the full schedule
+
+
+def test_a_shared_start_time_holds_the_first_request_until_then(fake_server, fake_state) -> None:
+    import time
+
+    from bench.runner import RunConfig, run_benchmark
+    from tests.conftest import make_prompts
+
+    arrived: list[float] = []
+    fake_state.fault = lambda index, body: arrived.append(time.time())  # the server's clock of each request
+    start_at = time.time() + 0.6
+    run, _ = run_benchmark(make_prompts(), RunConfig(url=fake_server.url, osl=4), start_at=start_at)
+    assert run.meta["start_at"] == start_at
+    assert arrived and min(arrived) >= start_at  # set-up first, then the wait for the start

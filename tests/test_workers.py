@@ -48,7 +48,8 @@ def test_workers_with_shard_or_resume_or_beyond_the_concurrency_are_refused_in_o
     import sys
 
     for extra, message in (
-        (["--workers", "2", "--concurrency", "2", "--shard", "0/2"], "--workers cannot be combined with --shard"),
+        (["--workers", "2", "--concurrency", "2", "--shard", "0/2"],
+         "--workers cannot be combined with --shard, --start-at or --resume"),
         (["--workers", "3", "--concurrency", "2"], "--workers must be between 1 and --concurrency (2); got 3"),
         (["--shard", "2/2"], "--shard 2/2: needs 0 <= I < N"),
     ):

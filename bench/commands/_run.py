@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import sys
 from collections.abc import Callable
@@ -27,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument("--shard", default=None, metavar="I/N",
                         help="run only the I-th (from 0) of N slices of the run; join them with `speedbench merge`")
+    parser.add_argument("--start-at", type=start_time, default=None, metavar="TIME",
+                        help="start sending at this wall-clock time (ISO 8601 with a zone, or epoch seconds), after "
+                             "the set-up: the shards' shared start")
     parser.add_argument("--workers", type=int, default=1,
                         help="client processes sharing the run (its concurrency split over them), merged into one "
                              "run file")
@@ -52,8 +56,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     )
     config.validate()
     shard = Shard.parse(args.shard) if args.shard is not None else None
-    if config.workers > 1 and (shard is not None or args.resume):
-        raise BenchError("--workers cannot be combined with --shard or --resume; run N shards, or resume one process")
+    if config.workers > 1 and (shard is not None or args.resume or args.start_at is not None):
+        raise BenchError("--workers cannot be combined with --shard, --start-at or --resume; run N shards instead")
     count_tokens = None
     if args.dataset == "categories" and args.bench.startswith("throughput_"):
         from bench.runner import server_token_counter
@@ -75,7 +79,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
                                            force=args.force)
         else:
             run, interrupted = run_benchmark(prompts, config, output=output, progress=progress_display(args.quiet),
-                                             resume=args.resume, force=args.force, shard=shard)
+                                             resume=args.resume, force=args.force, shard=shard,
+                                             start_at=args.start_at)
     except RunStopped as exc:  # the journal could not be written: what finished is kept, the run is not done
         sys.stderr.write(f"speedbench: error: {redact(str(exc))}\n")
         return EXIT_FAILED
@@ -120,3 +125,18 @@ def _default_output(label: str | None) -> str:
     from bench.records import default_run_file
 
     return default_run_file(label)
+
+
+def start_time(text: str) -> float:
+    """`--start-at`: epoch seconds, or an ISO 8601 time with its zone (`2026-12-02T15:00:00Z`)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither epoch seconds nor an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z for UTC)")
+    return moment.timestamp()

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -119,3 +120,14 @@ def run_loop(coroutine: Coroutine[Any, Any, _T], loop: str | None = None) -> _T:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
     return box[0]
+
+
+async def sleep_until(epoch_s: float, stop: Stop) -> None:
+    """Sleep until the wall clock reads `epoch_s` (at once when it has passed), ending early on a stop request."""
+    remaining = epoch_s - time.time()
+    if remaining <= 0:
+        return
+    try:
+        await asyncio.wait_for(stop.requested.wait(), remaining)
+    except TimeoutError:
+        pass
