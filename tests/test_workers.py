@@ -56,3 +56,34 @@ def test_workers_with_shard_or_resume_or_beyond_the_concurrency_are_refused_in_o
         done = subprocess.run([sys.executable, "-m", "bench", "run", "--url", "http://127.0.0.1:9", "--quiet", *extra],
                               cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_ctrl_c_stops_every_worker_and_keeps_what_they_finished(fake_server: FakeServer, fake_state, tmp_path) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fake_state.delay_s = 0.2  # 40 samples over 2 workers at concurrency 1 each: about 4 s, stopped early
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text("".join(json.dumps({"question_id": f"q{index}", "category": "qa", "turns": [f"q {index}"]})
+                               + "\n" for index in range(40)))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", "--url", fake_server.url, "--dataset", str(dataset), "--osl", "4",
+         "--concurrency", "2", "--workers", "2", "--quiet", "--output", "w.json"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".workers-*/*.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the workers journal their first samples
+    time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    assert (tmp_path / "w.json").exists(), out + err
+    run = load_run(tmp_path / "w.json")
+    assert run.info.interrupted and 0 < len(run.results) < 40
+    assert len({result.id for result in run.results}) == len(run.results)
+    assert "continue with --resume" in out or "interrupted" in out

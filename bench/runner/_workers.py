@@ -38,9 +38,8 @@ def worker_shares(concurrency: int, workers: int) -> list[int]:
 
 
 def _worker(prompts: PromptSet, config: RunConfig, shard: Shard, output: str) -> None:
-    """One worker process: its shard of the run, written to `output` (Ctrl-C is the parent's to handle)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    run_benchmark(prompts, config, output=output, progress=SilentProgress(), install_signal_handlers=False,
+    """One worker process: its shard of the run, written to `output`; SIGINT/SIGTERM stop it as they stop a run."""
+    run_benchmark(prompts, config, output=output, progress=SilentProgress(), install_signal_handlers=True,
                   force=True, shard=shard)
 
 
@@ -59,6 +58,8 @@ def run_workers(
         raise BenchError(f"--workers {config.workers}: {len(prompts.samples)} samples cannot fill that many workers")
     if output is not None and Path(output).exists() and not force:
         raise BenchError(f"{output}: exists; pass --force to overwrite it")
+    if output is not None:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(output).parent if output is not None else None))
     context = multiprocessing.get_context("fork")
     paths = [str(folder / f"worker-{index}.json") for index in range(config.workers)]
@@ -74,10 +75,10 @@ def run_workers(
             process.start()
         for process in processes:
             process.join()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # each worker stops as an interrupted run does: what finished is written
         interrupted = True
         for process in processes:
-            if process.pid is not None:
+            if process.pid is not None and process.exitcode is None:
                 os.kill(process.pid, signal.SIGTERM)
         for process in processes:
             process.join()
@@ -96,5 +97,5 @@ def run_workers(
               summary=merged.summary, meta=meta, path=str(output) if output is not None else None)
     if output is not None:
         save_run(run, output, force=True)
-        shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
     return run, bool(meta["interrupted"])
