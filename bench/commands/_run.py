@@ -27,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument("--shard", default=None, metavar="I/N",
-                        help="run only the I-th (from 0) of N slices of the run; join them with `speedbench merge`")
+                        help="run only the I-th (from 0) of N slices of the run; join them with `speedbench merge` "
+                             "(default: the whole run)")
     parser.add_argument("--start-at", type=start_time, default=None, metavar="TIME",
                         help="start sending at this wall-clock time (ISO 8601 with a zone, or epoch seconds), after "
-                             "the set-up: the shards' shared start")
+                             "the set-up: the shards' shared start (default: at once)")
     parser.add_argument("--workers", type=int, default=1,
                         help="client processes sharing the run (its concurrency split over them), merged into one "
                              "run file")
