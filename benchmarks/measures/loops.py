@@ -57,8 +57,3 @@ def event_loop(name: str) -> Iterator[None]:
     finally:
         asyncio.set_event_loop_policy(previous)
 
-
-def running_loop_name() -> str:
-    """`uvloop` or `asyncio`: the kind of loop running now (call from inside a coroutine)."""
-    module = type(asyncio.get_running_loop()).__module__
-    return "uvloop" if module.startswith("uvloop") else "asyncio"
