@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order when interleaving")
     parser.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=True,
                        help="ask for top-2 log-probabilities to classify lossless divergences")
+    parser.add_argument("--until-decided", action="store_true",
+                        help="interleaved rounds of one sample per category until the overall decode verdict is "
+                             "decided (faster, slower or equivalent; group-sequential, 5%%) or --limit rounds ran")
     parser.add_argument("--stream", action="store_true",
                        help="stream both sides: TTFT, ITL per chunk and per token, TPOT and queue wait in the "
                             "comparison (default: off, as the reference)")
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
         stream=args.stream, request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,
+        until_decided=args.until_decided,
     )
     if args.trace:
         from bench._errors import BenchError

@@ -18,6 +18,7 @@ from bench.runner._arrivals import (
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._lag import LagMonitor
+from bench.runner._loops import DEFAULT_LOOP, LOOP_ENV, LOOPS, choose_loop, loop_factory, loop_name
 from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
 from bench.runner._open_ab import execute_open_ab, run_open_ab
 from bench.runner._pacer import Pacer
@@ -30,10 +31,14 @@ from bench.runner._sse import SSEDecoder
 from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
 from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
 from bench.runner._turns import RequestSettings, build_payload, send_turn
+from bench.runner._workers import run_workers, worker_shares
 
 __all__ = [
     "ARRIVAL_PROCESSES",
+    "DEFAULT_LOOP",
     "FULL_COLLECTIONS_HELD",
+    "LOOPS",
+    "LOOP_ENV",
     "READ_BYTES",
     "TRACE",
     "ArmSpec",
@@ -65,6 +70,7 @@ __all__ = [
     "block_offsets",
     "block_plan",
     "build_payload",
+    "choose_loop",
     "chunk_token_counts",
     "default_block_size",
     "execute",
@@ -72,6 +78,8 @@ __all__ = [
     "execute_open_ab",
     "inter_arrival_cv",
     "load_trace",
+    "loop_factory",
+    "loop_name",
     "machine_info",
     "normalize_base_url",
     "per_token_itl",
@@ -82,10 +90,12 @@ __all__ = [
     "run_loop",
     "run_open_ab",
     "run_sample",
+    "run_workers",
     "seeded_order",
     "send_turn",
     "server_rates",
     "server_root",
     "server_token_counter",
     "stamped_socket",
+    "worker_shares",
 ]
