@@ -10,6 +10,7 @@ from bench.analysis._comparability import (
     summary_only,
 )
 from bench.analysis._compare import Comparison, Estimate, ReferenceRow, StatsRow, compare
+from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
@@ -49,6 +50,7 @@ __all__ = [
     "DECODE_SPEEDUP",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "NOTHING_DRAFTED",
     "THROUGHPUT_SPEEDUP",
     "ArmCache",
     "ArmState",
@@ -59,6 +61,7 @@ __all__ = [
     "Comparison",
     "Crossover",
     "Difference",
+    "Drafted",
     "Estimate",
     "GateRow",
     "GateSide",
@@ -78,6 +81,7 @@ __all__ = [
     "compare_summaries",
     "crossed_t_interval",
     "crossover",
+    "drafted_by_category",
     "first_difference",
     "geomean_t_intervals",
     "lossless_check",

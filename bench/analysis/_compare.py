@@ -13,6 +13,7 @@ from bench._constants import DEFAULT_THRESHOLD, OVERALL
 from bench._errors import BenchError
 from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
+from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
 from bench.analysis._grouping import each_category
 from bench.analysis._intervals import (
     DECODE_SPEEDUP,
@@ -82,6 +83,18 @@ class StatsRow:
     identical: int | None
     compared_outputs: int
     disagreements: tuple[str, ...] = ()
+    drafted: Drafted | None = None
+    """Draft tokens of the row's speculative samples; `drafted.share` is the drafted share of the output."""
+
+    @property
+    def drafted_share(self) -> float | None:
+        """Output tokens that came from accepted drafts / output tokens (None when the server did not say)."""
+        return self.drafted.share if self.drafted is not None else None
+
+    @property
+    def nothing_drafted(self) -> bool:
+        """Whether no draft token was proposed for this row: its speedups are noise and carry no verdict."""
+        return self.drafted is not None and self.drafted.nothing_drafted
 
     def as_cells(self) -> dict[str, Any]:
         """A flat mapping (0.1's JSON keys plus the latency verdict) for tables, JSON and plots."""
@@ -97,6 +110,9 @@ class StatsRow:
             acceptance_length=self.acceptance_length,
             identical=self.identical,
             compared_outputs=self.compared_outputs,
+            drafted_share=self.drafted_share,
+            drafted_tokens=self.drafted.accepted if self.drafted is not None else None,
+            output_tokens=self.drafted.output_tokens if self.drafted is not None else None,
             identical_share=(self.identical / self.compared_outputs) if self.compared_outputs else None,
             verdict=self.decode.word,
             decode_verdict=self.decode.word,
@@ -208,12 +224,16 @@ def paired_rows(
     spec_summary = {row.get("category"): row for row in speculative.summary}
     reference_by_category = {row.category: row for row in reference}
     acceptance_length = acceptance_length_by_category(speculative)
+    drafted = drafted_by_category(speculative, zip(paired["id"], paired["repeat"], strict=True))
     rows = []
     for category, group in each_category(paired):
+        row_drafted = drafted.get(category)
+        nothing = row_drafted is not None and row_drafted.nothing_drafted
         estimates = {}
         for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP):
             point, low, high = paired_interval(group, metric.key)
-            estimates[metric.key] = Estimate(metric, point, low, high, verdict(point, low, high, metric, threshold))
+            called = NOTHING_DRAFTED if nothing else verdict(point, low, high, metric, threshold)
+            estimates[metric.key] = Estimate(metric, point, low, high, called)
         known = group["identical"].dropna()
         rows.append(
             StatsRow(
@@ -227,6 +247,7 @@ def paired_rows(
                 identical=int(known.sum()) if len(known) else None,
                 compared_outputs=len(known),
                 disagreements=_disagreements(estimates, reference_by_category.get(category)),
+                drafted=row_drafted,
             )
         )
     return tuple(rows)

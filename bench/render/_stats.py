@@ -19,6 +19,7 @@ STATS_COLUMNS: list[Column] = [
     ("latency_verdict", "latency_verdict", ""),
     ("accept_rate", "accept_rate", "rate"),
     ("accept_len", "acceptance_length", "speed"),
+    ("drafted", "drafted_share", "percent"),
     ("identical", "identical_cell", ""),
 ]
 
@@ -73,7 +74,8 @@ def _stats_legend(threshold: float) -> str:
     return (
         "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
         "with a 95% t-interval on the logs; a verdict needs the "
-        f"interval to exclude 1.00x and a change over {threshold:.0%}"
+        f"interval to exclude 1.00x and a change over {threshold:.0%}; drafted: share of the speculative output "
+        "that came from accepted drafts (a row with nothing drafted gets no verdict: its speedups are noise)"
     )
 
 
