@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._gate import gate_markdown, gate_text
-from bench.render._mermaid import mermaid_text, speedup_chart
+from bench.render._mermaid import mermaid_text, speedup_chart, sweep_chart
 from bench.render._stats import (
     STREAM_DEFINITIONS,
     ci_cell,
@@ -43,6 +43,7 @@ _LAZY = {
     "write_report": "bench.render._report",
     "write_sweep_report": "bench.render._report",
     "render_report": "bench.render._report",
+    "decision_line": "bench.render._report",
     "RichProgress": "bench.render._rich",
 }
 
@@ -57,6 +58,7 @@ __all__ = [
     "comparison_payload",
     "comparison_text",
     "cv_text",
+    "decision_line",
     "format_value",
     "gate_markdown",
     "gate_text",
@@ -78,6 +80,7 @@ __all__ = [
     "stream_markdown",
     "stream_text",
     "summary_text",
+    "sweep_chart",
     "sweep_json",
     "sweep_markdown",
     "sweep_text",

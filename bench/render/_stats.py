@@ -72,8 +72,8 @@ def _stats_cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
 
 def _stats_legend(threshold: float) -> str:
     return (
-        "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
-        "with a 95% t-interval on the logs; a verdict needs the "
+        "geometric mean of per-sample speedups (the SpeedBench table: ratio of arithmetic means), samples matched by "
+        "id, with a 95% t-interval on the logs; a verdict needs the "
         f"interval to exclude 1.00x and a change over {threshold:.0%}; drafted: share of the speculative output "
         "that came from accepted drafts (a row with nothing drafted gets no verdict: its speedups are noise)"
     )
