@@ -26,3 +26,14 @@ def test_category_picks_the_categories_of_make_bench() -> None:
 
 def test_make_test_installs_the_mermaid_parser_it_checks_charts_with() -> None:
     assert "mermaid" in _dry_run("test")
+
+
+def test_no_skip_reason_names_a_path_outside_the_repository() -> None:
+    """A skipped test says what is missing and how to get it, never where this machine keeps things."""
+    import re
+
+    for source in (ROOT / "tests").glob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        for reason in re.findall(r"(?:skip\(|reason=)\s*f?\"([^\"]*)\"", text) + re.findall(
+                r"^[A-Z_]+_MISSING = \"([^\"]*)\"", text, flags=re.M):
+            assert not re.search(r"(?:^|[\s(])(?:/|\.\./|~/)", reason), f"{source.name}: {reason!r}"
