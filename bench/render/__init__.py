@@ -44,6 +44,7 @@ _LAZY = {
     "write_sweep_report": "bench.render._report",
     "render_report": "bench.render._report",
     "decision_line": "bench.render._report",
+    "decision_text": "bench.render._report",
     "RichProgress": "bench.render._rich",
 }
 
@@ -59,6 +60,7 @@ __all__ = [
     "comparison_text",
     "cv_text",
     "decision_line",
+    "decision_text",
     "format_value",
     "gate_markdown",
     "gate_text",

@@ -125,14 +125,18 @@ def _decision_part(comparison: Comparison) -> str:
             f"({row.n} prompts{share})")
 
 
-def decision_line(comparisons: Sequence[Comparison]) -> str:
-    """The decision in one line: overall decode and latency speedups with 95% intervals, per workload when several."""
+def decision_text(comparisons: Sequence[Comparison]) -> str:
+    """The decision as plain text: overall decode and latency speedups with 95% intervals, per workload if several."""
     first = comparisons[0]
     arms = f"{_mode(first.speculative) or 'speculative'} vs {_mode(first.baseline) or 'baseline'}"
     if len(comparisons) == 1:
-        return f"**{markdown_escape(arms)}: {markdown_escape(_decision_part(first))}.**"
-    parts = "; ".join(f"{workload(comparison)}: {_decision_part(comparison)}" for comparison in comparisons)
-    return f"**{markdown_escape(arms)}: {markdown_escape(parts)}.**"
+        return f"{arms}: {_decision_part(first)}"
+    return f"{arms}: " + "; ".join(f"{workload(each)}: {_decision_part(each)}" for each in comparisons)
+
+
+def decision_line(comparisons: Sequence[Comparison]) -> str:
+    """The decision as the report's first line (bold Markdown)."""
+    return f"**{markdown_escape(decision_text(comparisons))}.**"
 
 
 def render_report(
