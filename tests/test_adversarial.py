@@ -30,8 +30,7 @@ from bench.engines import VLLM, LlamaCpp, ResponseError, SGLang
 from bench.pipeline import PipelineConfig, run_pipeline
 from bench.prompts import PromptSet, Sample, load_prompts, rows_to_samples
 from bench.records import Journal, Run, load_run, read_journal, save_run, summarize
-from bench.runner import RunConfig, SilentProgress, SSEDecoder, normalize_base_url, run_benchmark
-from bench.runner._transport import retry_after_seconds
+from bench.runner import RunConfig, SilentProgress, SSEDecoder, normalize_base_url, retry_after_seconds, run_benchmark
 from tests.fakeserver import FakeServer, FakeState, RawServer, http_response, read_request
 
 ROOT = Path(__file__).resolve().parents[1]

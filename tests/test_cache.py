@@ -30,7 +30,7 @@ def test_served_from_cache_ignores_the_bos_token_and_multi_turn_sums() -> None:
 
 
 def test_warm_arm_is_flagged_with_its_samples_and_categories() -> None:
-    # issue 15: against an external server rag-001 had cache_n 1435 in one arm and 1 in the other
+    # against an external server rag-001 had cache_n 1435 in one arm and 1 in the other
     baseline = _run(_result("rag-001", 1), _result("rag-002", 1, 529), _result("qa-001", 1, 51))
     speculative = _run(_result("rag-001", 1435), _result("rag-002", 1, 529), _result("qa-001", 1, 51))
     use = cache_use(baseline, speculative)

@@ -1,4 +1,4 @@
-"""The comparability check: each mismatch of issue 15 is named and graded; summary-only files are not checked."""
+"""The comparability check: each mismatch is named and graded; summary-only files are not checked."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_matching_runs_have_no_difference_and_no_flag() -> None:
 
 
 def test_unrelated_runs_name_every_meaning_changing_difference() -> None:
-    # shipped qa,math prompts at osl 32 against Spec-Bench prompts at osl 16 (issue 15, first case)
+    # shipped qa,math prompts at osl 32 against Spec-Bench prompts at osl 16 (a mismatch of prompts and osl)
     shipped = _run(["qa-001", "math-001"])
     spec_bench = _run(["81", "82"], dataset="spec-bench.jsonl", osl=16, meta={"prompts_sha256": "b" * 64})
     check = check_comparable(shipped, spec_bench)
@@ -115,7 +115,7 @@ def test_another_selection_explains_the_digest_and_compares_shared_samples() -> 
 
 
 def test_regress_pairs_name_the_configuration_differences() -> None:
-    # issue 15: a LIMIT=2/OSL=64 reference against a LIMIT=1/OSL=16 candidate called two regressions silently
+    # a LIMIT=2/OSL=64 reference against a LIMIT=1/OSL=16 candidate called two regressions silently
     reference = _run(osl=64, tags={"mode": "ngram-mod"})
     candidate = _run(["qa-001", "math-001"], osl=16, limit=1, tags={"mode": "draft"}, meta={"prompts_sha256": "d" * 64})
     check = check_regress_comparable(reference, candidate)
@@ -130,7 +130,7 @@ def test_a_baseline_that_drafted_is_flagged() -> None:
 
 
 def test_every_sample_failed_is_an_error_and_a_flag() -> None:
-    # issue 15: server down, every sample failed, compare printed a table of n/a and exit 0
+    # server down, every sample failed, compare printed a table of n/a and exit 0
     check = check_comparable(_run(), _run(ok=False))
     assert [d.field for d in check.errors] == ["successful samples"]
     assert [arm.arm for arm in check.failed] == ["speculative"]

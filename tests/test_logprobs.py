@@ -10,8 +10,7 @@ from bench.analysis import lossless_check, pair_runs
 from bench.analysis._lossless import NEAR_TIE_MARGIN, divergence
 from bench.engines import TurnStats
 from bench.records import Run, SampleResult, decode_margins, encode_margins, result_from_dict, summarize
-from bench.runner import RunConfig, run_benchmark
-from bench.runner._client import server_rates
+from bench.runner import RunConfig, run_benchmark, server_rates
 from tests.conftest import make_prompts
 from tests.fakeserver import DriftSchedule, FakeServer, FakeState
 

@@ -140,12 +140,12 @@ def test_journal_keeps_the_last_attempt_of_a_retried_sample(tmp_path: Path) -> N
 
 
 def test_a_failed_save_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench.records._run as records
+    import os
 
     def broken_replace(source: str, target: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(records.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
         save_run(Run(config={}, selected_samples=0, results=(), summary=()), tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
@@ -186,14 +186,13 @@ def test_results_load_with_defaults_nulls_and_number_subclasses() -> None:
 def test_collector_is_paused_while_loading_and_restored_after(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
+    import json
 
-    import bench.records._run as records
     from bench.records import collector_paused
 
     seen: list[bool] = []
-    original = records.run_from_dict
-    monkeypatch.setattr(records, "run_from_dict",
-                        lambda data, source: seen.append(gc.isenabled()) or original(data, source))
+    original = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, **kwargs: seen.append(gc.isenabled()) or original(text, **kwargs))
     path = tmp_path / "r.json"
     save_run(Run(config={}, selected_samples=0, results=(), summary=()), path)
     assert gc.isenabled()

@@ -9,7 +9,7 @@ import pytest
 
 from bench._errors import BenchError
 from bench.records import SCHEMA_VERSION, load_run, read_journal
-from bench.runner import RunConfig, normalize_base_url, run_benchmark
+from bench.runner import RunConfig, Transport, normalize_base_url, run_benchmark
 from tests.conftest import make_prompts
 from tests.fakeserver import FakeServer, FakeState
 
@@ -246,16 +246,14 @@ def test_concurrency_above_1_is_server_wide(fake_server: FakeServer, tmp_path: P
 
 def test_an_unexpected_error_fails_one_sample_not_the_run(fake_server: FakeServer, tmp_path: Path,
                                                           monkeypatch) -> None:
-    import bench.runner._runner as runner
+    real = Transport.post
 
-    real = runner.run_sample
-
-    async def flaky(transport, engine, sample, settings, **kwargs):
-        if sample.id == "coding-001":
+    async def flaky(self, url, body):
+        if b"coding q1" in body:
             raise RuntimeError("boom")
-        return await real(transport, engine, sample, settings, **kwargs)
+        return await real(self, url, body)
 
-    monkeypatch.setattr(runner, "run_sample", flaky)
+    monkeypatch.setattr(Transport, "post", flaky)
     run, _ = run_benchmark(make_prompts(), _config(fake_server), output=tmp_path / "r.json",
                            install_signal_handlers=False)
     assert len(run.results) == 4
@@ -331,7 +329,7 @@ def test_resume_refuses_the_same_ids_with_other_text(fake_server: FakeServer, tm
 def test_run_loop_holds_full_collections_back_for_the_run_and_restores_the_collector() -> None:
     import gc
 
-    from bench.runner._runner import FULL_COLLECTIONS_HELD, run_loop
+    from bench.runner import FULL_COLLECTIONS_HELD, run_loop
 
     before = gc.get_threshold()
 

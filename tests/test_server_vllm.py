@@ -7,8 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.pipeline._bench import PipelineConfig, _make_server
-from bench.server import EmbeddedServer, ServerError, VllmConfig, VllmServer, vllm_python
+from bench.server import (
+    SERVER_ENGINES,
+    EmbeddedServer,
+    ServerError,
+    ServerRequest,
+    VllmConfig,
+    VllmServer,
+    make_server,
+    speculative_modes,
+    vllm_python,
+)
 
 
 def test_ngram_command_line_follows_the_working_recipe(tmp_path: Path) -> None:
@@ -52,9 +61,26 @@ def test_missing_vllm_environment_says_how_to_build_it(monkeypatch: pytest.Monke
         vllm_python()
 
 
-def test_bench_embeds_the_server_its_engine_names() -> None:
-    assert isinstance(_make_server("baseline", PipelineConfig()), EmbeddedServer)
-    server = _make_server("ngram-mod", PipelineConfig(engine="vllm", draft="gemma-3-270m"))
+def test_one_factory_embeds_the_server_each_engine_names() -> None:
+    assert isinstance(make_server(ServerRequest(mode="baseline")), EmbeddedServer)
+    server = make_server(ServerRequest(engine="vllm", mode="ngram-mod", draft="gemma-3-270m"))
     assert isinstance(server, VllmServer) and server.config.mode == "ngram-mod"
     with pytest.raises(ValueError, match="unknown engine"):
-        _make_server("baseline", PipelineConfig(engine="sglang"))
+        make_server(ServerRequest(engine="sglang"))
+    llama = make_server(ServerRequest(mode="ngram-mod", slots=4, ctx_per_slot=4096, draft_max=8))
+    assert llama.config.n_parallel == 4 and llama.config.ctx_size == 16384 and llama.config.draft_max == 8
+    assert speculative_modes("llamacpp") == ("ngram-mod", "ngram-simple", "draft")
+    assert set(speculative_modes("vllm")) >= {"ngram", "draft"}
+    assert SERVER_ENGINES == ("llamacpp", "vllm")
+
+
+def test_a_sweep_parses_arms_against_the_engine_it_embeds() -> None:
+    from bench._errors import BenchError
+    from bench.pipeline import parse_embedded_arms
+
+    (arm,) = parse_embedded_arms("ngram:draft_max=4", "vllm")
+    assert arm.mode == "ngram" and arm.draft_max == 4
+    with pytest.raises(BenchError, match="unknown speculative mode"):
+        parse_embedded_arms("ngram:draft_max=4", "llamacpp")
+    with pytest.raises(BenchError, match="unknown engine"):
+        parse_embedded_arms("ngram", "sglang")

@@ -1,4 +1,4 @@
-"""Streaming timing (issue 17): per-chunk tokens, per-token ITL, TPOT, queue wait, socket-side times, loop lag."""
+"""Streaming timing: per-chunk tokens, per-token ITL, TPOT, queue wait, socket-side times, loop lag."""
 
 from __future__ import annotations
 
@@ -21,20 +21,22 @@ from bench.analysis import stream_latency_stats
 from bench.engines import chunk_token_evidence
 from bench.records import Run, SampleResult, load_run, read_journal
 from bench.render import STREAM_DEFINITIONS, stream_text
-from bench.runner import RunConfig, run_benchmark
-from bench.runner._client import chunk_token_counts, per_token_itl
-from bench.runner._lag import LagMonitor
-from bench.runner._transport import (
+from bench.runner import (
     READ_BYTES,
+    Arrivals,
+    LagMonitor,
+    Pacer,
     Response,
+    RunConfig,
     SSEDecoder,
+    StampedSocket,
     StreamEvent,
     Transport,
     TransportError,
-    _Arrivals,
-    _Pacer,
-    _stamped_socket,
-    _StampedSocket,
+    chunk_token_counts,
+    per_token_itl,
+    run_benchmark,
+    stamped_socket,
 )
 from tests.conftest import make_prompts
 from tests.fakeserver import FakeServer, RawServer, read_request
@@ -71,7 +73,7 @@ def test_decoder_positions_map_events_to_the_read_that_completed_them() -> None:
     class Reader:
         total_bytes = 5
 
-    arrivals = _Arrivals(Reader(), 1.0, _Pacer())  # type: ignore[arg-type]
+    arrivals = Arrivals(Reader(), 1.0, Pacer())  # type: ignore[arg-type]
     arrivals.ends += [12, 20]
     arrivals.times += [2.0, 3.0]
     assert arrivals.time_of(4, 0) == (1.0, 0)
@@ -249,14 +251,14 @@ def test_perf_busy_cores_load_the_machine_and_stop_after() -> None:
     assert info.value.code == 2
 
 def test_journal_fsyncs_beside_the_event_loop(tmp_path: Path, monkeypatch) -> None:
+    import os
     import threading
 
-    import bench.records._journal as journal_module
     from bench.records import Journal, journal_path
 
     callers: list[str] = []
-    real_fsync = journal_module.os.fsync
-    monkeypatch.setattr(journal_module.os, "fsync", lambda fd: (callers.append(threading.current_thread().name),
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (callers.append(threading.current_thread().name),
                                                                 real_fsync(fd)))
     journal = Journal(journal_path(tmp_path / "r.json"), {"config": {}}, append=False)
     callers.clear()
@@ -268,7 +270,7 @@ def test_journal_fsyncs_beside_the_event_loop(tmp_path: Path, monkeypatch) -> No
     assert read_journal(journal_path(tmp_path / "r.json"))[1][0].id == "a"
 
 
-# ------------------------------------------------------------- socket-side times, batches and turns (issue 17)
+# ------------------------------------------------------------- socket-side times, batches and turns
 
 needs_linux_stamps = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 
@@ -276,7 +278,7 @@ needs_linux_stamps = pytest.mark.skipif(not sys.platform.startswith("linux"), re
 def _connected_pair() -> tuple[socket.socket, socket.socket]:
     """(a stamped client socket, the server's end) over loopback TCP."""
     listener = socket.create_server(("127.0.0.1", 0))
-    client = _stamped_socket((socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", 0)))
+    client = stamped_socket((socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", 0)))
     client.connect(listener.getsockname())
     server, _ = listener.accept()
     listener.close()
@@ -287,12 +289,12 @@ def _connected_pair() -> tuple[socket.socket, socket.socket]:
 @needs_linux_stamps
 @pytest.mark.parametrize("method", ["recv", "recv_into"])
 def test_a_late_read_still_says_when_its_bytes_arrived(method: str) -> None:
-    keeper = _stamped_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("", 0)))
+    keeper = stamped_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("", 0)))
     time.sleep(0.05)  # the kernel turns stamping on a moment after a socket first asks (as Transport does)
     client, server = _connected_pair()
     keeper.close()
     try:
-        assert isinstance(client, _StampedSocket)
+        assert isinstance(client, StampedSocket)
         sent = time.perf_counter()
         server.sendall(b"x" * 100)
         time.sleep(0.2)  # the reader is late
@@ -358,7 +360,7 @@ def test_the_pacer_lets_one_waiting_task_through_per_loop_iteration() -> None:
             loop.call_soon(tick)
 
         loop.call_soon(tick)
-        pacer = _Pacer()
+        pacer = Pacer()
         passed: list[tuple[int, int]] = []
 
         async def waiter(index: int) -> None:

@@ -107,3 +107,18 @@ def test_arm_and_level_parsing() -> None:
             parse_levels(bad)
     with pytest.raises(BenchError):
         parse_url_arms(["baseline=http://x"])
+
+
+def test_resume_with_another_osl_is_refused_before_anything_runs(servers: tuple[str, str], tmp_path: Path,
+                                                                  capsys) -> None:
+    base, fast = servers
+    args = ["sweep", "--base-url", base, "--spec-url", f"fast={fast}", "--concurrency", "1",
+            "--category", "qa", "--limit", "1", "--results-dir", str(tmp_path), "--quiet"]
+    assert main([*args, "--osl", "16"]) == 0
+    (folder,) = tmp_path.iterdir()
+    before = sorted(path.name for path in folder.rglob("*"))
+    capsys.readouterr()
+    assert main([*args, "--osl", "32", "--resume", str(folder), "--concurrency", "1,2"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "cannot resume the sweep: osl was 16, now 32" in error[0]
+    assert sorted(path.name for path in folder.rglob("*")) == before  # no new level at the new osl

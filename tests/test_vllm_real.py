@@ -37,7 +37,7 @@ def _vllm_temp_entries() -> set[str]:
 @pytest.fixture(scope="module")
 def vllm_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Start vLLM (ngram), run `speedbench run` non-streamed and streamed, stop it; yield what was seen."""
-    from bench.server._vllm import VllmConfig, VllmServer, vllm_python
+    from bench.server import VllmConfig, VllmServer, vllm_python
 
     try:
         vllm_python()

@@ -18,19 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.records import Run
+from bench.records import COMPARED_AS_ERROR, COMPARED_AS_WARNING, SELECTION_KEYS, Run
 
 ERROR = "error"
 WARNING = "warning"
 NOTHING_CHECKED = "nothing could be checked"
 
-# config keys compared between two runs, and how much a difference matters
-_ERROR_CONFIG_KEYS = ("bench", "dataset", "osl", "concurrency", "api")
-_WARNING_CONFIG_KEYS = (
-    "extra_inputs", "chat_template_kwargs", "category", "limit", "repeat", "revision", "stream", "warmup",
-)
-_SELECTION_KEYS = ("category", "limit", "repeat", "dataset", "bench", "revision")
-"""Keys that change which samples are selected (and so the prompt digest) without changing any one prompt."""
+# config keys compared between two runs, and how much a difference matters: the run identity's (bench.records)
+_ERROR_CONFIG_KEYS = COMPARED_AS_ERROR
+_WARNING_CONFIG_KEYS = COMPARED_AS_WARNING
+_SELECTION_KEYS = SELECTION_KEYS
 
 
 @dataclass(frozen=True)

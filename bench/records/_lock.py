@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bench._errors import BenchError
-
-
-def lock_path(output: str | os.PathLike[str]) -> Path:
-    """Where the lock of a run file lives: `<output>.lock`, beside the run file and its journal."""
-    return Path(f"{output}.lock")
+from bench.records._layout import lock_path
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench.records._journal import read_journal
+from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
 from bench.records._meta import RunMeta, RunSettings
 from bench.records._results import SampleResult, latest_by_key, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
@@ -170,7 +171,7 @@ def collector_paused() -> Iterator[None]:
 
     Parsing a run file and building its records, or comparing two runs, makes millions of objects that hold no
     cycles; with the collector on, every burst of allocations sets off a pass over all of them (loading 50,000
-    records: 1.3-2.0 s against 0.8-0.9 s paused on this 2-core VM).
+    records takes about twice as long with the collector on).
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -185,7 +186,7 @@ def collector_paused() -> Iterator[None]:
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Load a run file (speedbench's or the reference's JSON, or a speedbench journal `.jsonl`)."""
     source = str(path)
-    if source.endswith(".jsonl"):
+    if is_journal(source):
         header, journalled = read_journal(source)
         results = latest_by_key(journalled)
         config = header.get("config", {})
@@ -216,7 +217,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 def load_comparison_folder(path: str | os.PathLike[str]) -> tuple[Run, Run]:
     """Load a comparison folder (`baseline.json` and `speculative.json`, as `speedbench bench` writes them)."""
     folder = Path(path)
-    base, spec = folder / "baseline.json", folder / "speculative.json"
+    base, spec = run_file(folder, BASELINE), run_file(folder, SPECULATIVE)
     if not base.exists() or not spec.exists():
         raise BenchError(f"{folder}: a comparison folder needs baseline.json and speculative.json")
     return load_run(base), load_run(spec)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from bench.records import finite
 
 Column = tuple[str, str, str]
 """(header, row key, kind): kind is one of "", "int", "rate", "seconds", "speed", "speedup"."""
@@ -90,11 +87,6 @@ def markdown_escape(text: str) -> str:
     """Escape text for Markdown so model output or file names cannot inject markup, links or HTML."""
     text = re.sub(r"[\\`*<>\[\]|~]", lambda match: "\\" + match.group(0), text.replace("\r", " ").replace("\n", " "))
     return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
-
-
-def json_rows(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Render rows as indented JSON with NaN written as null."""
-    return json.dumps([finite(dict(row)) for row in rows], indent=2, sort_keys=True) + "\n"
 
 
 def summary_text(summary: Sequence[Mapping[str, Any]]) -> str:

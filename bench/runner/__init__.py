@@ -1,41 +1,66 @@
-"""Running a prompt set against a server: transport, per-sample client, the runner and its progress hooks."""
+"""Running a prompt set against a server: configuration, schedules, the arm lifecycle, client and transport."""
 
-from bench.runner._client import RequestSettings, build_payload, run_sample, send_turn
+from bench.runner._aiohttp_timing import READ_BYTES, Arrivals, StampedSocket, stamped_socket
+from bench.runner._aiohttp_timing import check_internals as aiohttp_internals_missing
+from bench.runner._arm import RunStopped, machine_info, prompts_digest
+from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
+from bench.runner._lag import LagMonitor
+from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
+from bench.runner._pacer import Pacer
+from bench.runner._probes import server_token_counter
 from bench.runner._progress import LineProgress, Progress, SilentProgress
-from bench.runner._runner import (
-    RunConfig,
-    RunStopped,
-    machine_info,
-    normalize_base_url,
-    prompts_digest,
-    run_benchmark,
-    server_root,
-    server_token_counter,
-)
-from bench.runner._transport import SSEDecoder, Transport, TransportError
+from bench.runner._runner import execute, run_benchmark
+from bench.runner._sample import run_sample
+from bench.runner._schedule import ClosedLoop, LockStep, OpenLoop, Schedule, seeded_order
+from bench.runner._sse import SSEDecoder
+from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
+from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
+from bench.runner._turns import RequestSettings, build_payload, send_turn
 
 __all__ = [
+    "FULL_COLLECTIONS_HELD",
+    "READ_BYTES",
     "ArmSpec",
+    "Arrivals",
+    "ClosedLoop",
+    "LagMonitor",
     "LineProgress",
+    "LockStep",
+    "OpenLoop",
+    "Pacer",
     "Progress",
     "RequestSettings",
+    "Response",
     "RunConfig",
     "RunStopped",
     "SSEDecoder",
+    "Schedule",
     "SilentProgress",
+    "StampedSocket",
+    "Stop",
+    "StreamEvent",
     "Transport",
     "TransportError",
+    "aiohttp_internals_missing",
     "arm_order",
     "build_payload",
+    "chunk_token_counts",
+    "execute",
     "execute_interleaved",
     "machine_info",
     "normalize_base_url",
+    "per_token_itl",
     "prompts_digest",
+    "retry_after_seconds",
     "run_benchmark",
     "run_interleaved",
+    "run_loop",
     "run_sample",
+    "seeded_order",
     "send_turn",
+    "server_rates",
     "server_root",
     "server_token_counter",
+    "stamped_socket",
 ]

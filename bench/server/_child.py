@@ -1,4 +1,4 @@
-"""Child-process entry point that runs the embedded llama.cpp server (see bench._server).
+"""Child-process entry point that runs the embedded llama.cpp server (see bench.server._embedded).
 
 Run as ``python -P path/to/_child.py CONFIG_JSON READY_FILE``. It loads the model, binds
 the HTTP server, writes the listening URL to READY_FILE and serves until it receives SIGTERM or

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from bench.server._models import ModelError, cache_dir, resolve_model
+from bench.server._models import ModelError, resolve_model
 
 __all__ = ["MODES", "EmbeddedServer", "ServerConfig", "ServerError", "default_model_path", "model_path"]
 
@@ -44,11 +44,6 @@ _LOG_KEEP = 200
 
 class ServerError(Exception):
     """Embedded server failed: bad model file, failed start, died."""
-
-
-def _cache_dir() -> Path:
-    """Directory for fetched model files (see `bench.server._models.cache_dir`)."""
-    return cache_dir()
 
 
 def default_model_path() -> Path:

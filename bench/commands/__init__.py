@@ -1,0 +1,21 @@
+"""The CLI's commands, one module each: `HELP`, `add_arguments(parser)` for its flags and `run(args, out)`.
+
+`run` returns an exit code; bad input is a BenchError, which the CLI turns into one line and exit 2.
+"""
+
+from types import ModuleType
+
+from bench.commands import _bench, _compare, _regress, _report, _run, _serve, _sweep
+
+COMMANDS: dict[str, ModuleType] = {
+    "run": _run,
+    "compare": _compare,
+    "serve": _serve,
+    "bench": _bench,
+    "sweep": _sweep,
+    "report": _report,
+    "regress": _regress,
+}
+"""Every `speedbench` subcommand by name, in the order `--help` lists them."""
+
+__all__ = ["COMMANDS"]

@@ -1,0 +1,80 @@
+"""`speedbench report`: a PR-ready report.md with plots, for a comparison or a sweep."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from bench._constants import DEFAULT_THRESHOLD, EXIT_OK
+from bench._errors import BenchError
+from bench.commands._common import vet
+
+HELP = "write a PR-ready report.md with plots"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `speedbench report`."""
+    for arm in ("baseline", "speculative"):
+        parser.add_argument(f"--{arm}", default=None,
+                            help=f"the {arm} run file (default: {arm}.json of --latest; needed without it)")
+    parser.add_argument("--out", default=None, help="output folder (default with --latest: that folder)")
+    parser.add_argument("--title", default=None,
+                        help="the report's heading (default: 'Speculative decoding benchmark')")
+    parser.add_argument("--latest", default=None, metavar="RESULTS_DIR",
+                        help="use the newest make-bench folder under RESULTS_DIR and write there "
+                        "(default: none; give --baseline, --speculative and --out instead)")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                        help="smallest change that counts (0.02 = 2%%)")
+    parser.add_argument("--sweep", default=None, metavar="FOLDER",
+                        help="report on a sweep folder instead (written there unless --out) (default: none)")
+    parser.add_argument("--allow-mismatch", action="store_true",
+                        help="report on runs whose prompts, osl, concurrency or dataset differ (named in the report)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="report on an interrupted or partial run (flagged in the report)")
+
+
+def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench report`: a PR-ready report.md with plots."""
+    from bench.analysis import compare
+    from bench.records import load_run
+    from bench.render import write_report
+
+    if args.sweep:
+        from pathlib import Path
+
+        from bench.pipeline import load_sweep
+        from bench.render import write_sweep_report
+
+        report = write_sweep_report(load_sweep(args.sweep, threshold=args.threshold), Path(args.out or args.sweep),
+                                    title=args.title)
+        out(f"speedbench: wrote {report}\n")
+        return EXIT_OK
+    baseline_path, speculative_path = _report_inputs(args)
+    baseline, speculative = load_run(baseline_path), load_run(speculative_path)
+    checked = vet(baseline, speculative, allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial)
+    comparison = compare(baseline, speculative, threshold=args.threshold, comparability=checked)
+    report = write_report(comparison, args.out, title=args.title)
+    out(f"speedbench: wrote {report}\n")
+    return EXIT_OK
+
+
+def _report_inputs(args: argparse.Namespace) -> tuple[str, str]:
+    from bench.records import BASELINE, SPECULATIVE, run_file
+
+    if args.latest:
+        folder = _latest_results(args.latest)
+        args.out = args.out or str(folder)
+        return str(run_file(folder, BASELINE)), str(run_file(folder, SPECULATIVE))
+    if not (args.baseline and args.speculative and args.out):
+        raise BenchError("report needs --baseline, --speculative and --out (or --latest RESULTS_DIR)")
+    return args.baseline, args.speculative
+
+
+def _latest_results(results_dir: str) -> Any:
+    from bench.records import latest_comparison_folder
+
+    folder = latest_comparison_folder(results_dir)
+    if folder is None:
+        raise BenchError(f"{results_dir}: no benchmark results yet; run 'make bench' first")
+    return folder

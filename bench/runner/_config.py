@@ -1,0 +1,161 @@
+"""Run configuration: the settings of one run, their validation and the server URL checks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlparse, urlsplit
+
+from bench._errors import BenchError
+from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
+from bench.engines import ENGINE_NAMES
+
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""Largest response body read and stored per request (`--max-response-bytes`)."""
+ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
+"""Endpoint paths that `--url` may carry by mistake; the base URL is what precedes them."""
+RESERVED_FIELDS = ("messages", "prompt", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
+"""Request fields the harness owns: `--extra-inputs` cannot set them (nor `model` when --model is given)."""
+
+
+def normalize_base_url(url: str) -> str:
+    """`localhost:8080` or `http://host:8080/v1/` -> `http://host:8080/v1` (scheme and /v1 optional)."""
+    url = url.strip().rstrip("/")
+    if not url:
+        raise BenchError("--url cannot be empty")
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parsed = urlparse(url)
+        parsed.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise BenchError(f"invalid --url {redact_url(url)}: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise BenchError(f"invalid --url: {redact_url(url)}")
+    if parsed.query or parsed.fragment:
+        raise BenchError(f"invalid --url {redact_url(url)}: give the server's base URL, without ?query or #fragment")
+    path = parsed.path.rstrip("/")
+    for endpoint in ENDPOINT_SUFFIXES:  # a full endpoint URL was given: keep its base
+        if path.endswith(endpoint):
+            path = path[: -len(endpoint)]
+            break
+    if not path.endswith("/v1"):
+        path = path + "/v1"
+    return f"{parsed.scheme}://{parsed.netloc}{path}"
+
+
+def server_root(base_url: str) -> str:
+    """The server root (for /metrics, /props) of a `.../v1` base URL."""
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines a run; all but the secrets are written to the run file."""
+
+    url: str = "localhost:8080"
+    model: str | None = None
+    bench: str = "qualitative"
+    category: str = "all"
+    osl: int = 4096
+    extra_inputs: Mapping[str, Any] = field(default_factory=lambda: {"temperature": 0})
+    concurrency: int = 1
+    limit: int | None = None
+    timeout: float = 600.0
+    dataset: str = "categories"
+    revision: str | None = None
+    repeat: int = 1
+    warmup: int = 0
+    stream: bool = False
+    engine: str = "auto"
+    api: str = "chat"
+    retries: int = 0
+    label: str | None = None
+    per_sample_metrics: bool = True
+    chat_template_kwargs: Mapping[str, Any] | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    logprobs: bool = False
+    api_key: str | None = field(default=None, repr=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def validate(self) -> None:
+        """Refuse impossible settings with a one-line BenchError."""
+        if self.osl < 1:
+            raise BenchError(f"--osl must be >= 1 (got {self.osl})")
+        if self.concurrency < 1:
+            raise BenchError(f"--concurrency must be >= 1 (got {self.concurrency})")
+        if self.limit is not None and self.limit < 1:
+            raise BenchError(f"--limit must be >= 1 (got {self.limit})")
+        if self.timeout <= 0:
+            raise BenchError(f"--timeout must be > 0 (got {self.timeout})")
+        if self.repeat < 1 or self.warmup < 0 or self.retries < 0:
+            raise BenchError("--repeat must be >= 1, --warmup and --retries >= 0")
+        if self.engine not in ENGINE_NAMES:
+            raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
+        if self.api not in ("chat", "completions"):
+            raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
+        if self.max_response_bytes < 1024:
+            raise BenchError(f"--max-response-bytes must be >= 1024 (got {self.max_response_bytes})")
+        owned = [key for key in self.extra_inputs if key in RESERVED_FIELDS or (key == "model" and self.model)]
+        if owned:
+            raise BenchError(
+                f"--extra-inputs cannot set {', '.join(sorted(owned))}: the harness sets "
+                "(use --osl for max_tokens, --stream, --api, --model)"
+            )
+        self._validate_headers()
+        for url in self.urls():
+            normalize_base_url(url)
+
+    def _validate_headers(self) -> None:
+        """Refuse header names/values and keys that would break (or smuggle into) the HTTP request."""
+        for name, value in self.headers.items():
+            if not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+                raise BenchError(f"--header name {redact(name)!r} is not a valid HTTP header name")
+            if any((ord(char) < 32 and char != "\t") or ord(char) == 127 for char in value):
+                raise BenchError(f"--header {name}: the value contains a line break or control character")
+        if self.api_key is not None and any(ord(char) < 32 or ord(char) == 127 for char in self.api_key):
+            raise BenchError("--api-key (or $OPENAI_API_KEY) contains a line break or control character")
+        with_userinfo = [url for url in self.urls() if "@" in urlsplit(url if "://" in url else "http://" + url).netloc]
+        has_auth = self.api_key or any(name.lower() == "authorization" for name in self.headers)
+        if with_userinfo and has_auth:
+            raise BenchError(
+                "--url carries credentials (user:password@) and --api-key or an Authorization header is given; "
+                "use one of them"
+            )
+
+    def secrets(self) -> list[str]:
+        """Every secret of the config (API key, URL passwords, sensitive header values), for redaction."""
+        found: list[str] = [self.api_key or ""]
+        for url in self.urls():
+            found += url_secrets(url)
+        for name, value in self.headers.items():
+            if SENSITIVE_HEADER.match(name):
+                found.append(value)
+                found.append(value.split(None, 1)[-1])  # the token of "Bearer <token>"
+        return [value for value in found if value]
+
+    def request_headers(self) -> dict[str, str]:
+        """HTTP headers of every request: `--header`s and the bearer token."""
+        headers = dict(self.headers)
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def urls(self) -> list[str]:
+        """The server URLs (a comma-separated `--url` spreads requests round-robin)."""
+        return [part.strip() for part in self.url.split(",") if part.strip()] or [self.url]
+
+    def recorded(self) -> dict[str, Any]:
+        """The config as written to the run file: the reference's keys plus speedbench's, no secrets."""
+        data = asdict(self)
+        data.pop("api_key")
+        data["url"] = redact_url(self.url)
+        data["headers"] = sorted(data["headers"])
+        data["extra_inputs"] = dict(self.extra_inputs)
+        data["tags"] = dict(self.tags)
+        if self.chat_template_kwargs is not None:
+            data["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return data

@@ -1,0 +1,91 @@
+"""Driving an arm's jobs: a schedule releases them, each is sent and recorded (memory, journal, progress) as it ends.
+
+On a stop request, jobs in flight get `GRACE_PERIOD_S` to finish (a second stop ends them at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bench._redact import one_line
+from bench.engines import Engine
+from bench.prompts import Sample
+from bench.records import Journal, SampleResult
+from bench.runner._probes import SampleMeter
+from bench.runner._progress import Progress
+from bench.runner._sample import run_sample
+from bench.runner._schedule import Schedule
+from bench.runner._stop import GRACE_PERIOD_S, Stop
+from bench.runner._transport import Transport
+from bench.runner._turns import RequestSettings
+
+
+async def drive(
+    transport: Transport,
+    engine: Engine,
+    jobs: Sequence[tuple[Sample, int]],
+    settings: Sequence[RequestSettings],
+    schedule: Schedule,
+    stop: Stop,
+    progress: Progress,
+    journal: Journal | None,
+    meter: SampleMeter | None = None,
+    *,
+    origin: float | None = None,
+    batch: int | None = None,
+) -> list[SampleResult]:
+    """Run `jobs` (sample, repeat) as `schedule` releases them; return the results in the order they finished.
+
+    `origin` is the perf_counter time records count from (the drive's start by default); `batch` (interleaved
+    arms) is recorded on every result before it is journalled. Job i goes to `settings[i % len(settings)]`.
+    """
+    origin = time.perf_counter() if origin is None else origin
+    results: list[SampleResult] = []
+
+    async def send(index: int, scheduled_at: float) -> float:
+        sample, repeat = jobs[index]
+        request_settings = settings[index % len(settings)]
+
+        async def one() -> SampleResult:
+            return await run_sample(
+                transport, engine, sample, request_settings, repeat=repeat, scheduled_at=scheduled_at, origin=origin,
+            )
+
+        try:
+            result = await (meter.measure(one) if meter is not None else one())
+        except Exception as exc:
+            result = SampleResult(
+                id=sample.id, category=sample.category, ok=False, turns=len(sample.turns), latency_s=0.0,
+                error=one_line(f"{exc.__class__.__name__}: {exc}"), error_kind="internal", repeat=repeat,
+                sub_category=sample.sub_category,
+            )
+        done_at = time.perf_counter()
+        if batch is not None:
+            result = replace(result, batch=batch)
+        results.append(result)  # kept in memory first: a journal failure never loses a finished sample
+        if journal is not None:
+            try:
+                journal.append(result)
+            except OSError as exc:  # disk full, I/O error: stop the run, keep what finished
+                stop.fail(exc)
+        progress.advance(result)
+        return done_at
+
+    running = asyncio.ensure_future(schedule.run(len(jobs), send, stop))
+    stop_wait = asyncio.create_task(stop.requested.wait())
+    await asyncio.wait([running, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+    if stop.requested.is_set() and not running.done():
+        if stop.fatal is None:
+            progress.message(f"speedbench: interrupted; waiting up to {GRACE_PERIOD_S:.0f}s for requests in flight")
+        hard_wait = asyncio.create_task(stop.hard.wait())
+        await asyncio.wait([running, hard_wait], timeout=GRACE_PERIOD_S, return_when=asyncio.FIRST_COMPLETED)
+        hard_wait.cancel()
+        running.cancel()
+    stop_wait.cancel()
+    await asyncio.gather(running, stop_wait, return_exceptions=True)
+    if not running.cancelled() and running.exception() is not None:
+        raise running.exception()  # a schedule that cannot run these jobs (e.g. too few arrival offsets)
+    return results

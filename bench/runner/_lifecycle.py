@@ -1,0 +1,91 @@
+"""The one arm lifecycle, shared by single and interleaved runs: lock, signals, transport, journal, lag, run files.
+
+`run_arms` holds every arm's output lock, routes SIGINT/SIGTERM to one `Stop`, opens a transport per arm and
+connects it (engine, settings, warm-up), opens the journals, starts progress and the loop-lag monitor, awaits
+the caller's timed part, then concludes each arm, closes the journals and writes each arm's run file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from bench.records import Run, output_lock
+from bench.runner._arm import Arm, RunStopped, build_run, close_journal, conclude_arm, connect_arm, open_journal
+from bench.runner._lag import LagMonitor
+from bench.runner._progress import Progress
+from bench.runner._stop import Stop, signals_to
+from bench.runner._transport import Transport
+
+
+@dataclass
+class Session:
+    """What the timed part of a run gets: the shared stop, the start time and each arm's open transport."""
+
+    stop: Stop
+    started: float
+    transports: dict[str, Transport] = field(default_factory=dict)
+
+
+async def run_arms(
+    arms: Mapping[str, Arm],
+    timed: Callable[[Session], Awaitable[None]],
+    *,
+    progress: Progress,
+    title: str,
+    connections: int,
+    resume: bool,
+    install_signal_handlers: bool,
+) -> tuple[dict[str, Run], bool]:
+    """Run `timed(session)` between every arm's set-up and conclusion; return the runs by name and `interrupted`.
+
+    `connections` is the pool size per server URL. A journal that cannot be written stops every arm (the
+    finished samples are kept) and raises `RunStopped` for the first arm after all run files were written.
+    """
+    stop = Stop()
+    lag = LagMonitor(progress)
+    concluded = {}
+    with contextlib.ExitStack() as held:
+        for arm in arms.values():
+            if arm.output is not None:
+                held.enter_context(output_lock(arm.output))
+        started = time.perf_counter()
+        session = Session(stop, started)
+        try:
+            with signals_to(stop, install_signal_handlers):
+                async with contextlib.AsyncExitStack() as stack:
+                    for name, arm in arms.items():
+                        config = arm.config
+                        session.transports[name] = await stack.enter_async_context(
+                            Transport(timeout=config.timeout, connections=connections * len(arm.base_urls),
+                                      headers=config.request_headers(), max_body_bytes=config.max_response_bytes)
+                        )
+                        await connect_arm(arm, session.transports[name], stop)
+                    for arm in arms.values():
+                        open_journal(arm, resume=resume)
+                    progress.start(sum(len(arm.plan.jobs) for arm in arms.values()), title)
+                    lag.start()
+                    try:
+                        await timed(session)
+                    finally:
+                        await lag.stop()
+                    progress.finish()
+                    for name, arm in arms.items():
+                        concluded[name] = await conclude_arm(
+                            arm, session.transports[name], progress, stop, lag.notes(arm.new_results)
+                        )
+        finally:
+            for arm in arms.values():
+                close_journal(arm, stop)
+        interrupted = stop.requested.is_set()
+        elapsed = time.perf_counter() - started
+        runs = {
+            name: build_run(arm, *concluded[name], interrupted=interrupted, elapsed_s=elapsed, stop=stop,
+                            client_lag=lag.summary())
+            for name, arm in arms.items()
+        }
+    if stop.fatal is not None:
+        raise RunStopped(next(iter(runs.values())), stop.fatal)
+    return runs, interrupted
