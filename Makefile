@@ -21,6 +21,10 @@ SPEC_URL ?=
 THREADS ?= 1
 STREAM ?=
 CATEGORY ?= all
+comma  := ,
+# Both workloads where speculation pays (grounded: answers that reuse the prompt) and where it may not
+# (qualitative: free generation), each decided apart; BENCH=qualitative (or grounded) runs one.
+BENCH  ?= $(if $(wildcard categories/grounded),grounded$(comma)qualitative,qualitative)
 # The real Mermaid parser (npm, pinned in tests/mermaid/package-lock.json) that checks the report's charts.
 MERMAID_DIR   := tests/mermaid
 MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
@@ -70,7 +74,7 @@ test-vllm: $(STAMP) $(VLLM_STAMP)
 
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
-		--category $(CATEGORY) \
+		--category $(CATEGORY) --bench $(BENCH) \
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream)
 

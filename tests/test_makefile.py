@@ -24,6 +24,13 @@ def test_category_picks_the_categories_of_make_bench() -> None:
     assert "--category all" in _dry_run("bench")
 
 
+def test_bench_picks_the_workloads_of_make_bench() -> None:
+    assert "--bench qualitative " in _dry_run("bench", "BENCH=qualitative")
+    default = _dry_run("bench")
+    expected = "grounded,qualitative" if (ROOT / "categories" / "grounded").is_dir() else "qualitative"
+    assert f"--bench {expected} " in default
+
+
 def test_make_test_installs_the_mermaid_parser_it_checks_charts_with() -> None:
     assert "mermaid" in _dry_run("test")
 
