@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for metric in ("decode", "latency", "accept"):
         parser.add_argument(f"--threshold-{metric}", type=float, default=None,
                           help=f"threshold of the {metric} metric (default: --threshold)")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--resamples", type=int, default=2000,
+                        help="bootstrap resamples of the accept-rate interval (speedup intervals are t-intervals on "
+                             "the logs and draw none)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the accept-rate bootstrap")
     parser.add_argument("--allow-mismatch", action="store_true",
                       help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")
 
@@ -47,13 +50,37 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         return EXIT_FAILED if any(row.status == "REGRESSED" for row in rows) else EXIT_OK
     reference, candidate = _gate_side(args.reference), _gate_side(args.candidate)
     if isinstance(reference, tuple) == isinstance(candidate, tuple):  # a folder against a file: regress refuses
-        pairs = zip(reference, candidate, strict=True) if isinstance(reference, tuple) else [(reference, candidate)]
+        pairs = list(zip(reference, candidate, strict=True)) if isinstance(reference, tuple) else [(reference,
+                                                                                                    candidate)]
+        said: set[str] = set()
         for first, second in pairs:
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said)
+        for first, second in pairs:
+            line = drafting_mismatch(first, second)
+            if line:
+                sys.stderr.write(f"speedbench: warning: {line}\n")
     rows = regress(reference, candidate, thresholds=thresholds, resamples=args.resamples, seed=args.seed)
     out(gate_text(rows))
     _step_summary(gate_markdown(rows))
     return EXIT_FAILED if any(row.status == "REGRESSED" for row in rows) else EXIT_OK
+
+
+def drafting_mismatch(reference: Any, candidate: Any) -> str | None:
+    """A sentence when one of two gated runs drafted and the other did not: the gate then measures speculation
+    itself (a baseline against a speculative run), not a regression of one configuration."""
+    from bench._constants import OVERALL
+    from bench.analysis import drafted_by_category
+
+    drafted = [drafted_by_category(run).get(OVERALL) for run in (reference, candidate)]
+    counts = [item.proposed if item is not None else 0 for item in drafted]
+    if bool(counts[0]) == bool(counts[1]):
+        return None
+    plain_run, plain_drafted = (candidate, drafted[1]) if counts[0] else (reference, drafted[0])
+    if not (plain_drafted is not None and plain_drafted.reported) and plain_run.settings.tags.get("mode") != "baseline":
+        return None  # the other server says nothing about drafting: it may have drafted unseen
+    speculative, plain = ("reference", "candidate") if counts[0] else ("candidate", "reference")
+    return (f"the {speculative} drafted {max(counts)} tokens and the {plain} none: this gates a baseline run "
+            "against a speculative one, so its changes measure speculation itself, not a regression")
 
 
 def _is_sweep(path: str) -> bool:
@@ -85,8 +112,9 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> list
             continue
         pairs = [(load_run(sweep_cell_file(args.reference, level, BASELINE)), load_run(cell)),
                  (load_run(sweep_cell_file(args.candidate, level, BASELINE)), load_run(twin))]
+        said: set[str] = set()
         for first, second in zip(*pairs, strict=True):
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said)
         name = f"{level}/{arm}"
         gate = regress(pairs[0], pairs[1], thresholds=thresholds, resamples=args.resamples, seed=args.seed)
         rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in gate]
