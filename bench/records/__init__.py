@@ -31,6 +31,7 @@ from bench.records._layout import (
     sweep_cell_file,
     sweep_cells,
     sweep_files,
+    workload_folders,
 )
 from bench.records._lock import output_lock
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
@@ -96,4 +97,5 @@ __all__ = [
     "sweep_cell_file",
     "sweep_cells",
     "sweep_files",
+    "workload_folders",
 ]
