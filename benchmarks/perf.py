@@ -1,4 +1,4 @@
-"""`make perf`: speedbench's own client overhead against static loopback servers, in one table (issue 8).
+"""`make perf`: speedbench's own client overhead against static loopback servers, in one table.
 
 Servers: one nginx (Debian's package, installed when missing) started from a generated config in a temp
 dir on free 127.0.0.1 ports. It answers POST /v1/chat/completions with a fixed llama.cpp-shaped JSON

@@ -1,4 +1,4 @@
-"""Issue 14, round 2 of "nothing lost, nothing leaked": each numbered case against a small fault server."""
+"""Nothing lost, nothing leaked, nothing mixed: each case an adversary found, against a small fault server.
 
 from __future__ import annotations
 
