@@ -223,11 +223,11 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
         comparisons, code = [], EXIT_OK
         for bench in names:
             one = replace(config, bench=bench, results_dir=str(top), label=bench)
-            code, comparison = _run_workload(one, out=out, progress=progress)
-            if comparison is not None:
-                comparisons.append(comparison)
-            if code not in (EXIT_OK, EXIT_FAILED) or comparison is None:
+            one_code, comparison = _run_workload(one, out=out, progress=progress)
+            code = code or one_code  # the first failure is the run's
+            if comparison is None:  # stopped: the next workload does not start
                 break
+            comparisons.append(comparison)
         if comparisons:
             from bench.render import write_report
 
@@ -242,8 +242,8 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
 def _run_workload(
     config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress
 ) -> tuple[int, Comparison | None]:
-    """One workload: both runs, the comparison and its files; (exit code, comparison or None when stopped)."""
-    """Baseline and speculative runs (interleaved by default), comparison, statistics, lossless check and plots."""
+    """One workload: both runs (interleaved by default), the comparison, statistics, lossless check and plots
+    in its folder; (exit code, comparison or None when stopped)."""
     prompts = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
     folder = _results_folder(config)
     out(f"speedbench: {config.bench}: {len(prompts.samples)} samples in {len(prompts.categories)} categories, "
