@@ -62,3 +62,13 @@ def test_without_paired_statistics_the_decision_says_why() -> None:
     spec = _run("other", 1.2, drafted=8, mode="ngram-mod", seed=2)  # different ids: nothing pairs
     first = render_report(compare(base, spec)).splitlines()[0]
     assert first.startswith("**ngram-mod vs baseline: no paired statistics (only 0 successful samples match")
+
+
+def test_a_warning_both_interleaved_runs_recorded_is_said_once() -> None:
+    note = "the client's event loop stalled 3 times over 10 ms during the run"
+    base = _run("qualitative", 1.0, drafted=0, mode="baseline", seed=1)
+    spec = _run("qualitative", 1.2, drafted=8, mode="ngram-mod", seed=1)
+    base, spec = (Run(config=run.config, selected_samples=run.selected_samples, results=run.results,
+                      summary=run.summary, meta={"warnings": [note]}) for run in (base, spec))
+    report = render_report(compare(base, spec))
+    assert report.count(note) == 1 and f"both runs warned: {note}" in report
