@@ -1,5 +1,8 @@
 """Nothing lost, nothing leaked, nothing mixed: each case an adversary found, against a small fault server.
 
+The first sections are the second round of cases, the "round 3" sections the third.
+"""
+
 from __future__ import annotations
 
 import asyncio
