@@ -183,6 +183,8 @@ def validate(config: PipelineConfig) -> None:
         raise BenchError(f"--threshold must be between 0 and 1 (got {config.threshold})")
     if config.resume is not None and len(workloads(config)) > 1:
         raise BenchError("--resume continues one workload's folder: give its --bench and that folder")
+    if config.resume is not None:
+        _results_folder(config)  # a folder with no interrupted comparison is refused here, before anything runs
     for bench in workloads(config):
         for side, url, mode in ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec)):
             replace(_run_config(side, url or PLACEHOLDER_URL, mode, config, None), bench=bench).validate()
