@@ -115,10 +115,12 @@ def vet(
             "partial run: " + "; ".join(arm.message for arm in checked.partial)
             + " (finish it with --resume, or pass --allow-partial)"
         )
-    for line in checked.lines():
+    from bench.render import terminal_text
+
+    for line in checked.lines(allowed=allow_mismatch):
         if said is not None:
             if line in said:
                 continue
             said.add(line)
-        sys.stderr.write(f"speedbench: {line}\n")
+        sys.stderr.write(f"speedbench: {terminal_text(line)}\n")
     return checked

@@ -7,15 +7,17 @@ Keys it does not know are kept in `extra` and written back unchanged.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_META_NUMBER = 1e15
+"""Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
+
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_META_NUMBER < value < MAX_META_NUMBER:
+        return None  # NaN fails the comparison too
     return float(value)
 
 

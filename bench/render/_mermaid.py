@@ -9,14 +9,16 @@ the sentence under the chart names too (renderers without a legend still get one
 The text follows the rules of Mermaid's xychart grammar (see tests/test_mermaid.py): every text is
 double-quoted and holds no double quote, backtick, `;`, `%%` or line break; numbers are plain
 decimals; every data list is as long as the x-axis. Mermaid has no missing value, so a label lacking
-a value is left out and named under the chart.
+a value is left out and named under the chart (the notes and the legend sentence are Markdown, outside
+the block: their names are escaped for Markdown, not for Mermaid).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
+
+from bench.render._escape import markdown_escape, mermaid_text
 
 DECODE_NAME = "decode speedup"
 LATENCY_NAME = "latency speedup"
@@ -25,15 +27,6 @@ PALETTE = (("#4C78A8", "blue"), ("#F58518", "orange"), ("#54A24B", "green"), ("#
            ("#E45756", "red"), ("#72B7B2", "teal"))
 """Series colours in order, with the word the legend sentence uses; the reference line is always grey."""
 REFERENCE_COLOUR = ("#7F7F7F", "grey")
-
-
-def mermaid_text(value: object) -> str:
-    """A string made safe inside a quoted Mermaid text: no quote, backtick, `;`, `%%`, control character."""
-    text = str(value).replace('"', "'").replace("`", "'").replace(";", ",")
-    text = re.sub(r"%+", "%", text)
-    text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
-    text = " ".join(text.split())
-    return text or "(unnamed)"
 
 
 def _number(value: float | None) -> float | None:
@@ -86,8 +79,8 @@ def _block(
     lines.append(f'    line "{REFERENCE_NAME}" [' + ", ".join("1.00" for _ in labels) + "]")
     lines.append("```")
     shapes = {"bar": "bars", "line": "line"}
-    legend = "; ".join(f"{word} {shapes[kind]}: {name}" for (kind, name, _), (_, word) in zip(series, colours,
-                                                                                              strict=False))
+    legend = "; ".join(f"{word} {shapes[kind]}: {markdown_escape(name)}"
+                       for (kind, name, _), (_, word) in zip(series, colours, strict=False))
     legend += f"; {REFERENCE_COLOUR[1]} line: {REFERENCE_NAME}"
     return "\n".join(lines) + "\n", legend
 
@@ -106,7 +99,7 @@ def speedup_chart(
     has_decode = any(value is not None for value in decode_values)
     has_latency = any(value is not None for value in latency_values)
     if not (has_decode or has_latency):
-        names = ", ".join(mermaid_text(category) for category in categories) or "no category"
+        names = ", ".join(markdown_escape(category) for category in categories) or "no category"
         return f"_No speedup to chart: {DECODE_NAME} and {LATENCY_NAME} are n/a for every category ({names})._\n"
     kept: list[int] = []
     missing: list[str] = []
@@ -115,7 +108,7 @@ def speedup_chart(
                                                   (LATENCY_NAME, has_latency, latency_values[index]))
                 if present and value is None]
         if gaps:
-            missing.append(f"{mermaid_text(category)} ({' and '.join(gaps)} n/a)")
+            missing.append(f"{markdown_escape(category)} ({' and '.join(gaps)} n/a)")
         else:
             kept.append(index)
     notes = [f"{name} n/a for every category" for name, present in ((DECODE_NAME, has_decode),

@@ -192,6 +192,7 @@ async def connect_arm(arm: Arm, transport: Transport, stop: Stop) -> None:
     arm.engine = await stop.guard(
         choose_engine(transport, config, arm.metrics_before, arm.base_urls[0] + path, arm.prompts), arm.engine
     )
+    arm.engine.requested_model = config.model  # responses naming another model are a warning
     arm.server = await stop.guard(server_info(transport, arm.engine, roots[0], arm.base_urls[0]), arm.server)
     arm.settings = [
         RequestSettings(
@@ -272,6 +273,7 @@ def build_run(
             "engine": arm.engine.name,
             "server": arm.server,
             "server_description": arm.engine.describe(arm.server),
+            "served_models": sorted(arm.engine.models),
             "acceptance": acceptance,
             "interrupted": interrupted,
             "warnings": notes,
