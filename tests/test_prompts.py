@@ -348,7 +348,7 @@ def test_grounded_instructions_ask_to_reuse_the_given_text() -> None:
     assert not missing
 
 
-@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="the Spec-Bench question file is not beside this clone")
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason=SPEC_BENCH_MISSING)
 def test_grounded_texts_share_no_long_passage_with_spec_bench() -> None:
     def shingles(text: str, size: int = 10) -> set[tuple[str, ...]]:
         words = re.findall(r"\w+", text.lower())
