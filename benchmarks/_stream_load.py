@@ -1,4 +1,4 @@
-"""The streaming load figures of `make perf` (issue 17): client ITL error against a server's own send gaps.
+"""The streaming load figures of `make perf`: client ITL error against a server's own send gaps.
 
 A loopback server process (`_stream_server.py`) streams pre-generated llama.cpp-shaped SSE on a known
 schedule and logs `perf_counter_ns()` after each content chunk's send(). Two receivers are driven against

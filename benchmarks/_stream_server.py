@@ -1,4 +1,4 @@
-"""A loopback streaming server on a known schedule that logs when it sent each chunk (for `make perf`, issue 17).
+"""A loopback streaming server on a known schedule that logs when it sent each chunk (for `make perf`).
 
 Run by perf.py as its own process: `python _stream_server.py PORT_FILE LOG_FILE CHUNKS INTERVAL_US`.
 It answers every POST with a pre-generated llama.cpp-shaped chat stream (HTTP/1.1, chunked, one SSE event

@@ -90,7 +90,7 @@ STREAM_TARGETS = {
     (64, 200): (0.1, 1.0, 2.0, False),
     (256, 100): (None, 3.0, 2.0, True),
 }
-"""Issue 17's streaming targets: ITL error (|client gap - server send gap|) p99 passes under the absolute
+"""The streaming targets: ITL error (|client gap - server send gap|) p99 passes under the absolute
 bound or within the floor multiple of the floor's p99 measured in the same run."""
 
 
@@ -705,7 +705,7 @@ def busy_cores(count: int) -> Iterator[None]:
 
 
 def measure_streaming(sizes: Sizes, workdir: Path, busy: int = 0) -> list[tuple[Load, Outcome, Outcome]]:
-    """(load, floor, speedbench) at each streaming load point of issue 17, with `busy` cores kept busy."""
+    """(load, floor, speedbench) at each streaming load point, with `busy` cores kept busy."""
     streaming = []
     with busy_cores(busy):
         for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True):
@@ -909,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not for RESULTS.md)")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference client")
     parser.add_argument("--streaming-only", action="store_true",
-                        help="only the streaming load rows (issue 17), not the request, start-up and analysis rows")
+                        help="only the streaming load rows, not the request, start-up and analysis rows")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="keep N cores busy with busy-loop processes during the streaming load (a loaded "
                              "machine; default: 0)")
