@@ -21,6 +21,9 @@ SPEC_URL ?=
 THREADS ?= 1
 STREAM ?=
 CATEGORY ?= all
+# DECIDE=1: rounds of one prompt per category until the overall decode verdict is decided (a sequential test that
+# stays valid when it stops early), at most LIMIT rounds; DECIDE= runs LIMIT prompts a category, fixed.
+DECIDE ?= 1
 comma  := ,
 # Both workloads where speculation pays (grounded: answers that reuse the prompt) and where it may not
 # (qualitative: free generation), each decided apart; BENCH=qualitative (or grounded) runs one.
@@ -74,7 +77,7 @@ test-vllm: $(STAMP) $(VLLM_STAMP)
 
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
-		--category $(CATEGORY) --bench $(BENCH) \
+		--category $(CATEGORY) --bench $(BENCH) $(if $(DECIDE),--until-decided) \
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream)
 

@@ -31,6 +31,11 @@ def test_bench_picks_the_workloads_of_make_bench() -> None:
     assert f"--bench {expected} " in default
 
 
+def test_make_bench_samples_until_decided_unless_told_not_to() -> None:
+    assert "--until-decided" in _dry_run("bench")
+    assert "--until-decided" not in _dry_run("bench", "DECIDE=")
+
+
 def test_make_test_installs_the_mermaid_parser_it_checks_charts_with() -> None:
     assert "mermaid" in _dry_run("test")
 
