@@ -49,7 +49,7 @@ def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
 def test_the_readme_quotes_a_real_make_bench_run() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## A real `make bench`", 1)[1].split("\n## ", 1)[0]
-    assert "Comparison: baseline=" in section and "Paired statistics" in section
+    assert "speedbench: decision: " in section and "Paired statistics" in section
     assert re.search(r"\b20\d\d-\d\d-\d\d\b", section) and re.search(r"\d-core", section)  # when, on what machine
 
 
