@@ -30,6 +30,7 @@ STATS_COLUMNS: list[Column] = [
     ("latency_mde", "latency_speedup_mde_cell", ""),
     ("accept_rate", "accept_rate", "rate"),
     ("accept_len", "acceptance_length", "speed"),
+    ("drafted", "drafted_share", "percent"),
     ("identical", "identical_cell", ""),
 ]
 
@@ -105,13 +106,15 @@ def _target_effect(family: Family | None) -> float:
 def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | None = None) -> str:
     size = family.size if family is not None else family_size(tuple(rows))
     return (
-        "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
-        "with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "
+        "geometric mean of per-sample speedups (the SpeedBench table: ratio of arithmetic means), samples matched by "
+        "id, with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "
         f"{threshold:.0%}; "
         f"category rows are one family: {HOLM_METHOD} ({_tests(size)}, family-wise false-alarm rate "
         f"{FAMILY_ALPHA:.0%}), each interval drawn at the level its Holm step uses (after @), the one its verdict "
         f"reads; the overall row is the primary result, at a plain 95%; mde: the smallest true change detected with "
-        f"80% power at the row's level (n≈N for target: samples a {_target_effect(family):.0%} change needs)"
+        f"80% power at the row's level (n≈N for target: samples a {_target_effect(family):.0%} change needs); "
+        "drafted: share of the speculative output that came from accepted drafts (a row with nothing drafted gets "
+        "no verdict: its speedups are noise)"
     )
 
 
