@@ -2,12 +2,14 @@
 
 from bench.prompts._load import DEFAULT_GENERATED_PER_TIER, load_prompts
 from bench.prompts._sets import (
+    GROUNDED,
     HUB,
     HUB_BENCHES,
     HUB_DATASET,
     HUB_REVISION,
     PLACEHOLDER_PREFIX,
     SHIPPED,
+    SHIPPED_BENCHES,
     SPEC_BENCH_CATEGORY_MAP,
     PromptSet,
     Sample,
@@ -15,24 +17,29 @@ from bench.prompts._sets import (
     read_rows,
     rows_to_samples,
 )
+from bench.prompts._shard import Shard, shard_schedule
 from bench.prompts._throughput import THROUGHPUT_BENCHES, build_throughput_prompts, estimate_tokens
 
 __all__ = [
     "DEFAULT_GENERATED_PER_TIER",
+    "GROUNDED",
     "HUB",
     "HUB_BENCHES",
     "HUB_DATASET",
     "HUB_REVISION",
     "PLACEHOLDER_PREFIX",
     "SHIPPED",
+    "SHIPPED_BENCHES",
     "SPEC_BENCH_CATEGORY_MAP",
     "THROUGHPUT_BENCHES",
     "PromptSet",
     "Sample",
+    "Shard",
     "build_throughput_prompts",
     "categories_dir",
     "estimate_tokens",
     "load_prompts",
     "read_rows",
     "rows_to_samples",
+    "shard_schedule",
 ]
