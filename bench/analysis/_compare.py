@@ -119,7 +119,7 @@ class Family:
     def text(self) -> str:
         """One line naming the method, the family and its level."""
         return (f"category rows: {self.method} ({self.size} tests, family-wise false-alarm rate {self.alpha:.0%}); "
-                f"each category interval is drawn at the level its Holm step uses (shown after @); "
+                f"each category interval is drawn at the level its Holm step uses (shown after 'at'); "
                 f"overall row: the primary result, plain {1 - self.alpha:.0%} interval")
 
 
