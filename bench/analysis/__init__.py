@@ -19,6 +19,7 @@ from bench.analysis._compare import (
     family_estimates,
     family_size,
 )
+from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
 from bench.analysis._drafter_state import (
     DrafterState,
     drafter_state,
@@ -167,6 +168,7 @@ __all__ = [
     "NEAR_TIE_MARGIN",
     "NEAR_TIE_STEPS",
     "NON_INFERIOR",
+    "NOTHING_DRAFTED",
     "OUTLIER_DISTANCE",
     "OUTPUT_THROUGHPUT",
     "POWER",
@@ -187,6 +189,7 @@ __all__ = [
     "Crossover",
     "Decided",
     "Difference",
+    "Drafted",
     "DrafterState",
     "Estimate",
     "Family",
@@ -231,6 +234,7 @@ __all__ = [
     "crossed_t_interval",
     "crossover",
     "detectable_log_effect",
+    "drafted_by_category",
     "drafter_state",
     "estimate_resolution",
     "family_estimates",

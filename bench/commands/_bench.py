@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-url", default=None,
                        help="benchmark this speculative server instead (default: start the embedded one)")
     parser.add_argument("--category", default="all", help="'all' or a comma-separated list of categories")
+    parser.add_argument("--bench", default="qualitative",
+                        help="prompt set, or a comma-separated list run in turn with one decision over them "
+                             "(e.g. grounded,qualitative)")
     parser.add_argument("--threads", type=int, default=1, help="server CPU threads")
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight")
     parser.add_argument("--results-dir", default="results", help="folder that receives <UTC time>-<label>/")
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
         stream=args.stream, request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,
-        until_decided=args.until_decided,
+        until_decided=args.until_decided, bench=args.bench,
     )
     if args.trace:
         from bench._errors import BenchError

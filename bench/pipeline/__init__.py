@@ -1,6 +1,14 @@
 """Jobs that join the stages: `bench` (baseline against speculative) and `sweep` (arms across concurrency)."""
 
-from bench.pipeline._bench import PipelineConfig, check_servers, run_pipeline, write_comparison
+from bench.pipeline._bench import (
+    PipelineConfig,
+    check_servers,
+    probe_urls,
+    run_pipeline,
+    validate,
+    workloads,
+    write_comparison,
+)
 from bench.pipeline._rate_sweep import RateSweepConfig, parse_rates, run_rate_sweep, summarize_rate_sweep
 from bench.pipeline._sweep import (
     ArmDefinition,
@@ -24,10 +32,13 @@ __all__ = [
     "parse_levels",
     "parse_rates",
     "parse_url_arms",
+    "probe_urls",
     "run_pipeline",
     "run_rate_sweep",
     "run_sweep",
     "summarize_rate_sweep",
+    "validate",
+    "workloads",
     "write_comparison",
     "write_sweep",
 ]
