@@ -36,6 +36,13 @@ from bench.render._tables import (
     summary_text,
     text_table,
 )
+from bench.render._traffic_text import (
+    goodput_text,
+    rate_sweep_text,
+    throughput_line,
+    traffic_json,
+    traffic_text,
+)
 
 _LAZY = {
     "plot_all": "bench.render._plots",
@@ -45,6 +52,10 @@ _LAZY = {
     "decision_line": "bench.render._report",
     "decision_text": "bench.render._report",
     "RichProgress": "bench.render._rich",
+    "goodput_rate_figure": "bench.render._traffic",
+    "plot_goodput_rate": "bench.render._traffic",
+    "plot_timeline": "bench.render._traffic",
+    "timeline_figure": "bench.render._traffic",
 }
 
 __all__ = [
@@ -63,13 +74,18 @@ __all__ = [
     "format_value",
     "gate_markdown",
     "gate_text",
+    "goodput_rate_figure",
+    "goodput_text",
     "lossless_markdown",
     "lossless_text",
     "markdown_escape",
     "markdown_table",
     "mermaid_text",
     "plot_all",
+    "plot_goodput_rate",
     "plot_sweep",
+    "plot_timeline",
+    "rate_sweep_text",
     "render_json",
     "render_markdown",
     "render_report",
@@ -86,6 +102,10 @@ __all__ = [
     "sweep_text",
     "terminal_text",
     "text_table",
+    "throughput_line",
+    "timeline_figure",
+    "traffic_json",
+    "traffic_text",
     "write_report",
     "write_sweep_report",
 ]

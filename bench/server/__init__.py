@@ -1,6 +1,15 @@
 """Embedded servers on loopback: llama.cpp (the `xllamacpp` wheel) in a child process, vLLM from `.venv-vllm`."""
 
-from bench.server._embedded import MODES, EmbeddedServer, ServerConfig, ServerError, default_model_path, model_path
+from bench.server._embedded import (
+    MODES,
+    RESET_BY_RESTART,
+    STATEFUL_MODES,
+    EmbeddedServer,
+    ServerConfig,
+    ServerError,
+    default_model_path,
+    model_path,
+)
 from bench.server._factory import (
     SERVER_ENGINES,
     ServerRequest,
@@ -17,8 +26,10 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODELS",
     "MODES",
+    "RESET_BY_RESTART",
     "SERVER_ENGINES",
     "SMOLLM2",
+    "STATEFUL_MODES",
     "VLLM_MODES",
     "VLLM_REQUIREMENT",
     "EmbeddedServer",
