@@ -1338,3 +1338,15 @@ def test_no_registered_secret_reaches_the_terminal_or_an_output_file(
     assert code == 0, captured.err
     _assert_no_secret(captured.out + captured.err + (tmp_path / "out.md").read_text(), secret)
     assert "a server said *** on stdout" in captured.out
+
+
+def test_a_run_shows_names_escaped_on_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "named.jsonl"
+    path.write_text("".join(json.dumps({"question_id": f"q{i}", "category": "evil\x1b]0;pwned\x07\x1b[2J",
+                                        "turns": [f"question {i}"]}) + "\n" for i in range(2)), encoding="utf-8")
+    with _fake() as server:
+        code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", str(path), "--osl", "8",
+                               "--label", "\x1b]8;;https://evil.example\x07label", "--output", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "evil\\x1b]0;pwned" in out
