@@ -2,12 +2,14 @@
 
 from bench.prompts._load import DEFAULT_GENERATED_PER_TIER, load_prompts
 from bench.prompts._sets import (
+    GROUNDED,
     HUB,
     HUB_BENCHES,
     HUB_DATASET,
     HUB_REVISION,
     PLACEHOLDER_PREFIX,
     SHIPPED,
+    SHIPPED_BENCHES,
     SPEC_BENCH_CATEGORY_MAP,
     PromptSet,
     Sample,
@@ -19,12 +21,14 @@ from bench.prompts._throughput import THROUGHPUT_BENCHES, build_throughput_promp
 
 __all__ = [
     "DEFAULT_GENERATED_PER_TIER",
+    "GROUNDED",
     "HUB",
     "HUB_BENCHES",
     "HUB_DATASET",
     "HUB_REVISION",
     "PLACEHOLDER_PREFIX",
     "SHIPPED",
+    "SHIPPED_BENCHES",
     "SPEC_BENCH_CATEGORY_MAP",
     "THROUGHPUT_BENCHES",
     "PromptSet",
