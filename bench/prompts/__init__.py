@@ -17,6 +17,7 @@ from bench.prompts._sets import (
     read_rows,
     rows_to_samples,
 )
+from bench.prompts._shard import Shard, shard_schedule
 from bench.prompts._throughput import THROUGHPUT_BENCHES, build_throughput_prompts, estimate_tokens
 
 __all__ = [
@@ -33,10 +34,12 @@ __all__ = [
     "THROUGHPUT_BENCHES",
     "PromptSet",
     "Sample",
+    "Shard",
     "build_throughput_prompts",
     "categories_dir",
     "estimate_tokens",
     "load_prompts",
     "read_rows",
     "rows_to_samples",
+    "shard_schedule",
 ]
