@@ -29,7 +29,7 @@ import pytest
 
 from bench import cli
 from bench._errors import BenchError
-from bench._redact import redact, redact_url, register_secret
+from bench._redact import forget_secrets, redact, redact_url, register_secret
 from bench.engines import VLLM, LlamaCpp, ResponseError, SGLang
 from bench.pipeline import PipelineConfig, run_pipeline
 from bench.prompts import PromptSet, Sample, load_prompts, rows_to_samples
@@ -38,6 +38,13 @@ from bench.runner import RunConfig, SilentProgress, SSEDecoder, normalize_base_u
 from tests.fakeserver import FakeServer, FakeState, RawServer, http_response, read_request
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    """Each test's secrets stay its own: later tests' outputs are not masked where they share 8 characters."""
+    yield
+    forget_secrets()
 
 
 def _prompts(count: int) -> PromptSet:
