@@ -19,6 +19,7 @@ from bench.analysis._compare import (
     family_estimates,
     family_size,
 )
+from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
 from bench.analysis._family import (
     DEFAULT_TARGET_EFFECT,
     FAMILY_ALPHA,
@@ -113,6 +114,7 @@ __all__ = [
     "NEAR_TIE_MARGIN",
     "NEAR_TIE_STEPS",
     "NON_INFERIOR",
+    "NOTHING_DRAFTED",
     "OUTLIER_DISTANCE",
     "POWER",
     "REGRESSED",
@@ -129,6 +131,7 @@ __all__ = [
     "Crossover",
     "Decided",
     "Difference",
+    "Drafted",
     "Estimate",
     "Family",
     "Gate",
@@ -159,6 +162,7 @@ __all__ = [
     "crossed_t_interval",
     "crossover",
     "detectable_log_effect",
+    "drafted_by_category",
     "estimate_resolution",
     "family_estimates",
     "family_size",
