@@ -188,7 +188,7 @@ def _check_prompts(
     first: Run, second: Run, labels: tuple[str, str], differences: list[Difference], notes: list[str]
 ) -> None:
     """Prompt digests: the same selection with another digest means other prompts (an error)."""
-    digest_a, digest_b = first.meta.get("prompts_sha256"), second.meta.get("prompts_sha256")
+    digest_a, digest_b = first.info.prompts_sha256, second.info.prompts_sha256
     if not digest_a or not digest_b:
         notes.append("no prompt digest in one of the runs: prompts are matched by sample id only")
         return
@@ -235,7 +235,7 @@ def _arm_state(label: str, run: Run) -> ArmState:
         selected=run.selected_samples,
         recorded=len({result.key for result in run.results}),
         failed=sum(1 for result in run.results if not result.ok),
-        interrupted=bool(run.meta.get("interrupted")),
+        interrupted=run.info.interrupted,
     )
 
 
@@ -294,7 +294,7 @@ def _model(run: Run) -> str | None:
 
 def _served_model(run: Run) -> str | None:
     """The first model of the server's OpenAI model list (0.1 files carry no adapter description)."""
-    server = run.meta.get("server")
+    server = run.info.server_info
     models = server.get("models") if isinstance(server, Mapping) else None
     data = models.get("data") if isinstance(models, Mapping) else None
     first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}

@@ -45,7 +45,7 @@ from bench.records._run import (
     save_run,
 )
 from bench.records._schema import SCHEMA_VERSION, finite
-from bench.records._summary import summarize, summarize_group
+from bench.records._summary import SUMMARY_KEYS, SummaryRow, summarize, summarize_group
 
 __all__ = [
     "BASELINE",
@@ -55,6 +55,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SELECTION_KEYS",
     "SPECULATIVE",
+    "SUMMARY_KEYS",
     "Acceptance",
     "Journal",
     "Mismatch",
@@ -64,6 +65,7 @@ __all__ = [
     "RunSettings",
     "SampleResult",
     "ServerDescription",
+    "SummaryRow",
     "acceptance_summary",
     "collector_paused",
     "comparison_files",
