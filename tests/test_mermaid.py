@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.render._mermaid import mermaid_text, speedup_chart
+from bench.render import mermaid_text, speedup_chart
 
 STRING = r'"(?!`)[^"\n;]*"'
 NUMBER = r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)"

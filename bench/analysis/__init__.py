@@ -1,7 +1,10 @@
 """Analysis of run records: the reference comparison, paired statistics, lossless checks and the CI gate."""
 
-from bench.analysis._cache import ArmCache, CacheUse, CategoryCache, cache_use, served_from_cache
+from bench.analysis._cache import CACHED_SHARE, ArmCache, CacheUse, CategoryCache, cache_use, served_from_cache
 from bench.analysis._comparability import (
+    ERROR,
+    NOTHING_CHECKED,
+    WARNING,
     ArmState,
     Comparability,
     Difference,
@@ -24,7 +27,7 @@ from bench.analysis._intervals import (
     t_quantile,
     verdict,
 )
-from bench.analysis._lossless import lossless_check
+from bench.analysis._lossless import NEAR_TIE_MARGIN, divergence, lossless_check
 from bench.analysis._paired import first_difference, pair_runs, results_frame
 from bench.analysis._reference import compare_runs, compare_summaries
 from bench.analysis._regress import GateRow, GateSide, regress
@@ -45,11 +48,16 @@ from bench.analysis._variation import repeat_cv
 
 __all__ = [
     "ACCEPT_RATE",
+    "CACHED_SHARE",
     "DECODE_RATE",
     "DECODE_SPEEDUP",
+    "ERROR",
     "LATENCY",
     "LATENCY_SPEEDUP",
+    "NEAR_TIE_MARGIN",
+    "NOTHING_CHECKED",
     "THROUGHPUT_SPEEDUP",
+    "WARNING",
     "ArmCache",
     "ArmState",
     "BestArm",
@@ -78,6 +86,7 @@ __all__ = [
     "compare_summaries",
     "crossed_t_interval",
     "crossover",
+    "divergence",
     "first_difference",
     "geomean_t_intervals",
     "lossless_check",

@@ -21,8 +21,11 @@ from typing import Any
 from bench.records import COMPARED_AS_ERROR, COMPARED_AS_WARNING, SELECTION_KEYS, Run
 
 ERROR = "error"
+"""The severity of a difference that makes two runs incomparable (refused unless --allow-mismatch)."""
 WARNING = "warning"
+"""The severity of a difference that is shown beside the comparison but does not stop it."""
 NOTHING_CHECKED = "nothing could be checked"
+"""What the check says when neither run records anything it could compare."""
 
 # config keys compared between two runs, and how much a difference matters: the run identity's (bench.records)
 _ERROR_CONFIG_KEYS = COMPARED_AS_ERROR

@@ -5,6 +5,7 @@ from bench.prompts._sets import (
     HUB,
     HUB_BENCHES,
     HUB_DATASET,
+    HUB_PROBE_TIMEOUT_S,
     HUB_REVISION,
     PLACEHOLDER_PREFIX,
     SHIPPED,
@@ -15,18 +16,27 @@ from bench.prompts._sets import (
     read_rows,
     rows_to_samples,
 )
-from bench.prompts._throughput import THROUGHPUT_BENCHES, build_throughput_prompts, estimate_tokens
+from bench.prompts._throughput import (
+    MAX_COUNT_CALLS,
+    THROUGHPUT_BENCHES,
+    TIERS,
+    build_throughput_prompts,
+    estimate_tokens,
+)
 
 __all__ = [
     "DEFAULT_GENERATED_PER_TIER",
     "HUB",
     "HUB_BENCHES",
     "HUB_DATASET",
+    "HUB_PROBE_TIMEOUT_S",
     "HUB_REVISION",
+    "MAX_COUNT_CALLS",
     "PLACEHOLDER_PREFIX",
     "SHIPPED",
     "SPEC_BENCH_CATEGORY_MAP",
     "THROUGHPUT_BENCHES",
+    "TIERS",
     "PromptSet",
     "Sample",
     "build_throughput_prompts",

@@ -38,7 +38,12 @@ from bench.render._tables import (
 )
 
 _LAZY = {
+    "FEW_SAMPLES": "bench.render._plots",
+    "accept_figure": "bench.render._plots",
+    "latency_figure": "bench.render._plots",
+    "place_labels": "bench.render._plots",
     "plot_all": "bench.render._plots",
+    "speedup_figure": "bench.render._plots",
     "write_report": "bench.render._report",
     "write_sweep_report": "bench.render._report",
     "render_report": "bench.render._report",
@@ -47,10 +52,12 @@ _LAZY = {
 
 __all__ = [
     "COMPARISON_COLUMNS",
+    "FEW_SAMPLES",
     "STREAM_DEFINITIONS",
     "SUMMARY_COLUMNS",
     "Column",
     "RichProgress",
+    "accept_figure",
     "ci_cell",
     "comparison_markdown",
     "comparison_payload",
@@ -59,11 +66,13 @@ __all__ = [
     "format_value",
     "gate_markdown",
     "gate_text",
+    "latency_figure",
     "lossless_markdown",
     "lossless_text",
     "markdown_escape",
     "markdown_table",
     "mermaid_text",
+    "place_labels",
     "plot_all",
     "plot_sweep",
     "render_json",
@@ -71,6 +80,7 @@ __all__ = [
     "render_report",
     "render_text",
     "speedup_chart",
+    "speedup_figure",
     "stats_markdown",
     "stats_text",
     "stream_markdown",
