@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from bench._constants import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
-from bench._redact import one_line
+from bench._redact import one_line, redacting_std_streams
 from bench.commands import COMMANDS
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "main"]
@@ -71,9 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already reported on one line
         return int(exc.code or 0)
-    out = sys.stdout.write
     try:
-        code = args.handler(args, out)
+        with redacting_std_streams():  # no registered secret reaches the terminal, whoever writes
+            code = args.handler(args, sys.stdout.write)
     except BrokenPipeError:  # `speedbench compare ... | head`: the reader left; stop quietly
         return _stdout_gone()
     except BenchError as exc:

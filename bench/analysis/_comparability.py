@@ -115,10 +115,15 @@ class Comparability:
         """One line per partial or failing arm, for every output to show."""
         return tuple(arm.message for arm in self.arms if arm.partial or arm.failed)
 
-    def lines(self) -> list[str]:
-        """Everything worth printing, one line each: errors, warnings, flags and notes."""
+    def lines(self, *, allowed: bool = False) -> list[str]:
+        """Everything worth printing, one line each: errors, warnings, flags and notes.
+
+        With `allowed` (the user passed --allow-mismatch and the runs are compared anyway) an error is no
+        longer one: it is printed as a warning that says so.
+        """
         return [
-            *(f"error: {d.message}" for d in self.errors),
+            *(f"warning: {d.message} (compared anyway: --allow-mismatch)" if allowed else f"error: {d.message}"
+              for d in self.errors),
             *(f"warning: {d.message}" for d in self.warnings),
             *(f"warning: {flag}" for flag in self.flags),
             *(f"note: {note}" for note in self.notes),

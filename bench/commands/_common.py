@@ -111,6 +111,8 @@ def vet(first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = 
             "partial run: " + "; ".join(arm.message for arm in checked.partial)
             + " (finish it with --resume, or pass --allow-partial)"
         )
-    for line in checked.lines():
-        sys.stderr.write(f"speedbench: {line}\n")
+    from bench.render import terminal_text
+
+    for line in checked.lines(allowed=allow_mismatch):
+        sys.stderr.write(f"speedbench: {terminal_text(line)}\n")
     return checked

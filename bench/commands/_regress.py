@@ -99,5 +99,6 @@ def _step_summary(markdown: str) -> None:
     """Append to $GITHUB_STEP_SUMMARY when set."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(markdown + "\n")
+        from bench.records import write_text_file
+
+        write_text_file(summary, markdown + "\n", append=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bench.engines._prometheus import by_label, parse_prometheus, value_of
-from bench.records import ServerDescription
+from bench.records import ServerDescription, counter_acceptance, counter_deltas
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,8 @@ class TurnStats:
     content: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
+    model: str | None = None
+    """The model the response says answered it (`model`), None when it names none."""
 
 
 class ResponseError(Exception):
@@ -94,8 +96,19 @@ def drafts(container: Mapping[str, Any], drafted_key: str, accepted_key: str, wh
     return counts
 
 
+def usage_count(usage: Mapping[str, Any], key: str) -> int | None:
+    """A `usage` token count: None when absent; a negative, fractional or non-number count is refused."""
+    value = usage.get(key)
+    if value is None:
+        return None
+    number = _number(value)
+    if number is None or number != int(number):
+        raise ResponseError("bad_timings", f"usage.{key} is {str(value)[:40]}, not a non-negative whole number")
+    return int(number)
+
+
 def openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason."""
+    """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason, the model named."""
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     content = ""
     reasoning = ""
@@ -115,10 +128,12 @@ def openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
                 break
     elif isinstance(choice.get("text"), str):
         content = choice["text"]
-    prompt_tokens = count(usage.get("prompt_tokens")) or 0
-    completion_tokens = count(usage.get("completion_tokens")) or 0
-    total_tokens = count(usage.get("total_tokens")) or prompt_tokens + completion_tokens
+    prompt_tokens = usage_count(usage, "prompt_tokens") or 0
+    completion_tokens = usage_count(usage, "completion_tokens") or 0
+    total_tokens = usage_count(usage, "total_tokens") or prompt_tokens + completion_tokens
+    model = data.get("model")
     return {
+        "model": model[:200] if isinstance(model, str) and model else None,
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": total_tokens,
@@ -143,20 +158,59 @@ class Engine:
     metric_prefix: ClassVar[str | None] = None
 
     def __init__(self) -> None:
-        """Start with no notes."""
+        """Start with no notes and no model seen."""
         self.notes: set[str] = set()
+        self.models: set[str] = set()
+        """Every model name the responses gave (`model`), for the run file and the check against the request."""
+        self.requested_model: str | None = None
+        """The model the requests named (--model), when one was given: responses naming another are a warning."""
+        self.counters_contradicted = False
+        """Whether the server's counters contradicted themselves once: then no acceptance from them at all."""
 
     def request_fields(self) -> dict[str, Any]:
         """Extra request body fields this engine needs to report acceptance."""
         return {}
 
     def warnings(self) -> list[str]:
-        """What responses lacked that this adapter needs, once each, sorted."""
+        """What responses lacked or contradicted, once each, sorted."""
         return sorted(self.notes)
+
+    def seen(self, stats: TurnStats) -> TurnStats:
+        """Note the model a parsed response names (and a mismatch with the requested one); return the stats."""
+        if stats.model is not None and stats.model not in self.models and len(self.models) < 16:
+            self.models.add(stats.model)
+            if self.requested_model and _file_name(stats.model) != _file_name(self.requested_model):
+                self.notes.add(f"responses name model {stats.model!r}, not the requested {self.requested_model!r}: "
+                               "the server may have answered with another model")
+        return stats
+
+    def checked_counter_deltas(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+        """The acceptance counters' movement between two /metrics snapshots, or {} when it contradicts itself.
+
+        A counter that went backwards (a restarted server, a load balancer switching backends) or more tokens
+        accepted than drafted makes every figure from the pair untrustworthy: withheld, with a warning.
+        """
+        deltas = counter_deltas(before, after)
+        problem = _counter_problem(deltas)
+        if problem:
+            self.counters_contradicted = True
+            self.notes.add(f"server /metrics counters contradict themselves ({problem}): "
+                           "acceptance from them is withheld")
+            return {}
+        return deltas
+
+    def checked_counter_acceptance(
+        self, before: Mapping[str, Any], after: Mapping[str, Any], *, server_wide: bool
+    ) -> dict[str, Any] | None:
+        """Acceptance over a run from counter snapshots (see `counter_acceptance`), None when they (or any pair
+        read during the run) contradict themselves."""
+        if not self.checked_counter_deltas(before, after) or self.counters_contradicted:
+            return None
+        return counter_acceptance(before, after, server_wide=server_wide)
 
     def parse(self, data: Mapping[str, Any]) -> TurnStats:
         """Read one response (or a stream's merged final state)."""
-        return TurnStats(**openai_fields(data))
+        return self.seen(TurnStats(**openai_fields(data)))
 
     def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
         """Cumulative acceptance counters {drafts, draft_tokens, accepted, per_position} from /metrics."""
@@ -194,6 +248,17 @@ class Engine:
     def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
         """Whether a first response or the /metrics text identify this engine."""
         return bool(cls.metric_prefix and f"{cls.metric_prefix}:" in metrics_text)
+
+
+def _counter_problem(deltas: Mapping[str, float]) -> str | None:
+    """What is impossible about counter deltas (a negative one, accepted above drafted), or None."""
+    backwards = [key for key, value in deltas.items() if value < 0]
+    if backwards:
+        return f"{', '.join(backwards)} went backwards"
+    drafted, accepted = deltas.get("draft_tokens"), deltas.get("accepted")
+    if drafted is not None and accepted is not None and accepted > drafted:
+        return f"{accepted:g} tokens accepted of {drafted:g} drafted"
+    return None
 
 
 def spec_decode_counters(metrics_text: str, prefix: str) -> dict[str, Any] | None:

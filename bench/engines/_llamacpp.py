@@ -24,21 +24,32 @@ class LlamaCpp(Engine):
             self.notes.add("llama.cpp responses carry no 'timings': server t/s and acceptance are n/a")
         prompt_n = count(checked(timings, "prompt_n"))
         predicted_n = count(checked(timings, "predicted_n"))
+        cache_n = count(timings.get("cache_n"))
+        decode_ok = self._agree("usage.completion_tokens", fields["completion_tokens"], "timings.predicted_n",
+                                predicted_n, "server decode t/s")
         if not fields["prompt_tokens"] and prompt_n:
             fields["prompt_tokens"] = prompt_n
         if not fields["completion_tokens"] and predicted_n:
             fields["completion_tokens"] = predicted_n
         if not fields["total_tokens"]:
             fields["total_tokens"] = fields["prompt_tokens"] + fields["completion_tokens"]
-        return TurnStats(
+        return self.seen(TurnStats(
             **fields,
             **drafts(timings, "draft_n", "draft_n_accepted", "timings"),
             prompt_ms=checked(timings, "prompt_ms"),
-            predicted_ms=checked(timings, "predicted_ms"),
+            predicted_ms=checked(timings, "predicted_ms") if decode_ok else None,
             prompt_per_second=checked(timings, "prompt_per_second"),
-            predicted_per_second=checked(timings, "predicted_per_second"),
-            cache_n=count(timings.get("cache_n")),
-        )
+            predicted_per_second=checked(timings, "predicted_per_second") if decode_ok else None,
+            cache_n=cache_n,
+        ))
+
+    def _agree(self, usage_name: str, usage: int, timings_name: str, timings: int | None, figure: str) -> bool:
+        """Whether a response's usage count and its timings' count agree (both given); a warning when not."""
+        if not usage or timings is None or usage == timings:
+            return True
+        self.notes.add(f"responses contradict themselves ({usage_name} {usage} against {timings_name} {timings}): "
+                       f"{figure} withheld for those responses")
+        return False
 
     def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
         """Read the `llamacpp:spec_decode_*` counters."""

@@ -25,11 +25,11 @@ class SGLang(Engine):
         spec = ext.get("spec_tokens_details") if isinstance(ext.get("spec_tokens_details"), dict) else {}
         if not spec:
             self.notes.add("SGLang responses carry no sglext.spec_tokens_details: per-request acceptance is n/a")
-        return TurnStats(
+        return self.seen(TurnStats(
             **fields,
             **drafts(spec, "spec_num_proposed_drafts", "spec_num_correct_drafts", "sglext.spec_tokens_details"),
             spec_steps=count(spec.get("spec_verify_ct")),
-        )
+        ))
 
     def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
         """Read `sglang:spec_accept_length` and `sglang:spec_accept_rate` (time-averaged)."""

@@ -62,7 +62,7 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
         ttft_ms = checked(metrics, "time_to_first_token_ms")
         prompt_tokens = fields["prompt_tokens"]
         itl_ms = checked(metrics, "mean_itl_ms")
-        return TurnStats(
+        return self.seen(TurnStats(
             **fields,
             draft_n=drafted,
             draft_n_accepted=accepted,
@@ -73,7 +73,7 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
             # (generated - 1) / decode time, which is 1000 / mean inter-token latency.
             prompt_per_second=prompt_tokens * 1000.0 / ttft_ms if ttft_ms and prompt_tokens else None,
             predicted_per_second=1000.0 / itl_ms if itl_ms else None,
-        )
+        ))
 
     def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
         """Read the `vllm:spec_decode_*` counters."""

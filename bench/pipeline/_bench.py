@@ -22,6 +22,7 @@ from bench.records import (
     new_results_folder,
     plots_folder,
     run_file,
+    write_text_file,
 )
 from bench.render import render_json, render_markdown, render_text
 from bench.runner import ArmSpec, Progress, RunConfig, run_benchmark, run_interleaved
@@ -216,9 +217,9 @@ def write_comparison(
     """Compare two runs once; write comparison.txt/.md/.json and the plots into `folder`; return both."""
     comparison = compare(baseline, speculative, threshold=threshold)
     files = comparison_files(folder)
-    files[0].write_text(render_text(comparison), encoding="utf-8")
-    files[1].write_text(render_markdown(comparison), encoding="utf-8")
-    files[2].write_text(render_json(comparison), encoding="utf-8")
+    write_text_file(files[0], render_text(comparison))
+    write_text_file(files[1], render_markdown(comparison))
+    write_text_file(files[2], render_json(comparison))
     from bench.render import plot_all
 
     files += plot_all(comparison, plots_folder(folder), formats=("png",))

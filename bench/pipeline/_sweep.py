@@ -31,6 +31,7 @@ from bench.records import (
     read_journal,
     run_file,
     sweep_files,
+    write_text_file,
 )
 from bench.render import plot_sweep, sweep_json, sweep_markdown, sweep_text
 from bench.runner import ArmSpec, Progress, RunConfig, run_interleaved
@@ -304,7 +305,7 @@ def write_sweep(sweep: Sweep, folder: Path) -> list[Path]:
     """sweep.txt, sweep.md, sweep.json and the sweep plots into `folder`."""
     plots = plot_sweep(sweep, plots_folder(folder))
     files = sweep_files(folder)
-    files[0].write_text(sweep_text(sweep), encoding="utf-8")
-    files[1].write_text(sweep_markdown(sweep, [str(path.relative_to(folder)) for path in plots]), encoding="utf-8")
-    files[2].write_text(sweep_json(sweep), encoding="utf-8")
+    write_text_file(files[0], sweep_text(sweep))
+    write_text_file(files[1], sweep_markdown(sweep, [str(path.relative_to(folder)) for path in plots]))
+    write_text_file(files[2], sweep_json(sweep))
     return files + plots

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -127,6 +128,11 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Sample], in
             placeholders += 1
             continue
         sample_id = str(question_id).strip()
+        for name, text in (("question_id", sample_id), ("category", category), *(("turn", turn) for turn in turns),
+                           ("sub_category", str(row.get("sub_category") or ""))):
+            if not text.isascii() and _SURROGATE.search(text):
+                shown = sample_id.encode("utf-8", "backslashreplace").decode("ascii", "replace")[:40]
+                raise BenchError(f"row {shown!r}: its {name} holds a lone surrogate (not valid Unicode)")
         if not sample_id:
             skipped += 1
             continue
@@ -154,16 +160,50 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Sample], in
     return samples, skipped, placeholders
 
 
+MAX_ROW_BYTES = 64 * 1024 * 1024
+"""A dataset row (one JSONL line) larger than this is refused, not read into memory whole."""
+MAX_ROW_DEPTH = 32
+"""A dataset row nested deeper than this (lists in objects in lists...) is refused: no prompt needs it."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests at most `limit` levels (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return False
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return True
+
+
+def _parse_row(text: str, where: str) -> Any:
+    """One dataset row from JSON text, bounded in depth; a one-line BenchError naming `where` otherwise."""
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise BenchError(f"{where}: JSON nested too deeply (a row nests at most {MAX_ROW_DEPTH} levels)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise BenchError(f"{where}: cannot be read ({str(exc)[:120]})") from None
+    if not _depth_within(row, MAX_ROW_DEPTH):
+        raise BenchError(f"{where}: JSON nested too deeply (a row nests at most {MAX_ROW_DEPTH} levels)")
+    return row
+
+
 def _read_jsonl(path: Path) -> list[Any]:
     rows = []
     with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise BenchError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        number = 0
+        while line := handle.readline(MAX_ROW_BYTES + 1):
+            number += 1
+            if len(line) > MAX_ROW_BYTES:
+                raise BenchError(f"{path}:{number}: a row longer than {MAX_ROW_BYTES} characters")
+            if line.strip():
+                rows.append(_parse_row(line, f"{path}:{number}"))
     return rows
 
 
@@ -176,8 +216,10 @@ def read_rows(path: Path) -> list[Any]:
         if suffix == ".jsonl":
             return _read_jsonl(path)
         if suffix == ".json":
+            if path.stat().st_size > MAX_ROW_BYTES * 4:
+                raise BenchError(f"{path}: larger than {MAX_ROW_BYTES * 4} bytes; give large datasets as .jsonl")
             with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+                data = json.loads(handle.read())
             if isinstance(data, dict):
                 data = data.get("rows", data.get("data"))
             if not isinstance(data, list):
@@ -195,6 +237,8 @@ def read_rows(path: Path) -> list[Any]:
             return rows
     except json.JSONDecodeError as exc:
         raise BenchError(f"{path}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise BenchError(f"{path}: JSON nested too deeply to read") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise BenchError(f"{path}: cannot be read ({exc})") from None
     raise BenchError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet")

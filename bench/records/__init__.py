@@ -32,8 +32,9 @@ from bench.records._layout import (
     sweep_cells,
     sweep_files,
 )
-from bench.records._lock import output_lock
+from bench.records._lock import open_no_follow, output_lock, write_text_file
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
+from bench.records._names import MAX_LABEL_LENGTH, file_label
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
 from bench.records._run import (
     Run,
@@ -52,6 +53,7 @@ __all__ = [
     "COMPARED_AS_ERROR",
     "COMPARED_AS_WARNING",
     "COUNTER_KEYS",
+    "MAX_LABEL_LENGTH",
     "SCHEMA_VERSION",
     "SELECTION_KEYS",
     "SPECULATIVE",
@@ -75,6 +77,7 @@ __all__ = [
     "default_run_file",
     "dumps_run",
     "encode_margins",
+    "file_label",
     "finite",
     "has_journal",
     "is_sweep_folder",
@@ -86,6 +89,7 @@ __all__ = [
     "load_run",
     "lock_path",
     "new_results_folder",
+    "open_no_follow",
     "output_lock",
     "plots_folder",
     "read_journal",
@@ -98,4 +102,5 @@ __all__ = [
     "sweep_cell_file",
     "sweep_cells",
     "sweep_files",
+    "write_text_file",
 ]

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
-from bench.records._results import SampleResult, result_from_dict
+from bench._redact import redact_tree
+from bench.records._lock import open_no_follow
+from bench.records._results import SampleResult, redacted_result, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
 
 
@@ -24,11 +26,11 @@ class Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if append:
             _drop_torn_tail(self.path)
-        self._handle = open(self.path, "a" if append else "w", encoding="utf-8")
+        self._handle = open_no_follow(self.path, "a" if append else "w")
         self._last_sync = time.monotonic()
         self._syncing: threading.Thread | None = None
         if not append:
-            self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **header})
+            self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **redact_tree(dict(header))})
             self.sync()
 
     def _write_line(self, payload: Mapping[str, Any]) -> None:
@@ -46,7 +48,7 @@ class Journal:
         VM) only guards against the machine going down, and on the runner's event loop it would stall
         every stream being timed, so it runs beside the loop (os.fsync releases the GIL).
         """
-        line = result.to_dict()
+        line = redacted_result(result)
         line["type"] = "result"
         self._write_line(line)
         if time.monotonic() - self._last_sync >= 1.0 and (self._syncing is None or not self._syncing.is_alive()):
@@ -71,7 +73,7 @@ class Journal:
 
 def _drop_torn_tail(path: Path) -> None:
     """Cut a journal back to its last complete line, so appended lines never join a torn one."""
-    with open(path, "rb+") as handle:
+    with open_no_follow(path, "rb+") as handle:
         data = handle.read()
         keep = data.rfind(b"\n") + 1
         if keep < len(data):
@@ -100,6 +102,10 @@ def read_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Sam
             if index == last_index:
                 break
             raise BenchError(f"{source}: line {index + 1} is not valid JSON") from None
+        except RecursionError:
+            raise BenchError(f"{source}: line {index + 1} is JSON nested too deeply to read") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise BenchError(f"{source}: line {index + 1} cannot be read ({str(exc)[:120]})") from None
         if not isinstance(item, dict):
             raise BenchError(f"{source}: line {index + 1} is not a JSON object")
         if item.get("type") == "header":

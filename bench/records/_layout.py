@@ -13,6 +13,8 @@ import datetime as dt
 import os
 from pathlib import Path
 
+from bench.records._names import file_label
+
 BASELINE = "baseline"
 """The baseline arm's name (its run file is `baseline.json`)."""
 SPECULATIVE = "speculative"
@@ -46,8 +48,9 @@ def is_journal(path: str | os.PathLike[str]) -> bool:
 
 
 def stamped_name(label: str) -> str:
-    """`<UTC time>-<label>`: the name of a new results folder or default run file."""
-    return f"{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}-{label}"
+    """`<UTC time>-<label>`: the name of a new results folder or default run file (the label made one safe file-name
+    part by `file_label`: a label is a name, never a path)."""
+    return f"{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}-{file_label(label, 'run')}"
 
 
 def default_run_file(label: str | None, results_dir: str = "results") -> str:

@@ -3,13 +3,46 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from bench._errors import BenchError
+from bench._redact import redact_known
 from bench.records._layout import lock_path
+
+
+def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
+    """Open a file for writing without following a symbolic link planted at `path` (one-line BenchError if one is).
+
+    `mode` is "w" (truncate), "a" (append), "x" (a new file only) or "a+b" (a binary read/append handle);
+    the kernel refuses the link itself (O_NOFOLLOW), so a link planted between a check and the open
+    cannot redirect the write to another file.
+    """
+    flags = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+             "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND,
+             "rb+": os.O_RDWR}[mode]
+    try:
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise BenchError(f"{path}: is a symbolic link; speedbench does not write through one "
+                             "(remove it or choose another --output)") from None
+        raise
+    binary = "b" in mode
+    return os.fdopen(descriptor, mode.replace("x", "w") if not binary else mode,
+                     **({} if binary else {"encoding": "utf-8"}))
+
+
+
+def write_text_file(path: str | os.PathLike[str], text: str, *, append: bool = False) -> None:
+    """Write (or append) a text output (comparison, report, step summary) with registered secrets masked, never
+    through a symbolic link planted at `path`."""
+    with open_no_follow(path, "a" if append else "w") as handle:
+        handle.write(redact_known(text))
 
 
 @contextlib.contextmanager
@@ -21,7 +54,7 @@ def output_lock(output: str | os.PathLike[str]) -> Iterator[Path]:
     """
     path = lock_path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")
+    handle = open_no_follow(path, "a+b")
     try:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -7,18 +7,20 @@ Keys it does not know are kept in `extra` and written back unchanged.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.records._schema import SCHEMA_VERSION
 
+MAX_META_NUMBER = 1e15
+"""Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
+
 
 def _number(value: Any) -> float | None:
-    """A finite number as written (an int stays an int, so a file rewrites byte for byte), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
+    """A number in range as written (an int stays an int, so a file rewrites byte for byte), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_META_NUMBER < value < MAX_META_NUMBER:
+        return None  # NaN fails the comparison too
     return value
 
 
@@ -102,6 +104,7 @@ class ServerDescription:
 _KNOWN_KEYS = frozenset({
     "schema_version", "harness", "started_at", "finished_at", "elapsed_s", "engine", "server", "server_description",
     "acceptance", "interrupted", "warnings", "machine", "prompts_sha256", "client_lag", "dataset", "interleaved",
+    "served_models",
 })
 
 
@@ -135,6 +138,7 @@ class RunMeta(Mapping[str, Any]):
     client_lag: Mapping[str, Any] | None = None  # the client's event-loop lag (p50/p99/max ms, samples, threshold)
     dataset: Mapping[str, Any] | None = None  # where the prompts came from: source, bench, skipped rows
     interleaved: Mapping[str, Any] | None = None  # an interleaved arm's seed, partner(s) and lock-step batch
+    served_models: tuple[str, ...] = ()  # the models that answered, as the responses named them
     extra: Mapping[str, Any] = field(default_factory=dict)
     written: frozenset[str] = _KNOWN_KEYS  # the known keys `to_dict` writes: all, or those a file read back had
 
@@ -150,6 +154,7 @@ class RunMeta(Mapping[str, Any]):
             return meta
         harness = meta.get("harness") if isinstance(meta.get("harness"), Mapping) else {}
         warnings = meta.get("warnings")
+        served = meta.get("served_models")
         version = meta.get("schema_version", SCHEMA_VERSION)
         return cls(
             schema_version=version if isinstance(version, int) else 0,
@@ -169,6 +174,7 @@ class RunMeta(Mapping[str, Any]):
             client_lag=_mapping(meta.get("client_lag")),
             dataset=_mapping(meta.get("dataset")),
             interleaved=_mapping(meta.get("interleaved")),
+            served_models=tuple(str(item) for item in served) if isinstance(served, list | tuple) else (),
             extra={key: value for key, value in meta.items() if key not in _KNOWN_KEYS},
             written=_KNOWN_KEYS.intersection(meta),
         )
@@ -191,6 +197,7 @@ class RunMeta(Mapping[str, Any]):
             "client_lag": _mapping(self.client_lag),
             "dataset": _mapping(self.dataset),
             "interleaved": _mapping(self.interleaved),
+            "served_models": list(self.served_models),
         }
         if self.interleaved is None:
             del known["interleaved"]

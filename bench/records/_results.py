@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from bench._errors import BenchError
+from bench._redact import redact
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,49 @@ _SETTERS = tuple(
 """Per field: its name, its slot's setter and its default (MISSING for required fields, spec's factory apart)."""
 
 
+MAX_NUMBER = 1e15
+"""Numbers a record holds are within +-this (a count, a time, a rate); anything beyond is a corrupt file."""
+_NULL_AS = {
+    **{item.name: item.default for item in fields(SampleResult) if item.default is not MISSING},
+    **{name: 0 for name in _COUNT_FIELDS},
+}
+"""What a JSON null stands for in a field: its default (a null repeat is repeat 0, never None)."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _short(value: Any) -> str:
+    """A number as shown in an error: at most 40 characters (an integer of 400 digits is not printed)."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    return str(value)[:40]
+
+
+def _numbers_in_range(values: list[Any]) -> bool:
+    """Whether every number of a list is finite and within +-MAX_NUMBER (min/max/fsum: no Python loop)."""
+    if not -MAX_NUMBER < min(values) or not max(values) < MAX_NUMBER:
+        return False
+    return math.isfinite(math.fsum(values))  # a NaN escapes min and max, never the sum
+
+
+def checked_text(value: Any, where: str) -> str:
+    """A record's name (id, category) as a string; one that is not valid Unicode (a lone surrogate) is refused."""
+    text = value if isinstance(value, str) else str(value)
+    if not text.isascii() and _SURROGATE.search(text):
+        raise BenchError(f"{where} {text.encode('utf-8', 'backslashreplace').decode('ascii', 'replace')[:80]!s} "
+                         "holds a lone surrogate: not valid Unicode")
+    return text
+
+
+def checked_spec(spec: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A result's `spec` (counter deltas, step counts): numbers within range only."""
+    for key, value in spec.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_NUMBER < value < MAX_NUMBER:
+            raise BenchError(f"{where} spec.{key} is {_short(value)!s}, not a number within +-{MAX_NUMBER:g}")
+    return dict(spec)
+
+
 def _is_a(value: Any, allowed: frozenset[type]) -> bool:
     """Whether a value not of an exact JSON type is still of an allowed one (a subclass; a bool is no number)."""
     return not isinstance(value, bool) and isinstance(value, tuple(allowed))
@@ -148,21 +194,31 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
         is_list, allowed, label = check
         if value is None:
             if not is_list:
-                values[name] = 0 if name in _COUNT_FIELDS else None
+                values[name] = _NULL_AS.get(name)
         elif is_list:
             if type(value) is not list:
                 raise BenchError(f"{source}: result {data['id']!r} field {name!r} is not a list")
             if value and not {type(item) for item in value} <= allowed and not all(_is_a(v, allowed) for v in value):
                 raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds an item that is not {label}")
+            if value and label != "a string" and not _numbers_in_range(value):
+                raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds a number out of range "
+                                 f"(beyond +-{MAX_NUMBER:g}, or not finite)")
             values[name] = tuple(value)
         elif type(value) not in allowed and not _is_a(value, allowed):
             raise BenchError(f"{source}: result {data['id']!r} field {name!r} is {value!r}, not {label}")
-        else:
+        elif label == "a string" or -MAX_NUMBER < value < MAX_NUMBER:
             values[name] = value
+        elif value != value or value in (math.inf, -math.inf):  # NaN or infinity: unknown, as the writer stores it
+            values[name] = _NULL_AS.get(name)
+        else:
+            raise BenchError(f"{source}: result {data['id']!r} field {name!r} is out of range "
+                             f"({_short(value)}; beyond +-{MAX_NUMBER:g})")
     spec = values.get("spec")
-    values["spec"] = dict(spec) if isinstance(spec, Mapping) else {}
-    values["id"] = str(values["id"])
-    values["category"] = str(values["category"])
+    values["spec"] = checked_spec(spec, f"{source}: result {data['id']!r}") if isinstance(spec, Mapping) else {}
+    values["id"] = checked_text(values["id"], f"{source}: a result's id")
+    values["category"] = checked_text(values["category"], f"{source}: result {data['id']!r} category")
+    if values.get("sub_category") is not None:
+        checked_text(values["sub_category"], f"{source}: result {data['id']!r} sub_category")
     values["ok"] = bool(values["ok"])
     values.setdefault("turns", 1)
     values.setdefault("latency_s", 0.0)
@@ -180,6 +236,14 @@ def _build(values: Mapping[str, Any]) -> SampleResult:
     for name, setter, default in _SETTERS:
         setter(result, get(name, default))
     return result
+
+
+def redacted_result(result: SampleResult) -> dict[str, Any]:
+    """A result as a JSON-ready dict with its error message redacted (the one field a server writes freely)."""
+    data = result.to_dict()
+    if data["error"]:
+        data["error"] = redact(data["error"])
+    return data
 
 
 def latest_by_key(results: Iterable[SampleResult]) -> list[SampleResult]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,10 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
+from bench._redact import redact_tree
 from bench.records._journal import read_journal
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
+from bench.records._lock import open_no_follow
 from bench.records._meta import RunMeta, RunSettings
-from bench.records._results import SampleResult, latest_by_key, result_from_dict
+from bench.records._results import (
+    MAX_NUMBER,
+    SampleResult,
+    checked_text,
+    latest_by_key,
+    redacted_result,
+    result_from_dict,
+)
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
 from bench.records._summary import SummaryRow, summarize
 
@@ -74,17 +84,21 @@ class Run:
         return self.meta.schema_version
 
     def to_dict(self) -> dict[str, Any]:
-        """The run file as a JSON-ready dict (reference keys plus speedbench's)."""
-        payload: dict[str, Any] = dict(self.meta)
+        """The run file as a JSON-ready dict (reference keys plus speedbench's), secrets redacted.
+
+        The metadata, the config and each error are text a server or a user may have put a secret in:
+        each passes through `redact_tree` (outputs are the model's text and are kept as they are).
+        """
+        payload: dict[str, Any] = redact_tree(dict(self.meta))
         payload.update(
             {
                 "schema_version": SCHEMA_VERSION,
-                "config": dict(self.config),
+                "config": redact_tree(dict(self.config)),
                 "selected_samples": self.selected_samples,
                 "completed_samples": self.completed_samples,
                 "failed_samples": self.failed_samples,
                 "summary": [dict(row) for row in self.summary],
-                "results": [result.to_dict() for result in self.results],
+                "results": [redacted_result(result) for result in self.results],
             }
         )
         return payload
@@ -108,8 +122,9 @@ def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> N
         target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     payload = run.to_dict()
+    temp.unlink(missing_ok=True)  # a leftover (or a planted link) is removed, never written through
     try:
-        with open(temp, "w", encoding="utf-8") as handle:
+        with open_no_follow(temp, "x") as handle:
             try:
                 json.dump(payload, handle, indent=2, sort_keys=True, allow_nan=False)  # streamed: no big string
             except ValueError:  # a NaN or infinity somewhere: write it again with nulls
@@ -163,13 +178,18 @@ SUMMARY_NUMBERS = ("requests", "turns", "failed", "avg_prompt_t_s", "avg_pred_t_
 
 
 def check_summary_row(row: Mapping[str, Any], source: str) -> None:
-    """Refuse a summary row whose category is not a string or whose figures are not numbers (or null)."""
+    """Refuse a summary row whose category is not valid text or whose figures are not numbers in range (or null)."""
     if not isinstance(row.get("category"), str):
-        raise BenchError(f"{source}: a summary row's category is {row.get('category')!r}, not a string")
+        raise BenchError(f"{source}: a summary row's category is {str(row.get('category'))[:80]!r}, not a string")
+    checked_text(row["category"], f"{source}: a summary row's category")
     for key in SUMMARY_NUMBERS:
         value = row.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise BenchError(f"{source}: summary row {row['category']!r} field {key!r} is {value!r}, not a number")
+            raise BenchError(f"{source}: summary row {row['category']!r} field {key!r} is {str(value)[:80]!r}, "
+                             "not a number")
+        if value is not None and not -MAX_NUMBER < value < MAX_NUMBER and value == value and abs(value) != math.inf:
+            raise BenchError(f"{source}: summary row {row['category']!r} field {key!r} is out of range "
+                             f"(beyond +-{MAX_NUMBER:g})")
 
 
 @contextlib.contextmanager
@@ -218,6 +238,10 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BenchError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise BenchError(f"{source}: not a run file (JSON nested too deeply to read)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise BenchError(f"{source}: not a run file ({str(exc)[:120]})") from None
     return run_from_dict(data, source)
 
 

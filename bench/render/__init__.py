@@ -10,8 +10,9 @@ import importlib
 from typing import Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
+from bench.render._escape import markdown_escape, mermaid_text, terminal_text
 from bench.render._gate import gate_markdown, gate_text
-from bench.render._mermaid import mermaid_text, speedup_chart
+from bench.render._mermaid import speedup_chart
 from bench.render._stats import (
     STREAM_DEFINITIONS,
     ci_cell,
@@ -31,7 +32,6 @@ from bench.render._tables import (
     comparison_markdown,
     comparison_text,
     format_value,
-    markdown_escape,
     markdown_table,
     summary_text,
     text_table,
@@ -89,6 +89,7 @@ __all__ = [
     "sweep_json",
     "sweep_markdown",
     "sweep_text",
+    "terminal_text",
     "text_table",
     "write_report",
     "write_sweep_report",

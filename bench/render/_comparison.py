@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from bench.records import finite
+from bench.render._escape import terminal_text
 from bench.render._stats import (
     cv_text,
     lossless_markdown,
@@ -61,7 +62,7 @@ def mismatch_lines(comparison: Comparison) -> list[str]:
 
 def reader_lines(comparison: Comparison) -> list[str]:
     """Everything a reader should know before trusting the tables: mismatches, warnings, partial runs, notes."""
-    return comparison.comparability.lines() if comparison.comparability else []
+    return comparison.comparability.lines(allowed=True) if comparison.comparability else []  # compared anyway
 
 
 def cache_line(comparison: Comparison) -> str | None:
@@ -80,7 +81,7 @@ def render_text(comparison: Comparison) -> str:
     if comparison.stats_note:
         text += f"\nspeedbench: no paired statistics: {comparison.stats_note}\n"
     if not comparison.has_stats:
-        return text
+        return terminal_text(text, keep_lines=True)
     text += "\n" + stats_text(comparison.stats, comparison.threshold)
     if cache_line(comparison):
         text += f"{cache_line(comparison)}\n"
@@ -96,7 +97,7 @@ def render_text(comparison: Comparison) -> str:
     line = acceptance_line(comparison)
     if line:
         text += "\n" + line + "\n"
-    return text
+    return terminal_text(text, keep_lines=True)  # names in notes and mismatch lines never drive the terminal
 
 
 def render_markdown(comparison: Comparison) -> str:
@@ -107,7 +108,7 @@ def render_markdown(comparison: Comparison) -> str:
             comparison)), "\n"]
     parts += ["### SpeedBench comparison\n\n", comparison_markdown(_reference_rows(comparison))]
     if comparison.stats_note:
-        parts.append(f"\nNo paired statistics: {comparison.stats_note}\n")
+        parts.append(f"\nNo paired statistics: {markdown_escape(comparison.stats_note)}\n")
     if comparison.has_stats:
         parts += ["\n### Paired statistics\n\n", stats_markdown(comparison.stats, comparison.threshold)]
         if cache_line(comparison):

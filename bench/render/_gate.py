@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bench.render._escape import terminal_text
 from bench.render._tables import Column, markdown_table, text_table
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def gate_text(rows: Sequence[GateRow]) -> str:
     regressed = _regressed(rows)
     head = f"speedbench regress: {len(regressed)} regression(s)"
     if regressed:
-        head += ": " + ", ".join(f"{row.category} {row.metric.label}" for row in regressed)
+        head += ": " + ", ".join(f"{terminal_text(row.category)} {row.metric.label}" for row in regressed)
     return head + "\n" + _LEGEND + "\n" + text_table(_cells(rows), GATE_COLUMNS)
 
 

@@ -4,26 +4,19 @@ The chart is an `xychart-beta` block: decode speedup as bars, latency speedup as
 x-axis label per category. Its text follows the rules of Mermaid's xychart grammar (see
 tests/test_mermaid.py): every text is double-quoted and holds no double quote, backtick, `;`,
 `%%` or line break; numbers are plain decimals; every data list is as long as the x-axis.
-Mermaid has no missing value, so a category lacking a value is left out and named under the chart.
+Mermaid has no missing value, so a category lacking a value is left out and named under the chart (that
+note is Markdown, outside the block: its names are escaped for Markdown, not for Mermaid).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
+
+from bench.render._escape import markdown_escape, mermaid_text
 
 DECODE_NAME = "decode speedup"
 LATENCY_NAME = "latency speedup"
-
-
-def mermaid_text(value: object) -> str:
-    """A string made safe inside a quoted Mermaid text: no quote, backtick, `;`, `%%`, control character."""
-    text = str(value).replace('"', "'").replace("`", "'").replace(";", ",")
-    text = re.sub(r"%+", "%", text)
-    text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
-    text = " ".join(text.split())
-    return text or "(unnamed)"
 
 
 def _number(value: float | None) -> float | None:
@@ -56,7 +49,7 @@ def speedup_chart(
     has_decode = any(value is not None for value in decode_values)
     has_latency = any(value is not None for value in latency_values)
     if not (has_decode or has_latency):
-        names = ", ".join(mermaid_text(category) for category in categories) or "no category"
+        names = ", ".join(markdown_escape(category) for category in categories) or "no category"
         return f"_No speedup to chart: {DECODE_NAME} and {LATENCY_NAME} are n/a for every category ({names})._\n"
     kept: list[int] = []
     missing: list[str] = []
@@ -65,7 +58,7 @@ def speedup_chart(
                                                   (LATENCY_NAME, has_latency, latency_values[index]))
                 if present and value is None]
         if gaps:
-            missing.append(f"{mermaid_text(category)} ({' and '.join(gaps)} n/a)")
+            missing.append(f"{markdown_escape(category)} ({' and '.join(gaps)} n/a)")
         else:
             kept.append(index)
     notes = [f"{name} n/a for every category" for name, present in ((DECODE_NAME, has_decode),

@@ -13,6 +13,7 @@ import matplotlib
 
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench.records import Run
+from bench.render._escape import terminal_text
 
 if TYPE_CHECKING:
     from bench.analysis import Comparison
@@ -40,8 +41,8 @@ def _save(figure: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list
 
 
 def _label(text: Any) -> str:
-    """Text shown as is: `$` would start matplotlib mathtext."""
-    return str(text).replace("$", r"\$")
+    """Text shown as is: `$` would start matplotlib mathtext; control characters are shown escaped."""
+    return terminal_text(text).replace("$", r"\$")
 
 
 def _finite(value: Any) -> bool:

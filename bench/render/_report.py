@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
-from bench.records import Run
+from bench.records import Run, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
 from bench.render._mermaid import speedup_chart
 from bench.render._stats import lossless_markdown, stats_markdown, stream_markdown
@@ -167,7 +167,7 @@ def write_report(comparison: Comparison, out_dir: str | Path, *, title: str | No
     written = plot_all(comparison, out / "plots", formats=("png", "svg"))
     relative = [str(path.relative_to(out)) for path in written if path.suffix == ".png"]
     report = out / "report.md"
-    report.write_text(render_report(comparison, title=title, plots=relative), encoding="utf-8")
+    write_text_file(report, render_report(comparison, title=title, plots=relative))
     return report
 
 
@@ -188,5 +188,5 @@ def write_sweep_report(sweep: Sweep, out_dir: Path, *, title: str | None = None)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = [str(path.relative_to(out_dir)) for path in plot_sweep(sweep, out_dir / "plots")]
     report = out_dir / "report.md"
-    report.write_text(render_sweep_report(sweep, title=title, plots=plots), encoding="utf-8")
+    write_text_file(report, render_sweep_report(sweep, title=title, plots=plots))
     return report

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.records import finite
+from bench.render._escape import terminal_text
 from bench.render._stats import ci_cell
 from bench.render._tables import Column, format_value, markdown_table, text_table
 
@@ -85,12 +86,13 @@ def _best_rows(sweep: Sweep) -> list[dict[str, Any]]:
 
 def sweep_text(sweep: Sweep) -> str:
     """The sweep summary as text: every cell, each arm's crossover, the best arm per level."""
-    return (
+    return terminal_text(
         "Sweep: speculative arms against the baseline across concurrency\n"
         + text_table(_cell_rows(sweep), SWEEP_COLUMNS)
         + "\nCrossover (speculation stops paying)\n" + text_table(_crossover_rows(sweep), CROSSOVER_COLUMNS)
         + "\nBest arm per level\n" + text_table(_best_rows(sweep), BEST_COLUMNS)
-        + f"({LEGEND})\n"
+        + f"({LEGEND})\n",
+        keep_lines=True,
     )
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from bench.render._escape import markdown_escape, terminal_text
 
 Column = tuple[str, str, str]
 """(header, row key, kind): kind is one of "", "int", "rate", "seconds", "speed", "speedup"."""
@@ -59,8 +60,11 @@ def _cells(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> list
 
 
 def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> str:
-    """Render rows as the reference's padded text table: two-space gaps, every cell left-justified."""
-    rendered = _cells(rows, columns)
+    """Render rows as the reference's padded text table: two-space gaps, every cell left-justified.
+
+    A cell's control characters are shown escaped (`terminal_text`): a name never drives the terminal.
+    """
+    rendered = [[terminal_text(cell) for cell in cells] for cells in _cells(rows, columns)]
     widths = [len(header) for header, _, _ in columns]
     for cells in rendered:
         widths = [max(width, len(cell)) for width, cell in zip(widths, cells, strict=True)]
@@ -83,10 +87,6 @@ def _escape_cell(text: str) -> str:
     return markdown_escape(text).replace("|", "\\|")
 
 
-def markdown_escape(text: str) -> str:
-    """Escape text for Markdown so model output or file names cannot inject markup, links or HTML."""
-    text = re.sub(r"[\\`*<>\[\]|~]", lambda match: "\\" + match.group(0), text.replace("\r", " ").replace("\n", " "))
-    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
 
 
 def summary_text(summary: Sequence[Mapping[str, Any]]) -> str:
@@ -96,7 +96,7 @@ def summary_text(summary: Sequence[Mapping[str, Any]]) -> str:
 
 def comparison_text(rows: Sequence[Mapping[str, Any]], baseline_label: str, speculative_label: str) -> str:
     """Exactly what `speed_bench_compare.py` prints: the header line, then the table."""
-    head = f"Comparison: baseline={baseline_label} speculative={speculative_label}\n"
+    head = f"Comparison: baseline={terminal_text(baseline_label)} speculative={terminal_text(speculative_label)}\n"
     if not rows:
         return head + NO_OVERLAP_MESSAGE + "\n"
     return head + text_table(rows, COMPARISON_COLUMNS)

@@ -194,6 +194,7 @@ async def connect_arm(arm: Arm, transport: Transport, stop: Stop) -> None:
     arm.engine = await stop.guard(
         choose_engine(transport, config, arm.metrics_before, arm.base_urls[0] + path, arm.prompts), arm.engine
     )
+    arm.engine.requested_model = config.model  # responses naming another model are a warning
     arm.server = await stop.guard(server_info(transport, arm.engine, roots[0], arm.base_urls[0]), arm.server)
     arm.settings = [
         RequestSettings(
@@ -279,6 +280,7 @@ def build_run(
         client_lag=dict(client_lag) if client_lag is not None else None,
         dataset={"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
         interleaved=header.get("interleaved"),
+        served_models=tuple(sorted(arm.engine.models)),
     )
     run = Run(
         config=arm.header["config"],

@@ -16,6 +16,8 @@ LAG_INTERVAL_S = 0.01
 """How often the loop is asked to wake up; lag is how late it did."""
 LAG_WARN_S = 0.010
 """A wake-up later than this is a stall a streamed ITL or TTFT would absorb: warn (live, and at the end on p99)."""
+BURST_GAP_S = 0.001
+"""Chunks closer than this came back to back from the server (one step's tokens), not one step each."""
 LIVE_WARN_EVERY_S = 10.0
 """At most one live warning per this many seconds."""
 
@@ -92,15 +94,18 @@ class LagMonitor:
         )
 
     def merge_warning(self, chunk_gaps_s: Sequence[float]) -> str | None:
-        """For a streamed run: a warning when the loop's p99 lag exceeded the median gap between chunks, else None.
+        """For a streamed run: a warning when the loop's p99 lag exceeded the median gap between server steps.
 
         Reads are timed by the kernel's receive time, so a late loop does not delay them; but a read later than
-        the gap to the next chunk finds both chunks merged by the kernel under the newer one's time.
+        the gap to the next chunk finds both chunks merged by the kernel under the newer one's time. Gaps under
+        BURST_GAP_S are chunks the server sent back to back (a speculative step's accepted drafts): merging them
+        loses nothing, so the median is taken over the other gaps (none: nothing to warn about).
         """
-        if not self.lags or not chunk_gaps_s:
+        steps = [gap for gap in chunk_gaps_s if gap >= BURST_GAP_S]
+        if not self.lags or not steps:
             return None
         summary = self.summary()
-        gap_s = statistics.median(chunk_gaps_s)
+        gap_s = statistics.median(steps)
         if summary is None or summary["p99_ms"] <= gap_s * 1000:
             return None
         late = sum(lag > gap_s for lag in self.lags)

@@ -8,16 +8,42 @@ the caller's timed part, then concludes each arm, closes the journals and writes
 from __future__ import annotations
 
 import contextlib
+import resource
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from bench._errors import BenchError
 from bench.records import Run, output_lock
 from bench.runner._arm import Arm, RunStopped, build_run, close_journal, conclude_arm, connect_arm, open_journal
 from bench.runner._lag import LagMonitor
 from bench.runner._progress import Progress
 from bench.runner._stop import Stop, signals_to
 from bench.runner._transport import Transport
+
+FILES_BESIDES_CONNECTIONS = 64
+"""Open files a run needs besides its connections: journals, locks, probes, the interpreter's own."""
+
+
+def ensure_file_limit(connections: int) -> None:
+    """Make sure the process may open `connections` sockets and its own files: raise the soft limit on open files
+    up to the hard one when needed; when even that is too low, a one-line BenchError before anything is sent.
+
+    Without this, the sockets past the limit fail as "Too many open files" and are recorded as the server's
+    connect errors.
+    """
+    needed = connections + FILES_BESIDES_CONNECTIONS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard == resource.RLIM_INFINITY or hard >= needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+        return
+    raise BenchError(
+        f"this run opens up to {connections} connections at once (--concurrency, times each --url), about {needed} "
+        f"files with its own, but this process may open only {soft} (ulimit -n, hard limit {hard}): raise the "
+        f"limit (ulimit -n {needed}) or lower --concurrency"
+    )
 
 
 @dataclass
@@ -44,6 +70,7 @@ async def run_arms(
     `connections` is the pool size per server URL. A journal that cannot be written stops every arm (the
     finished samples are kept) and raises `RunStopped` for the first arm after all run files were written.
     """
+    ensure_file_limit(sum(connections * len(arm.base_urls) for arm in arms.values()))
     stop = Stop()
     lag = LagMonitor(progress)
     concluded = {}

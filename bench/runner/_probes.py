@@ -11,7 +11,7 @@ from typing import Any
 from bench._errors import BenchError
 from bench.engines import Engine, detect_engine, engine_by_name, engine_from_metrics, tokenizing_engines
 from bench.prompts import PromptSet
-from bench.records import COUNTER_KEYS, SampleResult, acceptance_summary, counter_acceptance, counter_deltas
+from bench.records import COUNTER_KEYS, SampleResult, acceptance_summary
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._stop import Stop
 from bench.runner._transport import Transport, TransportError
@@ -100,7 +100,7 @@ class SampleMeter:
         self.last_after = after
         if after is None or not result.ok:
             return result
-        return replace(result, spec={**result.spec, **counter_deltas(before, after)})
+        return replace(result, spec={**result.spec, **self.engine.checked_counter_deltas(before, after)})
 
 
 def _core(counters: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -133,7 +133,7 @@ def run_acceptance(
     counters_before = engine.acceptance_counters(before) if before else None
     counters_after = engine.acceptance_counters(after) if after else None
     if counters_after is not None:
-        return counter_acceptance(
+        return engine.checked_counter_acceptance(
             counters_before or {}, counters_after, server_wide=config.concurrency > 1 or servers > 1
         )
     gauges = engine.acceptance_gauges(after) if after else None

@@ -12,7 +12,8 @@ class SSEDecoder:
     `data:` lines append to the event's data (joined with LF); a blank line dispatches the event
     (nothing when it has no data); lines starting with `:` are comments; other fields (event, id,
     retry) are read and ignored; a field without a colon has an empty value. At the end of the
-    stream an event without its closing blank line is discarded, as the rules say.
+    stream an event without its closing blank line is discarded, as the rules say. The stream is
+    decoded from its first byte: a leading UTF-8 byte-order mark is stripped (even split across reads).
     """
 
     def __init__(self) -> None:
@@ -22,6 +23,8 @@ class SSEDecoder:
         self._has_data = False
         self._after_cr = False
         self._total = 0
+        self._head: bytes | None = b""
+        """The stream's first bytes while they may still be a byte-order mark; None once decided."""
 
     def feed(self, chunk: bytes) -> list[str]:
         """Add bytes; return the data of the events completed by them."""
@@ -31,6 +34,14 @@ class SSEDecoder:
         """Add bytes; return (event data, body offset just past the blank line that dispatched it) per event."""
         start = self._total
         self._total += len(chunk)
+        if self._head is not None:
+            head = self._head + chunk
+            start -= len(self._head)
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._head = head
+                return []
+            self._head = None
+            chunk, start = (head[len(_BOM):], start + len(_BOM)) if head.startswith(_BOM) else (head, start)
         if self._after_cr and chunk.startswith(b"\n"):
             chunk, start = chunk[1:], start + 1  # the LF of a CRLF split across chunks
         self._after_cr = False
@@ -96,3 +107,4 @@ class SSEDecoder:
 
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"

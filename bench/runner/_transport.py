@@ -177,7 +177,9 @@ class Transport:
         start = time.perf_counter()
         for attempt in (0, 1):
             try:
-                response = await self.session.request(method, url, data=body, timeout=timeout or self._timeout)
+                # never a redirect: it would take the request, its key and headers included, to another origin
+                response = await self.session.request(method, url, data=body, timeout=timeout or self._timeout,
+                                                      allow_redirects=False)
                 return response, start
             except aiohttp.ClientOSError as exc:
                 if attempt or _UNSENT not in str(exc):

@@ -85,7 +85,16 @@ def build_payload(
 
 
 def _http_failure(response: Response) -> SampleFailure:
-    body = response.body[:500].decode("utf-8", errors="replace")
+    """A non-200 answer as a failed turn; the whole (bounded) body goes to the message, redacted before any cut.
+
+    A redirect is never followed (it would carry the request's secrets to whatever origin it names): it is a
+    failure of its own kind that names where it pointed.
+    """
+    body = response.body.decode("utf-8", errors="replace")
+    if 300 <= response.status < 400:
+        location = response.headers.get("Location") or response.headers.get("location") or "nowhere"
+        return SampleFailure("redirect", f"HTTP {response.status}: the server redirects to {location}; speedbench "
+                             "follows no redirect (give the final URL with --url)")
     if response.status == 429:
         kind = "http_429"
     elif 400 <= response.status < 500:
@@ -189,11 +198,11 @@ async def _stream_turn(
                 try:
                     chunk = loads(data)
                 except ValueError:
-                    raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data[:120]!r}") from None
+                    raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data!r}") from None
                 if type(chunk) is not dict:
                     raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
                 if isinstance(chunk.get("error"), Mapping | str):
-                    raise SampleFailure("http_5xx", f"stream error: {str(chunk['error'])[:300]}")
+                    raise SampleFailure("http_5xx", f"stream error: {chunk['error']}")
                 if isinstance(chunk.get("choices"), list):
                     chunks += 1
                 text, thought, finish = _delta_text(chunk)
