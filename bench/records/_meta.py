@@ -1,8 +1,9 @@
 """Typed run metadata: what the runner records about a run besides its results, read back one way.
 
-The run file keeps these as top-level JSON keys (a superset of the reference's format); `RunMeta`
-is how every stage after the runner reads them, so no reader guesses keys through `.get()` chains.
-Keys it does not know are kept in `extra` and written back unchanged.
+The run file keeps these as top-level JSON keys (a superset of the reference's format). The runner
+builds a `RunMeta` and the run file writes it as is; loading reads it back once, and every stage after
+the runner reads its fields, so no reader guesses keys through `.get()` chains. Keys it does not know
+are kept in `extra` and written back unchanged.
 """
 
 from __future__ import annotations
