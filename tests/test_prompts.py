@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench._errors import BenchError
-from bench.prompts import PLACEHOLDER_PREFIX, categories_dir, load_prompts, rows_to_samples
+from bench.prompts import GROUNDED, PLACEHOLDER_PREFIX, categories_dir, load_prompts, rows_to_samples
 from tests.conftest import SPEC_BENCH
 
 QUALITATIVE = ["coding", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay", "stem",
@@ -73,7 +73,7 @@ def test_unknown_category_lists_what_exists() -> None:
 
 
 def test_unknown_bench_lists_what_exists() -> None:
-    with pytest.raises(BenchError, match="available benches: qualitative"):
+    with pytest.raises(BenchError, match="available benches: qualitative, grounded, throughput_1k"):
         load_prompts(bench="nonsense")
 
 
@@ -277,3 +277,91 @@ def test_offline_hub_is_one_line_and_exit_2_from_the_cli(
     assert main(["run", "--dataset", "speed-bench", "--url", "127.0.0.1:9", "--quiet", "--output", "/dev/null"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("speedbench: error: cannot load nvidia/SPEED-Bench (qualitative)")
+
+
+FENCED_BLOCK = re.compile(r"```[^\n]*\n(.*?)\n```", re.S)
+REUSE_WORDS = re.compile(
+    r"exact|word for word|unchanged|as written|as it is|the same|verbatim|original|identical|nothing else|in full|"
+    r"full text|do not change|change no|keeping the rest|line by line",
+    re.I,
+)
+"""How a grounded instruction says that the answer keeps the given text."""
+
+
+def _grounded_rows() -> dict[str, list[dict]]:
+    return {
+        path.stem: [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for path in sorted((categories_dir() / GROUNDED).glob("*.jsonl"))
+    }
+
+
+def test_grounded_set_loads_offline_with_every_qualitative_category() -> None:
+    prompts = load_prompts(bench=GROUNDED)
+    assert prompts.bench == "grounded" and sorted(prompts.categories) == QUALITATIVE
+    counts = Counter(sample.category for sample in prompts.samples)
+    assert min(counts.values()) >= 12, counts
+    ids = [sample.id for sample in prompts.samples]
+    assert len(ids) == len(set(ids))
+    assert all(sample.id.startswith(f"grounded-{sample.category}-") for sample in prompts.samples)
+    qualitative_ids = {sample.id for sample in load_prompts().samples}
+    assert not qualitative_ids & set(ids)  # the qualitative glob does not pick up the grounded folder
+    limited = load_prompts(bench=GROUNDED, category="coding,rag", limit=2)
+    assert [s.category for s in limited.samples] == ["coding"] * 2 + ["rag"] * 2
+
+
+def test_grounded_rows_follow_the_shipped_schema() -> None:
+    rows = _grounded_rows()
+    assert sorted(rows) == QUALITATIVE
+    for category, items in rows.items():
+        for number, row in enumerate(items, start=1):
+            assert set(row) == ROW_KEYS, row["question_id"]
+            assert row["question_id"] == f"grounded-{category}-{number:03d}"
+            assert row["category"] == category
+            assert row["multiturn"] == (len(row["turns"]) > 1)
+            assert row["difficulty"] in {"easy", "medium", "hard"}
+            assert all(isinstance(turn, str) and turn.strip() for turn in row["turns"])
+
+
+def test_every_grounded_prompt_carries_the_text_its_answer_reuses() -> None:
+    lengths = []
+    for items in _grounded_rows().values():
+        for row in items:
+            first = row["turns"][0]
+            blocks = FENCED_BLOCK.findall(first)
+            assert len(blocks) == 1, row["question_id"]
+            block = blocks[0].strip()
+            instruction = FENCED_BLOCK.sub("", first)
+            assert 120 <= len(block) <= 2500, (row["question_id"], len(block))
+            assert len(instruction.split()) >= 8, row["question_id"]  # an instruction, not a bare block
+            assert block not in instruction
+            lengths.append(len(block))
+    assert sorted(lengths)[len(lengths) // 2] >= 400
+
+
+def test_grounded_instructions_ask_to_reuse_the_given_text() -> None:
+    missing = [
+        row["question_id"]
+        for items in _grounded_rows().values()
+        for row in items
+        if not REUSE_WORDS.search(FENCED_BLOCK.sub("", row["turns"][0]))
+    ]
+    assert not missing
+
+
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="the Spec-Bench question file is not beside this clone")
+def test_grounded_texts_share_no_long_passage_with_spec_bench() -> None:
+    def shingles(text: str, size: int = 10) -> set[tuple[str, ...]]:
+        words = re.findall(r"\w+", text.lower())
+        return {tuple(words[i:i + size]) for i in range(len(words) - size + 1)}
+
+    dataset: set[tuple[str, ...]] = set()
+    for line in SPEC_BENCH.read_text(encoding="utf-8").splitlines():
+        for turn in json.loads(line).get("turns", []):
+            dataset |= shingles(turn)
+    shared = {
+        row["question_id"]
+        for items in _grounded_rows().values()
+        for row in items
+        if shingles(" ".join(row["turns"])) & dataset
+    }
+    assert not shared

@@ -45,7 +45,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", default=None,
                         help="model field sent in each request (default: none sent; the server picks)")
-    parser.add_argument("--bench", default="qualitative", help="SPEED-Bench config (qualitative, throughput_1k, ...)")
+    parser.add_argument("--bench", default="qualitative",
+                        help="prompt set: qualitative or grounded (shipped), throughput_1k, ... (SPEED-Bench configs)")
     parser.add_argument("--category", default="all", help="'all' or a comma-separated list of categories")
     parser.add_argument("--osl", type=int, default=4096, help="output sequence length, sent as max_tokens")
     parser.add_argument(

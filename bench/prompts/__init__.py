@@ -2,6 +2,7 @@
 
 from bench.prompts._load import DEFAULT_GENERATED_PER_TIER, load_prompts
 from bench.prompts._sets import (
+    GROUNDED,
     HUB,
     HUB_BENCHES,
     HUB_DATASET,
@@ -9,6 +10,7 @@ from bench.prompts._sets import (
     HUB_REVISION,
     PLACEHOLDER_PREFIX,
     SHIPPED,
+    SHIPPED_BENCHES,
     SPEC_BENCH_CATEGORY_MAP,
     PromptSet,
     Sample,
@@ -26,6 +28,7 @@ from bench.prompts._throughput import (
 
 __all__ = [
     "DEFAULT_GENERATED_PER_TIER",
+    "GROUNDED",
     "HUB",
     "HUB_BENCHES",
     "HUB_DATASET",
@@ -34,6 +37,7 @@ __all__ = [
     "MAX_COUNT_CALLS",
     "PLACEHOLDER_PREFIX",
     "SHIPPED",
+    "SHIPPED_BENCHES",
     "SPEC_BENCH_CATEGORY_MAP",
     "THROUGHPUT_BENCHES",
     "TIERS",

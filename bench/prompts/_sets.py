@@ -18,6 +18,9 @@ HUB_REVISION = "487aa718444e816458d1a0a52bfce7a454285cf4"
 """Pinned SPEED-Bench commit; `--revision` changes it."""
 HUB_BENCHES = ("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k", "throughput_32k")
 SHIPPED = "categories"
+GROUNDED = "grounded"
+SHIPPED_BENCHES = ("qualitative", GROUNDED)
+"""The project's own prompt sets: free generation, and tasks whose answers reuse a given text (`grounded/`)."""
 HUB = "speed-bench"
 PLACEHOLDER_PREFIX = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE"
 
@@ -245,12 +248,13 @@ def read_rows(path: Path) -> list[Any]:
 
 
 def shipped_rows(bench: str) -> list[Any]:
-    if bench != "qualitative":
+    """Rows of a shipped set: `qualitative` from `categories/*.jsonl`, `grounded` from `categories/grounded/`."""
+    if bench not in SHIPPED_BENCHES:
         raise BenchError(
-            f"unknown --bench {bench!r} for the shipped categories; available benches: qualitative, "
+            f"unknown --bench {bench!r} for the shipped categories; available benches: {', '.join(SHIPPED_BENCHES)}, "
             "throughput_1k, throughput_2k, throughput_8k, throughput_16k, throughput_32k"
         )
-    folder = categories_dir()
+    folder = categories_dir() if bench == "qualitative" else categories_dir() / bench
     files = sorted(folder.glob("*.jsonl"))
     if not files:
         raise BenchError(f"{folder}: no category files (*.jsonl) found")
