@@ -1,6 +1,13 @@
-"""Measure the coverage of speedbench's 95% geometric-mean interval on synthetic truth (the README's table).
+"""Measure speedbench's intervals and decisions on synthetic truth (docs/statistics.md quotes the tables).
 
-    .venv/bin/python benchmarks/coverage.py [--trials 2000] [--bootstrap]
+    .venv/bin/python benchmarks/coverage.py [--trials 2000] [--bootstrap] [--section all|interval|family|gate|
+                                            crossover|stalls|repeats|sequential|accept]
+
+Sections other than `interval` go through the decision code the CLI uses: `family_estimates` (every category
+table: compare, bench, report, sweep cells), `gate_frames` (regress, on per-sample frames), `crossover` (sweep),
+`flag_outliers` and Yuen's interval, `repeat_log_mean` (repeats), `SequentialTest` (sampling until decided) and
+`accept_rate_log_mean` (the gate's accept rate); `--section cli` repeats the family and gate figures through
+`compare` and `gate` on run records, exactly as the CLI calls them. Seeded: the same command prints the same tables.
 
 Each cell draws `trials` sets of n per-sample ratios whose true geometric mean is known: lognormal noise
 (sigma 0.05, 0.2, 0.5), or lognormal sigma 0.2 with 10% outliers (x3 or x1/3, half each, so the true geometric
@@ -16,8 +23,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
-from bench.analysis import geomean_t_intervals
+from bench.analysis import (
+    Estimate,
+    SequentialTest,
+    accept_rate_log_mean,
+    compare,
+    crossover,
+    family_estimates,
+    flag_outliers,
+    gate,
+    gate_frames,
+    geomean_t_intervals,
+    log_mean,
+    repeat_log_mean,
+    yuen_log_mean,
+)
+from bench.records import Run, SampleResult, summarize
 
 SIZES = (5, 8, 12, 20, 80)
 NOISES = (("lognormal", 0.05, 0.0), ("lognormal", 0.2, 0.0), ("lognormal", 0.5, 0.0), ("10% outliers", 0.2, 0.1))
@@ -72,18 +95,320 @@ def coverage_table(
             yield Cell(n, noise, sigma, coverage, float(1 - called.mean()), boot)
 
 
+CATEGORIES = 11
+SIGMA = 0.2
+"""Per-sample sd of log speedups (the issue's planning figure); latency logs add sd 0.05 to decode's."""
+
+
+def _table_logs(rng: np.random.Generator, n: int, truth: float) -> dict[tuple[str, str], object]:
+    """One synthetic comparison table's log means: 11 categories x n samples, and the pooled overall row."""
+    logs: dict[tuple[str, str], object] = {}
+    pooled_decode, pooled_latency = [], []
+    for index in range(CATEGORIES):
+        decode = np.log(truth) + rng.normal(0.0, SIGMA, n)
+        latency = decode + rng.normal(0.0, 0.05, n)
+        pooled_decode.append(decode)
+        pooled_latency.append(latency)
+        logs[(f"c{index}", "decode_speedup")] = log_mean(decode)
+        logs[(f"c{index}", "latency_speedup")] = log_mean(latency)
+    logs[("overall", "decode_speedup")] = log_mean(np.concatenate(pooled_decode))
+    logs[("overall", "latency_speedup")] = log_mean(np.concatenate(pooled_latency))
+    return logs
+
+
+def _called(estimate: Estimate) -> bool:
+    return estimate.verdict in ("better", "worse")
+
+
+def family_section(trials: int, seed: int) -> list[str]:
+    """A/A: how often any category row is called faster/slower (Holm vs unadjusted 95%); power at 1.3x, n = 30."""
+    rng = np.random.default_rng(seed)
+    lines = ["| n per category | tables with any false category verdict (Holm) | unadjusted 95% (before) | "
+             "false verdicts per table (Holm) | overall row false |", "|---|---|---|---|---|"]
+    for n in (5, 10, 20):
+        any_holm = any_plain = total = overall = 0
+        for _ in range(trials):
+            logs = _table_logs(rng, n, 1.0)
+            table = family_estimates(logs, threshold=THRESHOLD)
+            categories = [key for key in table if key[0] != "overall"]
+            holm = [_called(table[key]) for key in categories]
+            plain = []
+            for key in categories:
+                point, low, high = logs[key].interval(0.95)  # type: ignore[attr-defined]
+                plain.append((low > 1 and point > 1 + THRESHOLD) or (high < 1 and point < 1 / (1 + THRESHOLD)))
+            any_holm += any(holm)
+            any_plain += any(plain)
+            total += sum(holm)
+            overall += _called(table[("overall", "decode_speedup")])
+        lines.append(f"| {n} | {any_holm / trials:.1%} | {any_plain / trials:.1%} | {total / trials:.3f} | "
+                     f"{overall / trials:.1%} |")
+    hits = rows = 0
+    for _ in range(trials):
+        table = family_estimates(_table_logs(rng, 30, 1.3), threshold=THRESHOLD)
+        for key, estimate in table.items():
+            if key[0] != "overall" and key[1] == "decode_speedup":
+                rows += 1
+                hits += estimate.verdict == "better"
+    lines.append(f"\nTrue 1.30x, n = 30 per category: {hits / rows:.1%} of category decode rows called faster "
+                 f"({trials} tables).")
+    return lines
+
+
+def _gate_frame(rng: np.random.Generator, n: int, speedup: float, accept: float) -> pd.DataFrame:
+    """Per-sample frame of one comparison (what `gate` builds from a baseline and a speculative run)."""
+    ids = [f"c{index}-{sample:03d}" for index in range(CATEGORIES) for sample in range(n)]
+    categories = [f"c{index}" for index in range(CATEGORIES) for _ in range(n)]
+    decode = np.log(speedup) + rng.normal(0.0, SIGMA, len(ids))
+    return pd.DataFrame({"id": ids, "category": categories, "decode_speedup": np.exp(decode),
+                         "latency_speedup": np.exp(decode + rng.normal(0.0, 0.05, len(ids))),
+                         "draft_n": np.full(len(ids), 100.0),
+                         "accepted": rng.binomial(100, accept, len(ids)).astype(float)})
+
+
+GATE_SIZES = (5, 10, 20)
+
+
+def gate_section(trials: int, seed: int) -> list[str]:
+    """regress on A/A comparison frames (false alarms) and on a 10% decode regression (detection)."""
+    rng = np.random.default_rng(seed)
+    lines = ["| n per category | A/A fails the job | 10% decode regression fails the job | A/A rows non-inferior "
+             "(overall decode) |", "|---|---|---|---|"]
+    for n in GATE_SIZES:
+        false_alarms = caught = proven = 0
+        for _ in range(trials):
+            reference = _gate_frame(rng, n, 1.5, 0.6)
+            same = gate_frames("comparison", reference, _gate_frame(rng, n, 1.5, 0.6))
+            false_alarms += same.failed()
+            proven += any(row.category == "overall" and row.metric.key == "decode_speedup"
+                          and row.status == "non-inferior" for row in same.rows)
+            caught += gate_frames("comparison", reference, _gate_frame(rng, n, 1.5 * 0.9, 0.6)).failed()
+        lines.append(f"| {n} | {false_alarms / trials:.1%} | {caught / trials:.1%} | {proven / trials:.1%} |")
+    return lines
+
+
+def _overall_estimate(logs: np.ndarray) -> Estimate:
+    return family_estimates({("overall", "decode_speedup"): log_mean(logs)}, threshold=THRESHOLD)[
+        ("overall", "decode_speedup")]
+
+
+def crossover_section(trials: int, seed: int) -> list[str]:
+    """Sweeps at `make sweep` size (20 samples per level): never-crossing and crossing truths."""
+    rng = np.random.default_rng(seed)
+    levels = [1, 2, 4, 8, 16]
+    truths = {"never crosses (1.40x -> 1.05x)": [1.4, 1.3, 1.2, 1.1, 1.05],
+              "crosses between 8 and 16 (1.40x -> 0.90x)": [1.4, 1.3, 1.15, 1.05, 0.9],
+              "crosses between 2 and 4 (1.30x -> 0.80x)": [1.3, 1.1, 0.95, 0.85, 0.8]}
+    lines = ["| truth | crossover claimed | claimed at a level whose truth pays (> 1.02x) | claimed where it stops "
+             "paying | undetermined |", "|---|---|---|---|---|"]
+    for name, curve in truths.items():
+        claimed = false = right = undetermined = 0
+        for _ in range(trials):
+            estimates = [_overall_estimate(np.log(truth) + rng.normal(0.0, SIGMA, 20)) for truth in curve]
+            found = crossover(levels, estimates, margin=THRESHOLD)
+            if found.stops_at is None:
+                undetermined += 1
+                continue
+            claimed += 1
+            if curve[levels.index(found.stops_at)] > 1 + THRESHOLD:
+                false += 1
+            else:
+                right += 1
+        lines.append(f"| {name} | {claimed / trials:.1%} | {false / trials:.1%} | {right / trials:.1%} | "
+                     f"{undetermined / trials:.1%} |")
+    return lines
+
+
+def stalls_section(trials: int, seed: int) -> list[str]:
+    """5% of the speculative arm's requests stall 3-10x: verdicts, coverage, and how many stalls are named."""
+    rng = np.random.default_rng(seed)
+    lines = ["| n per category | truth | t: slower | t: faster | t covers | Yuen covers | Yuen: slower | "
+             "stalled samples named |", "|---|---|---|---|---|---|---|---|"]
+    for n, truth in ((10, 1.0), (30, 1.0), (10, 1.2), (30, 1.2)):
+        slower = faster = covers = robust_covers = robust_slower = named = stalls = 0
+        for _ in range(trials):
+            pooled = []
+            for _ in range(CATEGORIES):
+                base = rng.normal(3.0, 0.3, n)
+                spec = base + np.log(truth) + rng.normal(0.0, SIGMA, n)
+                stalled = rng.random(n) < 0.05
+                spec = spec - stalled * np.log(rng.uniform(3.0, 10.0, n))
+                ratio = spec - base
+                flagged = flag_outliers([str(i) for i in range(n)], ratio, base, spec, metric="decode")
+                stalls += int(stalled.sum())
+                named += sum(stalled[int(item.id)] and item.arm == "speculative" for item in flagged)
+                pooled.append(ratio)
+            logs = np.concatenate(pooled)
+            table = family_estimates({("overall", "decode_speedup"): log_mean(logs)}, threshold=THRESHOLD,
+                                     robust={("overall", "decode_speedup"): yuen_log_mean(logs)})
+            estimate = table[("overall", "decode_speedup")]
+            slower += estimate.verdict == "worse"
+            faster += estimate.verdict == "better"
+            covers += estimate.low <= truth <= estimate.high
+            assert estimate.robust is not None
+            robust_covers += estimate.robust[1] <= truth <= estimate.robust[2]
+            robust_slower += estimate.robust_verdict == "worse"
+        lines.append(f"| {n} | {truth:.2f}x | {slower / trials:.1%} | {faster / trials:.1%} | {covers / trials:.1%} | "
+                     f"{robust_covers / trials:.1%} | {robust_slower / trials:.1%} | "
+                     f"{named / max(stalls, 1):.1%} |")
+    lines.append("\n(Yuen covers: the 20%-trimmed interval against the stall-free truth.)")
+    return lines
+
+
+def repeats_section(trials: int, seed: int) -> list[str]:
+    """The repeat-aware interval: n = 110 samples (11 x 10), noise sd 0.2, sample effects sd 0.1."""
+    rng = np.random.default_rng(seed)
+    lines = ["| repeats | drift per repeat (not shared by the arms) | coverage | interval given | power at 1.10x |",
+             "|---|---|---|---|---|"]
+    for drift in (0.0, 0.05):
+        for repeats in (1, 2, 3, 5):
+            covered = given = power = 0
+            for _ in range(trials):
+                for truth in (0.0, np.log(1.1)):
+                    matrix = (truth + rng.normal(0, 0.1, (110, 1)) + rng.normal(0, drift, (1, repeats))
+                              + rng.normal(0, SIGMA, (110, repeats)))
+                    estimate = log_mean(matrix[:, 0]) if repeats == 1 else repeat_log_mean(matrix)
+                    if estimate is None or estimate.withheld is not None:
+                        continue
+                    _, low, high = estimate.interval(0.95)
+                    if truth == 0.0:
+                        given += 1
+                        covered += low <= 1.0 <= high
+                    else:
+                        power += low > 1.0
+            lines.append(f"| {repeats} | {'none (shared)' if drift == 0 else f'sd {drift:.0%}'} | "
+                         f"{covered / max(given, 1):.1%} | {given / trials:.1%} | {power / trials:.1%} |")
+    return lines
+
+
+def sequential_section(trials: int, seed: int) -> list[str]:
+    """Sampling until decided: 11 categories, one sample per category a round, limit 10 per category."""
+    rng = np.random.default_rng(seed)
+    lines = ["| truth | faster | slower | equivalent | undecided at the limit | mean samples at the stop |",
+             "|---|---|---|---|---|---|"]
+    for truth in (1.0, 1.1, 1.5):
+        counts: dict[str, int] = {}
+        stops = []
+        for _ in range(trials):
+            test = SequentialTest(max_samples=CATEGORIES * 10, threshold=THRESHOLD)
+            logs: list[float] = []
+            for _ in range(10):
+                logs += list(np.log(truth) + rng.normal(0.0, SIGMA, CATEGORIES))
+                look = test.look(log_mean(np.array(logs)))
+                if test.decided:
+                    break
+            counts[look.decision] = counts.get(look.decision, 0) + 1
+            stops.append(look.n)
+        share = {key: counts.get(key, 0) / trials for key in ("faster", "slower", "equivalent", "undecided")}
+        lines.append(f"| {truth:.2f}x | {share['faster']:.1%} | {share['slower']:.1%} | {share['equivalent']:.1%} | "
+                     f"{share['undecided']:.1%} | {np.mean(stops):.1f} of 110 |")
+    return lines
+
+
+def budget_section(trials: int, seed: int) -> list[str]:
+    """`make bench --until-decided` budgets: 11 categories, limit 2, 3, 4 rounds."""
+    rng = np.random.default_rng(seed)
+    lines = ["| limit (rounds) | truth | false verdict (A/A) or decided faster | mean samples at the stop |",
+             "|---|---|---|---|"]
+    for limit in (2, 3, 4):
+        for truth in (1.0, 1.2, 1.5):
+            hits, stops = 0, []
+            for _ in range(trials):
+                test = SequentialTest(max_samples=CATEGORIES * limit, threshold=THRESHOLD)
+                logs: list[float] = []
+                for _ in range(limit):
+                    logs += list(np.log(truth) + rng.normal(0.0, SIGMA, CATEGORIES))
+                    look = test.look(log_mean(np.array(logs)))
+                    if test.decided:
+                        break
+                hits += look.decision in (("faster", "slower") if truth == 1.0 else ("faster",))
+                stops.append(look.n)
+            lines.append(f"| {limit} | {truth:.2f}x | {hits / trials:.1%} | "
+                         f"{np.mean(stops):.1f} of {CATEGORIES * limit} |")
+    return lines
+
+
+def accept_section(trials: int, seed: int) -> list[str]:
+    """Coverage of the gate's accept-rate interval (delta method, t with n - 1 df) on binomial truth."""
+    rng = np.random.default_rng(seed)
+    lines = ["| n | coverage (95%) |", "|---|---|"]
+    for n in (5, 10, 20):
+        covered = 0
+        for _ in range(trials):
+            drafted = rng.integers(20, 200, size=(2, n))
+            rates = np.clip(0.6 + rng.normal(0, 0.15, n), 0.05, 0.95)
+            accepted = rng.binomial(drafted, rates)
+            estimate = accept_rate_log_mean(accepted[0], drafted[0], accepted[1], drafted[1])
+            assert estimate is not None
+            _, low, high = estimate.interval(0.95)
+            covered += low <= 1.0 <= high
+        lines.append(f"| {n} | {covered / trials:.1%} |")
+    return lines
+
+
+def _runs(rng: np.random.Generator, n: int, speedup: float) -> tuple[Run, Run]:
+    """A baseline and a speculative run (11 categories x n) as record objects, for the sections through `compare`
+    and `gate` exactly as the CLI calls them."""
+    arms: tuple[list[SampleResult], list[SampleResult]] = ([], [])
+    for index in range(CATEGORIES):
+        for sample in range(n):
+            rate = 20.0 * float(np.exp(rng.normal(0.0, 0.3)))
+            spec = rate * speedup * float(np.exp(rng.normal(0.0, SIGMA)))
+            for results, value in zip(arms, (rate, spec), strict=True):
+                results.append(SampleResult(id=f"c{index}-{sample:03d}", category=f"c{index}", ok=True, turns=1,
+                                            latency_s=64.0 / value, predicted_per_second=value,
+                                            prompt_per_second=500.0, outputs=("same",)))
+    return tuple(Run(config={}, selected_samples=len(results), results=tuple(results),  # type: ignore[return-value]
+                     summary=tuple(summarize(results))) for results in arms)
+
+
+def cli_section(trials: int, seed: int) -> list[str]:
+    """The family and gate figures again through `compare` and `gate` on run records (as `speedbench compare
+    --stats` and `speedbench regress` call them), n = 10 per category."""
+    rng = np.random.default_rng(seed)
+    any_false = overall_false = alarms = caught = 0
+    for _ in range(trials):
+        rows = compare(*_runs(rng, 10, 1.0)).stats
+        any_false += any(row.decode.verdict in ("better", "worse") or row.latency.verdict in ("better", "worse")
+                         for row in rows if row.category != "overall")
+        overall_false += rows[-1].decode.verdict in ("better", "worse")
+        reference = _runs(rng, 10, 1.5)
+        alarms += gate(reference, _runs(rng, 10, 1.5)).failed()
+        caught += gate(reference, _runs(rng, 10, 1.5 * 0.9)).failed()
+    return ["| through | A/A tables with any false category verdict | A/A overall false | regress A/A fails | "
+            "regress catches a 10% decode regression |", "|---|---|---|---|---|",
+            f"| compare / gate on runs, n = 10 | {any_false / trials:.1%} | {overall_false / trials:.1%} | "
+            f"{alarms / trials:.1%} | {caught / trials:.1%} |"]
+
+
+SECTIONS = {"family": family_section, "gate": gate_section, "crossover": crossover_section,
+            "stalls": stalls_section, "repeats": repeats_section, "sequential": sequential_section,
+            "accept": accept_section, "budget": budget_section, "cli": cli_section}
+
+
 def main() -> None:
-    """Print the coverage table as Markdown."""
+    """Print the chosen tables as Markdown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--bootstrap", action="store_true", help="also measure the old percentile bootstrap")
+    parser.add_argument("--section", default="all", choices=["all", "interval", "rest", *SECTIONS],
+                        help="all: every section but cli (slow: ~1 s a trial); cli: only when named")
+    parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--gate-sizes", default="5,10,20", help="samples per category of the gate section")
     args = parser.parse_args()
-    extra = " percentile bootstrap |" if args.bootstrap else ""
-    print(f"| n | noise | sigma | t-interval coverage | A/A unchanged |{extra}")
-    print("|---|---|---|---|---|" + ("---|" if args.bootstrap else ""))
-    for cell in coverage_table(trials=args.trials, bootstrap=args.bootstrap):
-        boot = f" {cell.bootstrap_coverage:.1%} |" if cell.bootstrap_coverage is not None else ""
-        print(f"| {cell.n} | {cell.noise} | {cell.sigma} | {cell.coverage:.1%} | {cell.aa_unchanged:.1%} |{boot}")
+    global GATE_SIZES
+    GATE_SIZES = tuple(int(size) for size in args.gate_sizes.split(","))
+    if args.section in ("all", "interval", "rest"):
+        extra = " percentile bootstrap |" if args.bootstrap else ""
+        print(f"| n | noise | sigma | t-interval coverage | A/A unchanged |{extra}")
+        print("|---|---|---|---|---|" + ("---|" if args.bootstrap else ""))
+        for cell in coverage_table(trials=args.trials, bootstrap=args.bootstrap, seed=args.seed):
+            boot = f" {cell.bootstrap_coverage:.1%} |" if cell.bootstrap_coverage is not None else ""
+            print(f"| {cell.n} | {cell.noise} | {cell.sigma} | {cell.coverage:.1%} | {cell.aa_unchanged:.1%} |{boot}")
+    for name, section in SECTIONS.items():
+        rest = args.section == "rest" and name not in ("cli", "family", "gate")
+        if args.section == name or rest or (args.section == "all" and name != "cli"):
+            print(f"\n### {name} ({args.trials} trials, seed {args.seed})\n")
+            print("\n".join(section(args.trials, args.seed)), flush=True)
 
 
 if __name__ == "__main__":

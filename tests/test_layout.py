@@ -19,7 +19,7 @@ def _notebook_code(path: Path) -> str:
 
 
 def test_notebook_and_benchmarks_use_the_public_api_only() -> None:
-    sources = {path: path.read_text(encoding="utf-8") for path in (ROOT / "benchmarks").glob("*.py")}
+    sources = {path: path.read_text(encoding="utf-8") for path in (ROOT / "benchmarks").rglob("*.py")}
     sources.update({path: _notebook_code(path) for path in (ROOT / "notebooks").glob("*.ipynb")})
     assert sources
     offenders = {str(path.relative_to(ROOT)): PRIVATE_IMPORT.findall(text) for path, text in sources.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,13 @@ def test_sweep_finds_where_speculation_stops_paying(servers: tuple[str, str], tm
     assert {path.name for path in folder.iterdir()} >= {"c1", "c2", "c4", "c8", "sweep.md", "sweep.json", "plots"}
     lines = out.splitlines()
     crossover_row = lines[lines.index("Crossover (speculation stops paying)") + 3]
-    assert crossover_row.startswith("fast  between 4 and 8")  # the per-request decode speedup's interval
-    table = [line for line in lines if line.startswith("fast  ") and "[" in line]
+    # per-request decode: faster at low load; at 8 (true 0.8x) either shown to stop paying or left undetermined,
+    # never a crossover placed where an interval merely reaches 1.00x
+    assert crossover_row.startswith("fast  ") and "faster up to" in crossover_row
+    assert "stops paying at 8" in crossover_row or "undetermined above" in crossover_row
+    found = json.loads((folder / "sweep.json").read_text())["crossover"]["fast"]
+    assert found["decode"] in (8, None) and found["throughput"] in (8, None)
+    table = [line for line in lines if line.startswith("fast  ") and "[" in line and "up to" not in line]
     assert len(table) == 4 and all(line.count("[") >= 2 for line in table)  # decode and latency intervals everywhere
     assert "faster" in table[0] and "slower" in table[3]
     # throughput is paired by lock-step batch: 16 samples at concurrency 8 are 2 batches, too few for an interval
@@ -81,13 +87,19 @@ def _estimate(point: float, low: float, high: float) -> Estimate:
 def test_crossover_rules() -> None:
     levels = [1, 2, 4, 8]
     above = [_estimate(1.5, 1.3, 1.7)] * 4
-    assert crossover(levels, above).text == "not reached up to 8"
+    assert crossover(levels, above).text == "faster at every level up to 8"
+    assert crossover(levels, above).stops_at is None
     falling = [_estimate(1.5, 1.3, 1.7), _estimate(1.2, 1.1, 1.3), _estimate(1.02, 0.97, 1.07),
                _estimate(0.8, 0.7, 0.9)]
-    assert crossover(levels, falling).text == "between 2 and 4"  # the interval first reaches 1.0x at 4
+    # at 4 the interval reaches 1.00x but also 1.07x: not evidence that speculation stopped paying
+    assert crossover(levels, falling).text == "faster up to 2; undetermined above ([0.97, 1.07] at 4)"
+    assert not crossover(levels, falling).established
+    stops = [*falling[:2], _estimate(0.95, 0.9, 1.01), falling[3]]
+    assert crossover(levels, stops).text == "stops paying at 4 ([0.90, 1.01] at or below 1.02x); faster up to 2"
+    assert crossover(levels, stops).stops_at == 4
     unknown = [falling[0], _estimate(1.2, float("nan"), float("nan")), falling[2], falling[3]]
-    assert crossover(levels, unknown).text == "between 1 and 4 (no interval at 2)"
-    assert crossover(levels, [_estimate(0.9, 0.8, 0.99), *above[1:]]).text == "at or below 1"
+    assert crossover(levels, unknown).text == "faster up to 1; undetermined above (no interval at 2)"
+    assert crossover(levels, [_estimate(0.9, 0.8, 0.99), *above[1:]]).stops_at == 1
 
 
 def test_arm_and_level_parsing() -> None:
@@ -104,6 +116,25 @@ def test_arm_and_level_parsing() -> None:
             parse_levels(bad)
     with pytest.raises(BenchError):
         parse_url_arms(["baseline=http://x"])
+
+
+def test_sweep_cell_table_is_one_holm_family() -> None:
+    from bench.analysis import THROUGHPUT_SPEEDUP, cell_family
+
+    class _Comparison:
+        threshold = 0.02
+        stats = ()
+
+    class _Cell:
+        def __init__(self, arm: str, level: int, p: float) -> None:
+            self.arm, self.concurrency, self.comparison = arm, level, _Comparison()
+            self.throughput = Estimate(THROUGHPUT_SPEEDUP, 1.1, 1.01, 1.2, "better", p_value=p, df=9.0)
+
+    cells = [_Cell("a", 1, 0.001), _Cell("a", 2, 0.04), _Cell("b", 1, 0.3)]
+    table = cell_family(cells)
+    first, second = table[("a", 1, "throughput_speedup")], table[("a", 2, "throughput_speedup")]
+    assert first.confidence == pytest.approx(1 - 0.05 / 3) and first.low < 1.01
+    assert second.confidence == pytest.approx(1 - 0.05 / 2) and second.verdict == "no significant change"
 
 
 def test_resume_with_another_osl_is_refused_before_anything_runs(servers: tuple[str, str], tmp_path: Path,

@@ -7,22 +7,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from bench._constants import DEFAULT_THRESHOLD, OVERALL
+from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
 from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
+from bench.analysis._family import (
+    DEFAULT_TARGET_EFFECT,
+    FAMILY_ALPHA,
+    HOLM_METHOD,
+    Outlier,
+    detectable_log_effect,
+    flag_outliers,
+    holm_levels,
+    samples_needed,
+)
 from bench.analysis._grouping import each_category
 from bench.analysis._intervals import (
     DECODE_SPEEDUP,
     LATENCY_SPEEDUP,
     SPEED_VERDICT_WORDS,
+    LogMean,
     Metric,
     verdict,
+    yuen_log_mean,
 )
 from bench.analysis._lossless import lossless_check
-from bench.analysis._paired import pair_runs, paired_interval, require_pairs
+from bench.analysis._paired import pair_runs, paired_log_mean, per_sample_geomean, require_pairs
 from bench.analysis._reference import compare_summaries
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv, speedup_repeat_cv
@@ -49,13 +62,27 @@ class ReferenceRow:
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """A geometric-mean speedup with its 95% interval and the verdict of both gates (interval and threshold)."""
+    """A geometric-mean speedup with its interval and the verdict of both gates (interval and threshold).
+
+    `confidence` is the level the interval is drawn at: 0.95 for a primary row, Holm's step level for a category
+    row (the verdict reads this interval). `mde` is the smallest true change (relative) the row detects with 80%
+    power at that family's level; `needed` the samples the target effect would need, where the row cannot detect
+    it. `robust` is Yuen's 20%-trimmed interval at the same level, with its verdict.
+    """
 
     metric: Metric
     point: float
     low: float
     high: float
     verdict: str
+    confidence: float = 0.95
+    p_value: float = math.nan
+    mde: float = math.nan
+    needed: int | None = None
+    robust: tuple[float, float, float] | None = None
+    robust_verdict: str | None = None
+    note: str | None = None
+    df: float = math.nan
 
     @property
     def has_interval(self) -> bool:
@@ -66,6 +93,33 @@ class Estimate:
     def word(self) -> str:
         """The verdict as a reader says it: faster, slower, no significant change, not enough data."""
         return SPEED_VERDICT_WORDS.get(self.verdict, self.verdict)
+
+    @property
+    def adjusted(self) -> bool:
+        """Whether the interval is drawn wider than 95% for a family of verdicts."""
+        return self.has_interval and self.confidence > 0.95 + 1e-9
+
+    @property
+    def robust_disagrees(self) -> bool:
+        """Whether the robust interval's verdict differs from the t-interval's."""
+        return self.robust_verdict is not None and self.robust_verdict != self.verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """How a table's category verdicts are controlled as one family."""
+
+    method: str
+    size: int
+    alpha: float
+    target_effect: float
+
+    @property
+    def text(self) -> str:
+        """One line naming the method, the family and its level."""
+        return (f"category rows: {self.method} ({self.size} tests, family-wise false-alarm rate {self.alpha:.0%}); "
+                f"each category interval is drawn at the level its Holm step uses (shown after @); "
+                f"overall row: the primary result, plain {1 - self.alpha:.0%} interval")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +136,12 @@ class StatsRow:
     identical: int | None
     compared_outputs: int
     disagreements: tuple[str, ...] = ()
+    outliers: tuple[Outlier, ...] = ()
+
+    @property
+    def primary(self) -> bool:
+        """Whether this is the overall row (the primary result, outside the category family)."""
+        return self.category == OVERALL
 
     def as_cells(self) -> dict[str, Any]:
         """A flat mapping (0.1's JSON keys plus the latency verdict) for tables, JSON and plots."""
@@ -92,6 +152,14 @@ class StatsRow:
             cells[f"{key}_low"] = estimate.low
             cells[f"{key}_high"] = estimate.high
             cells[f"{key}_verdict"] = estimate.verdict
+            cells[f"{key}_confidence"] = estimate.confidence
+            cells[f"{key}_p"] = estimate.p_value
+            cells[f"{key}_mde"] = estimate.mde
+            cells[f"{key}_needed_n"] = estimate.needed
+            robust = estimate.robust or (math.nan, math.nan, math.nan)
+            cells[f"{key}_robust"], cells[f"{key}_robust_low"], cells[f"{key}_robust_high"] = robust
+            cells[f"{key}_robust_verdict"] = estimate.robust_verdict
+            cells[f"{key}_note"] = estimate.note
         cells.update(
             accept_rate=self.accept_rate,
             acceptance_length=self.acceptance_length,
@@ -102,6 +170,8 @@ class StatsRow:
             decode_verdict=self.decode.word,
             latency_verdict=self.latency.word,
             disagreements=list(self.disagreements),
+            primary=self.primary,
+            outliers=[outlier.as_cells() for outlier in self.outliers],
         )
         return cells
 
@@ -124,6 +194,7 @@ class Comparison:
     speedup_variation: tuple[Mapping[str, Any], ...] = ()
     comparability: Comparability | None = None
     cache: CacheUse | None = None
+    family: Family | None = None
 
     @property
     def has_stats(self) -> bool:
@@ -153,6 +224,7 @@ def compare(
     speculative_label: str | None = None,
     strict: bool = False,
     comparability: Comparability | None = None,
+    target_effect: float = DEFAULT_TARGET_EFFECT,
 ) -> Comparison:
     """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld."""
     reference = reference_rows(baseline, speculative)
@@ -166,7 +238,8 @@ def compare(
                           **labels)
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
     try:
-        rows = paired_rows(baseline, speculative, reference, threshold=threshold, min_pairs=min_pairs, paired=paired)
+        rows = paired_rows(baseline, speculative, reference, threshold=threshold, min_pairs=min_pairs, paired=paired,
+                           target_effect=target_effect)
         note = None
     except BenchError as exc:
         if strict:
@@ -186,6 +259,7 @@ def compare(
         speedup_variation=tuple(speedup_repeat_cv(baseline, speculative, paired=paired)),
         comparability=checked,
         cache=cache_use(baseline, speculative),
+        family=Family(HOLM_METHOD, family_size(rows), FAMILY_ALPHA, target_effect),
         **labels,
     )
 
@@ -198,38 +272,127 @@ def paired_rows(
     threshold: float,
     min_pairs: int,
     paired: pd.DataFrame | None = None,
+    target_effect: float = DEFAULT_TARGET_EFFECT,
 ) -> tuple[StatsRow, ...]:
     """Per category and overall: geometric-mean decode and latency speedups with intervals and verdicts.
 
-    `paired` is `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already."""
+    The category rows' verdicts are one family (Holm over category x metric); the overall row is the primary
+    result at 95%. `paired` is `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already."""
     if paired is None:
         paired = pair_runs(baseline, speculative, min_pairs=0)
     require_pairs(paired, baseline, speculative, min_pairs)
     spec_summary = {row.get("category"): row for row in speculative.summary}
     reference_by_category = {row.category: row for row in reference}
     acceptance_length = acceptance_length_by_category(speculative)
+    groups = list(each_category(paired))
+    metrics = (DECODE_SPEEDUP, LATENCY_SPEEDUP)
+    logs = {(category, metric.key): paired_log_mean(group, metric.key)
+            for category, group in groups for metric in metrics}
+    outliers = {category: category_outliers(group) for category, group in groups if category != OVERALL}
+    outliers[OVERALL] = tuple(item for category, found in outliers.items() for item in found)
+    estimates = family_estimates(logs, threshold=threshold, target_effect=target_effect,
+                                 robust={key: robust_log_mean(group, key[1]) for category, group in groups
+                                         for key in ((category, metric.key) for metric in metrics)})
     rows = []
-    for category, group in each_category(paired):
-        estimates = {}
-        for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP):
-            point, low, high = paired_interval(group, metric.key)
-            estimates[metric.key] = Estimate(metric, point, low, high, verdict(point, low, high, metric, threshold))
+    for category, group in groups:
         known = group["identical"].dropna()
+        own = {metric.key: estimates[(category, metric.key)] for metric in metrics}
         rows.append(
             StatsRow(
                 category=category,
                 n=int(group["id"].nunique()),
                 pairs=len(group),
-                decode=estimates["decode_speedup"],
-                latency=estimates["latency_speedup"],
+                decode=own["decode_speedup"],
+                latency=own["latency_speedup"],
                 accept_rate=spec_summary.get(category, {}).get("accept_rate"),
                 acceptance_length=acceptance_length.get(category),
                 identical=int(known.sum()) if len(known) else None,
                 compared_outputs=len(known),
-                disagreements=_disagreements(estimates, reference_by_category.get(category)),
+                disagreements=_disagreements(own, reference_by_category.get(category)),
+                outliers=outliers.get(category, ()),
             )
         )
     return tuple(rows)
+
+
+def family_size(rows: tuple[StatsRow, ...]) -> int:
+    """How many category verdicts a table's family holds (rows with an interval, x decode and latency)."""
+    return sum(estimate.has_interval for row in rows if not row.primary for estimate in (row.decode, row.latency))
+
+
+def family_estimates(
+    logs: Mapping[tuple[str, str], LogMean | None],
+    *,
+    threshold: float,
+    target_effect: float = DEFAULT_TARGET_EFFECT,
+    alpha: float = FAMILY_ALPHA,
+    robust: Mapping[tuple[str, str], LogMean | None] | None = None,
+    min_samples: int = MIN_SAMPLES_FOR_CI,
+) -> dict[tuple[str, str], Estimate]:
+    """Estimates of one table from its (category, metric key) log means: category rows under Holm, overall at alpha.
+
+    This is the decision rule of every category table (compare, bench, report, sweep cells), callable on
+    synthetic truth. A row below `min_samples` gets no interval and no verdict.
+    """
+    metric_of = {metric.key: metric for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP)}
+    testable = {key: value for key, value in logs.items()
+                if value is not None and value.n >= min_samples and value.withheld is None}
+    family = [key for key in testable if key[0] != OVERALL]
+    levels = dict(zip(family, holm_levels([testable[key].p_value() for key in family], alpha), strict=True))
+    size = max(1, sum(key[0] != OVERALL for key in logs))  # planning: every category row would be tested
+    overall_sd = {key[1]: value.sd for key, value in testable.items() if key[0] == OVERALL}
+    estimates = {}
+    for key, value in logs.items():
+        category, metric_key = key
+        metric = metric_of[metric_key]
+        primary = category == OVERALL
+        mde_alpha = alpha if primary else alpha / size
+        own = value is not None and value.n >= min_samples and value.se > 0  # two samples' sd cannot plan
+        sd = value.sd if own and value is not None else overall_sd.get(metric_key, math.nan)
+        if key not in testable:
+            needed = samples_needed(sd, target_effect, mde_alpha, threshold)
+            estimates[key] = Estimate(metric, math.exp(value.mean) if value is not None else math.nan, math.nan,
+                                      math.nan, "not enough data", needed=needed,
+                                      note=value.withheld if value is not None else None)
+            continue
+        level = alpha if primary else levels[key]
+        point, low, high = value.interval(1.0 - level)
+        mde = math.expm1(detectable_log_effect(value, mde_alpha, threshold))
+        needed = samples_needed(sd, target_effect, mde_alpha, threshold) if mde > target_effect else None
+        robust_estimate = (robust or {}).get(key)
+        robust_interval = robust_estimate.interval(1.0 - level) if robust_estimate is not None else None
+        estimates[key] = Estimate(
+            metric, point, low, high, verdict(point, low, high, metric, threshold), confidence=1.0 - level,
+            p_value=value.p_value(), mde=mde, needed=needed, robust=robust_interval,
+            robust_verdict=verdict(*robust_interval, metric, threshold) if robust_interval else None,
+            note=f"interval: {value.method}" if value.drift_se > 0 else None, df=value.df,
+        )
+    return estimates
+
+
+def robust_log_mean(group: pd.DataFrame, column: str) -> LogMean | None:
+    """Yuen's trimmed estimate over the per-sample logs of a paired column."""
+    return yuen_log_mean(np.log(per_sample_geomean(group, column)))
+
+
+def category_outliers(group: pd.DataFrame) -> tuple[Outlier, ...]:
+    """Samples of one category whose decode or latency log ratio lies far from the category's median, per arm."""
+    frame = group.copy()
+    found: list[Outlier] = []
+    for metric, base_column, spec_column, sign in (("decode", "pred_t_s_base", "pred_t_s_spec", 1.0),
+                                                   ("latency", "latency_s_base", "latency_s_spec", -1.0)):
+        column = f"{metric}_speedup"
+        keep = frame[(frame[column] > 0) & (frame[base_column] > 0) & (frame[spec_column] > 0)]
+        if keep.empty:
+            continue
+        per_sample = keep.assign(
+            ratio=np.log(keep[column].astype(float)),
+            base=sign * np.log(keep[base_column].astype(float)),
+            spec=sign * np.log(keep[spec_column].astype(float)),
+        ).groupby("id", sort=False)[["ratio", "base", "spec"]].mean()
+        found += flag_outliers(list(per_sample.index), per_sample["ratio"].to_numpy(), per_sample["base"].to_numpy(),
+                               per_sample["spec"].to_numpy(), metric=metric)
+    return tuple(found)
 
 
 def _disagreements(estimates: Mapping[str, Estimate], reference: ReferenceRow | None) -> tuple[str, ...]:

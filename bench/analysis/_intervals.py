@@ -46,21 +46,14 @@ def t_quantile(probability: float, df: float) -> float:
     """Student t quantile for a (possibly fractional) number of degrees of freedom, to ~1e-9 (no scipy needed)."""
     if not 0.5 <= probability < 1.0 or df <= 0:
         raise BenchError(f"t_quantile needs 0.5 <= probability < 1 and df > 0 (got {probability}, {df})")
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def upper_mass(x: float) -> float:  # P(0 < T < x) by Simpson's rule on the density
-        grid = np.linspace(0.0, x, 4001)
-        density = np.exp(log_norm - (df + 1) / 2 * np.log1p(grid * grid / df))
-        return float((density[0] + density[-1] + 4 * density[1:-1:2].sum() + 2 * density[2:-1:2].sum())
-                     * (x / 4000) / 3)
-
-    target = probability - 0.5
     low, high = 0.0, 1.0
-    while upper_mass(high) < target:
+    while t_cdf(high, df) < probability:
         low, high = high, high * 2
-    for _ in range(60):
+    for _ in range(100):
         middle = (low + high) / 2
-        low, high = (middle, high) if upper_mass(middle) < target else (low, middle)
+        low, high = (middle, high) if t_cdf(middle, df) < probability else (low, middle)
+        if high - low < 1e-12 * max(1.0, high):
+            break
     return (low + high) / 2
 
 
@@ -88,20 +81,7 @@ def crossed_t_interval(
     effects, the analytic equivalent of resampling both repeats and samples), never less than the per-sample
     interval's MS_samples / (n R); degrees of freedom by Satterthwaite.
     """
-    n, repeats = matrix.shape
-    grand = float(matrix.mean())
-    by_sample = matrix.mean(axis=1)
-    by_repeat = matrix.mean(axis=0)
-    ms_sample = repeats * float(((by_sample - grand) ** 2).sum()) / (n - 1)
-    ms_repeat = n * float(((by_repeat - grand) ** 2).sum()) / (repeats - 1)
-    residual = matrix - by_sample[:, None] - by_repeat[None, :] + grand
-    ms_resid = float((residual**2).sum()) / ((n - 1) * (repeats - 1))
-    combined = max(ms_sample + ms_repeat - ms_resid, ms_sample)
-    denominator = ms_sample**2 / (n - 1) + ms_repeat**2 / (repeats - 1) + ms_resid**2 / ((n - 1) * (repeats - 1))
-    df = combined**2 / denominator if denominator > 0 else float(n - 1)
-    df = min(max(df, 1.0), float(n * repeats - 1))
-    half = _t_quantile(confidence, df) * math.sqrt(combined / (n * repeats))
-    return (math.exp(grand), math.exp(grand - half), math.exp(grand + half))
+    return crossed_log_mean(matrix).interval(confidence)
 
 
 def bootstrap_geomean_ci(
@@ -228,3 +208,205 @@ def verdict(point: float, low: float, high: float, metric: Metric, threshold: fl
 
 
 SPEED_VERDICT_WORDS = {"better": "faster", "worse": "slower"}
+
+
+def t_cdf(x: float, df: float) -> float:
+    """Student t distribution function P(T <= x) for a (possibly fractional) df (no scipy needed)."""
+    if df <= 0:
+        raise BenchError(f"t_cdf needs df > 0 (got {df})")
+    if not math.isfinite(x):
+        return 0.0 if x < 0 else 1.0
+    # P(|T| > |x|) = I_{df/(df+x^2)}(df/2, 1/2): the regularized incomplete beta by its continued fraction
+    tail = _incomplete_beta(df / 2.0, 0.5, df / (df + x * x))
+    return 1.0 - tail / 2.0 if x >= 0 else tail / 2.0
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) (Lentz's continued fraction, Numerical Recipes 6.4)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 400):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return front * result / a
+
+
+@dataclass(frozen=True, slots=True)
+class LogMean:
+    """The mean of log ratios with its standard error and degrees of freedom: every interval and test derives from it.
+
+    `method` names the estimator (`t`, `crossed`, `yuen`); `n` counts samples, `sd` is the per-sample spread the
+    standard error implies (se * sqrt(n)), used to plan how many samples an effect needs.
+    """
+
+    mean: float
+    se: float
+    df: float
+    n: int
+    method: str = "t"
+    drift_se: float = 0.0
+    drift_df: float = math.inf
+    withheld: str | None = None
+
+    @property
+    def sd(self) -> float:
+        """The per-sample standard deviation implied by the standard error."""
+        return self.se * math.sqrt(self.n)
+
+    def half_width(self, confidence: float) -> float:
+        """Half the two-sided interval on the log scale; with a drift term, the modified large-sample combination
+        sqrt(t_df^2 se^2 + t_drift_df^2 drift_se^2) (Graybill & Wang 1980)."""
+        half = _t_quantile(confidence, self.df) * self.se
+        if self.drift_se > 0:
+            drift = _t_quantile(confidence, self.drift_df) * self.drift_se
+            half = math.sqrt(half * half + drift * drift)
+        return half
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float, float]:
+        """(geometric mean, low, high) at `confidence`, two-sided."""
+        half = self.half_width(confidence)
+        return (math.exp(self.mean), math.exp(self.mean - half), math.exp(self.mean + half))
+
+    def p_value(self, null: float = 0.0) -> float:
+        """Two-sided p-value of the hypothesis that the mean log equals `null` (1.00x by default)."""
+        if self.se <= 0 and self.drift_se <= 0:
+            return 0.0 if self.mean != null else 1.0
+        if self.drift_se > 0:
+            return self._inverted_p(abs(self.mean - null))
+        return 2.0 * t_cdf(-abs(self.mean - null) / self.se, self.df)
+
+    def _inverted_p(self, distance: float) -> float:
+        """The two-sided level at which the interval's half-width equals `distance` (bisection on the level)."""
+        low, high = 1e-12, 1.0 - 1e-12
+        if self.half_width(1.0 - low) < distance:
+            return low
+        for _ in range(60):
+            middle = math.sqrt(low * high)
+            low, high = (middle, high) if self.half_width(1.0 - middle) > distance else (low, middle)
+        return high
+
+    def one_sided_p(self, bound: float, *, above: bool) -> float:
+        """p-value of "the mean log lies above `bound`" (above=True) or below it, one-sided."""
+        if self.se <= 0 and self.drift_se <= 0:
+            return 0.0 if (self.mean > bound if above else self.mean < bound) else 1.0
+        statistic = (self.mean - bound) / self.se if self.drift_se <= 0 else math.nan
+        if self.drift_se > 0:
+            two_sided = self._inverted_p(abs(self.mean - bound)) / 2.0
+            toward = self.mean > bound if above else self.mean < bound
+            return two_sided if toward else 1.0 - two_sided
+        return t_cdf(-statistic if above else statistic, self.df)
+
+
+def log_mean(logs: Sequence[float] | np.ndarray) -> LogMean | None:
+    """Student's t estimate of the mean of finite logs; one value gives the point alone (no spread); none, None."""
+    values = np.asarray(logs, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return None
+    if values.size == 1:
+        return LogMean(float(values[0]), math.nan, math.nan, 1)
+    return LogMean(float(values.mean()), float(values.std(ddof=1)) / math.sqrt(values.size), values.size - 1.0,
+                   int(values.size))
+
+
+YUEN_TRIM = 0.2
+"""Share trimmed from each end by the robust (Yuen) interval."""
+
+
+def yuen_log_mean(logs: Sequence[float] | np.ndarray, trim: float = YUEN_TRIM) -> LogMean | None:
+    """Yuen's trimmed-mean estimate of a location of logs (20% trimmed, winsorized variance); None below 5 values."""
+    values = np.sort(np.asarray(logs, dtype=float)[np.isfinite(np.asarray(logs, dtype=float))])
+    n = values.size
+    cut = math.floor(trim * n)
+    if n < 5 or n - 2 * cut < 2:
+        return None
+    trimmed = values[cut:n - cut]
+    winsorized = np.clip(values, values[cut], values[n - cut - 1])
+    se = float(winsorized.std(ddof=1)) / ((1.0 - 2.0 * cut / n) * math.sqrt(n))
+    return LogMean(float(trimmed.mean()), se, float(n - 2 * cut - 1), int(n), "yuen")
+
+
+DRIFT_PRETEST_LEVEL = 0.25
+"""Three or more repeats whose means differ with p below this (F test of repeats against residual) are taken to
+drift (the drift-aware interval is valid either way; the pretest only buys power when the repeats agree)."""
+
+TWO_REPEAT_PRETEST_LEVEL = 0.05
+"""Two repeats are taken to drift (and the interval withheld) below this p: withholding costs power, so only clear
+disagreement withholds."""
+
+
+def crossed_log_mean(matrix: np.ndarray) -> LogMean:
+    """The samples x repeats estimate with random sample and repeat effects (see `crossed_t_interval`)."""
+    n, repeats = matrix.shape
+    grand, ms_sample, ms_repeat, ms_resid = _mean_squares(matrix)
+    combined = max(ms_sample + ms_repeat - ms_resid, ms_sample)
+    denominator = ms_sample**2 / (n - 1) + ms_repeat**2 / (repeats - 1) + ms_resid**2 / ((n - 1) * (repeats - 1))
+    df = combined**2 / denominator if denominator > 0 else float(n - 1)
+    df = min(max(df, 1.0), float(n * repeats - 1))
+    return LogMean(grand, math.sqrt(combined / (n * repeats)), df, int(n), "crossed")
+
+
+def _mean_squares(matrix: np.ndarray) -> tuple[float, float, float, float]:
+    n, repeats = matrix.shape
+    grand = float(matrix.mean())
+    by_sample = matrix.mean(axis=1)
+    by_repeat = matrix.mean(axis=0)
+    ms_sample = repeats * float(((by_sample - grand) ** 2).sum()) / (n - 1)
+    ms_repeat = n * float(((by_repeat - grand) ** 2).sum()) / (repeats - 1)
+    residual = matrix - by_sample[:, None] - by_repeat[None, :] + grand
+    ms_resid = float((residual**2).sum()) / ((n - 1) * (repeats - 1))
+    return grand, ms_sample, ms_repeat, ms_resid
+
+
+def _drift_p(ms_repeat: float, ms_resid: float, repeats: int, n: int) -> float:
+    """p-value of "the repeats do not drift apart": F = MS_repeats / MS_residual on (R-1, (n-1)(R-1)) df (exact
+    through t at R = 2; the Wilson-Hilferty normal approximation to (R-1) F as chi-square above)."""
+    if ms_resid <= 0:
+        return 0.0 if ms_repeat > 0 else 1.0
+    ratio = ms_repeat / ms_resid
+    if repeats == 2:
+        return 2.0 * t_cdf(-math.sqrt(ratio), float(n - 1))
+    k = repeats - 1
+    z = (ratio ** (1.0 / 3.0) - (1.0 - 2.0 / (9.0 * k))) / math.sqrt(2.0 / (9.0 * k))
+    return 1.0 - statistics.NormalDist().cdf(z)
+
+
+def repeat_log_mean(matrix: np.ndarray) -> LogMean:
+    """The estimate over a samples x repeats matrix of logs that keeps its coverage when repeats drift.
+
+    When the repeats agree within their residual noise (F test, p > `DRIFT_PRETEST_LEVEL`; 0.05 for two repeats),
+    drift is taken as shared
+    by the arms and the per-sample t over repeat-averaged values is used (more repeats, more power). Otherwise, with
+    three or more repeats, the variance splits into a sample part MS_samples / (n R) with n - 1 df and a drift part
+    MS_repeats / (n R) with R - 1 df, combined by the modified large-sample method (Graybill & Wang 1980); with two
+    repeats one degree of freedom cannot bound the drift, and the interval is withheld, saying so.
+    """
+    n, repeats = matrix.shape
+    grand, ms_sample, ms_repeat, ms_resid = _mean_squares(matrix)
+    per_sample = matrix.mean(axis=1)
+    simple = log_mean(per_sample)
+    assert simple is not None
+    if _drift_p(ms_repeat, ms_resid, repeats, n) > (TWO_REPEAT_PRETEST_LEVEL if repeats == 2 else DRIFT_PRETEST_LEVEL):
+        return LogMean(simple.mean, simple.se, simple.df, n, "t over repeat means (repeats agree)")
+    if repeats == 2:
+        return LogMean(grand, simple.se, simple.df, n, "withheld", withheld=(
+            "the two repeats disagree beyond their within-run noise: one degree of freedom cannot bound drift "
+            "between repeats, so no interval; run 3 or more repeats"))
+    return LogMean(grand, math.sqrt(ms_sample / (n * repeats)), float(n - 1), n, "t + repeat drift (MLS)",
+                   drift_se=math.sqrt(ms_repeat / (n * repeats)), drift_df=float(repeats - 1))

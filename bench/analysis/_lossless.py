@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -15,6 +18,64 @@ NEAR_TIE_MARGIN = 0.1
 log-probability (probabilities within ~10% of each other): batched verification sums in another order and flips
 such ties at temperature 0. Larger margins are real divergences: the speculative server emitted a token the
 baseline ranked clearly below its own choice."""
+
+NEAR_TIE_STEPS = 1
+"""At an engine whose log-probabilities come on a grid (bf16 logits: steps of 0.125 nats at the usual logit scale),
+a margin of up to this many grid steps is a near-tie: two logits one representable value apart may swap when
+batched verification sums in another order."""
+
+MIN_MARGINS_FOR_RESOLUTION = 20
+"""Margins needed (each recorded precisely enough to tell the grid apart) before a grid is estimated."""
+
+_GRID_STEPS = tuple(2.0 ** -k for k in range(0, 11))
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The log-probability resolution a near-tie rule uses: a grid step (estimated or declared) or none (continuous)."""
+
+    step: float | None
+    margins: int
+    source: str
+
+    def threshold(self, floor: float = NEAR_TIE_MARGIN, steps: int = NEAR_TIE_STEPS) -> float:
+        """The near-tie threshold (margins under it are ties): the fixed floor, or on a grid, half a step past `steps`
+        steps (margins are whole steps, so this takes up to `steps` of them)."""
+        return max(floor, (steps + 0.5) * self.step) if self.step else floor
+
+    @property
+    def text(self) -> str:
+        """How the threshold was set, for the legend."""
+        if not self.step:
+            return f"no log-probability grid found in {self.margins} recorded margins (continuous, e.g. fp32)"
+        return (f"log-probabilities on a grid of {self.step:g} nats ({self.source}, {self.margins} margins): "
+                f"up to {NEAR_TIE_STEPS} step(s) is a tie at the engine's precision")
+
+
+def _rounding(margin: float) -> float:
+    """Half a unit in the third significant digit: the rounding error of a margin as run files record it."""
+    return 0.5 * 10.0 ** (math.floor(math.log10(margin)) - 2) if margin > 0 else 0.0
+
+
+def estimate_resolution(margins: Iterable[float | None]) -> Resolution:
+    """The coarsest grid 2^-k (1 down to 2^-10 nats) every informative recorded margin lies on, within its rounding.
+
+    A margin informs a grid step only when its rounding is under a quarter of the step; zero margins (exact ties)
+    say nothing. Fewer than `MIN_MARGINS_FOR_RESOLUTION` informative margins: no grid (continuous).
+    """
+    values = [m for m in margins if m is not None and math.isfinite(m) and m > 0]
+    for step in _GRID_STEPS:
+        usable = [m for m in values if _rounding(m) < step / 4]
+        if len(usable) < MIN_MARGINS_FOR_RESOLUTION:
+            continue
+        if all(abs(m - round(m / step) * step) <= _rounding(m) * 1.001 + 1e-12 for m in usable):
+            return Resolution(step, len(usable), "estimated from recorded margins")
+    return Resolution(None, len(values), "estimated from recorded margins")
+
+
+def run_margins(run: Run) -> list[float | None]:
+    """Every recorded top-2 margin of a run's latest results."""
+    return [margin for result in run.latest for turn in result.token_margins for _, margin in decode_margins(turn)]
 
 
 def divergence(
@@ -71,14 +132,22 @@ def _divergence_token(
 
 
 def lossless_check(
-    baseline: Run, speculative: Run, *, threshold: float = NEAR_TIE_MARGIN, paired: pd.DataFrame | None = None
+    baseline: Run, speculative: Run, *, threshold: float | None = None, paired: pd.DataFrame | None = None,
+    resolution: Resolution | None = None,
 ) -> list[dict[str, Any]]:
     """Per category: identical outputs, where others differ, and each first divergence classified by its margin.
 
     Keys per row: category, compared, identical, first_diff ("id@char, ..."), near_tie, real, unclassified (counts
-    of differing samples by kind), divergences (list of `divergence` dicts), near_tie_threshold. `paired` is
-    `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already.
+    of differing samples by kind), divergences (list of `divergence` dicts), near_tie_threshold, resolution (how the
+    threshold was set). Without `threshold`, the threshold follows the engine's log-probability resolution (declared
+    as `resolution`, else estimated from the baseline's recorded margins). `paired` is `pair_runs(baseline,
+    speculative, min_pairs=0)` when the caller has it already.
     """
+    if resolution is None:
+        resolution = estimate_resolution(run_margins(baseline)) if threshold is None else Resolution(
+            None, 0, "given threshold")
+    if threshold is None:
+        threshold = resolution.threshold()
     if paired is None:
         paired = pair_runs(baseline, speculative, min_pairs=0)
     base_by_key = {result.key: result for result in baseline.latest}
@@ -106,6 +175,8 @@ def lossless_check(
                 "unclassified": sum(item["kind"] == "unclassified" for item in divergences),
                 "divergences": divergences,
                 "near_tie_threshold": threshold,
+                "resolution": resolution.step,
+                "resolution_note": resolution.text,
             }
         )
     return rows

@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
-from bench.analysis._intervals import bootstrap_geomean_ci
+from bench.analysis._intervals import LogMean, bootstrap_geomean_ci, log_mean, repeat_log_mean
 from bench.records import Run
 
 _FRAME_COLUMNS = ("id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n",
@@ -107,6 +107,19 @@ def paired_interval(
                                     min_samples=min_samples, groups=values["repeat"].to_numpy(),
                                     ids=values["id"].to_numpy())
     return bootstrap_geomean_ci(per_sample_geomean(frame, column), confidence=confidence, min_samples=min_samples)
+
+
+def paired_log_mean(frame: pd.DataFrame, column: str) -> LogMean | None:
+    """The estimate behind `paired_interval`: per-sample t, or samples x repeats when two or more repeats are
+    complete; None below two samples."""
+    values = frame[frame[column] > 0]
+    if values["repeat"].nunique() >= 2:
+        logs = np.log(values[column].astype(float).to_numpy())
+        table = pd.DataFrame({"id": values["id"].to_numpy(), "group": values["repeat"].to_numpy(), "log": logs})
+        matrix = table.pivot_table(index="id", columns="group", values="log", aggfunc="mean", sort=False).dropna()
+        if matrix.shape[1] >= 2 and matrix.shape[0] >= max(2, MIN_SAMPLES_FOR_CI):
+            return repeat_log_mean(matrix.to_numpy())
+    return log_mean(np.log(per_sample_geomean(frame, column)))
 
 
 def per_sample_geomean(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -1,47 +1,66 @@
-"""The CI gate: compare a candidate with a reference, category by category, and call regressions.
+"""The CI gate: is the candidate worse than the reference by more than a threshold, with what evidence.
 
-Each side is either a comparison (a baseline run and a speculative run, as `make bench` writes
-them) or one run. Per category and metric, the candidate/reference ratio is estimated over the
-samples both share (paired by id), with the same interval estimator as `compare`. A metric
-regressed only when the interval says it got worse *and* the change exceeds that metric's threshold.
-The gate reads runs and returns rows; loading files and rendering are the caller's.
+Each side is either a comparison (a baseline run and a speculative run, as `make bench` writes them), one run, or
+(reference only) a list of runs of one configuration. Per category and metric the candidate/reference ratio is
+estimated over the samples both share (paired by id). Every row gets one of three outcomes, read off one interval:
+
+- `non-inferior`: the interval's low end lies above 1/(1 + threshold): proven not worse than the threshold;
+- `REGRESSED`: the interval lies below 1.00x and the change exceeds the threshold: the only outcome that fails;
+- `inconclusive`: neither; the row says the smallest regression it could have detected (80% power).
+
+The gated rows (overall decode, latency and accept rate by default) are one family under Holm (one-sided, 5%),
+so an unchanged build fails at most 5% of the time; category rows are reported under their own Holm family and,
+unless `gate_categories`, never fail the job. The accept rate's interval is the delta method on the ratio of pooled
+rates with a t quantile (n - 1 df); when every paired sample drafted and accepted exactly the same counts (greedy
+decoding of the same prompts is deterministic), the ratio is exactly 1.00 and the row is non-inferior by that
+exact rule. In run-vs-run mode drift between runs does not cancel: its variance comes from three or more reference
+runs (their run-level means); with fewer, the run rows are inconclusive and say why. A candidate that lost
+samples or categories the reference has is named in `Gate.missing` and fails unless partial results are allowed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from bench._constants import DEFAULT_GATE_THRESHOLD
+from bench._constants import DEFAULT_GATE_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
-from bench.analysis._grouping import each_category
+from bench.analysis._family import FAMILY_ALPHA, detectable_log_effect, holm_levels
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
     DECODE_SPEEDUP,
     LATENCY,
     LATENCY_SPEEDUP,
+    LogMean,
     Metric,
-    bootstrap_geomean_ci,
-    bootstrap_ratio_of_sums,
-    verdict,
+    log_mean,
 )
 from bench.analysis._paired import pair_runs, results_frame
 from bench.records import Run
 
-GateSide = Run | tuple[Run, Run]
-"""One side of the gate: a run, or a (baseline, speculative) comparison."""
+GateSide = Run | tuple[Run, Run] | list[Run]
+"""One side of the gate: a run, a (baseline, speculative) comparison, or (reference) a list of runs."""
 
-REGRESSED, IMPROVED, UNCHANGED = "REGRESSED", "improved", "unchanged"
+REGRESSED, NON_INFERIOR, INCONCLUSIVE = "REGRESSED", "non-inferior", "inconclusive"
+NOT_ENOUGH = "not enough data"
+
+MIN_REFERENCE_RUNS = 3
+"""Run-vs-run mode estimates drift between runs from at least this many reference runs."""
 
 
 @dataclass(frozen=True, slots=True)
 class GateRow:
-    """One metric of one category: reference and candidate values, their ratio with its interval, a status."""
+    """One metric of one category: reference and candidate values, their ratio with its interval, an outcome.
+
+    `low`/`high` bound the ratio at `confidence` (two-sided; its one-sided bounds are the family's tests);
+    `detectable` is the smallest regression (relative) the row detects with 80% power; `gated` says whether the row
+    can fail the job; `note` explains an exact rule or a withheld decision.
+    """
 
     category: str
     metric: Metric
@@ -52,6 +71,10 @@ class GateRow:
     low: float
     high: float
     status: str
+    gated: bool = True
+    confidence: float = 0.90
+    detectable: float = math.nan
+    note: str | None = None
 
     @property
     def change(self) -> str:
@@ -60,70 +83,299 @@ class GateRow:
 
     @property
     def interval(self) -> str:
-        """The ratio's 95% interval, or n/a."""
-        return f"[{self.low:.3f}, {self.high:.3f}]" if math.isfinite(self.low) else "n/a"
+        """The ratio's interval with its level, or n/a."""
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return "n/a"
+        return f"[{self.low:.3f}, {self.high:.3f}] @{self.confidence:.1%}"
+
+    @property
+    def fails(self) -> bool:
+        """Whether this row fails the job."""
+        return self.gated and self.status == REGRESSED
 
 
-def _geo(series: pd.Series) -> float:
-    values = series.to_numpy(dtype=float)
-    values = values[np.isfinite(values) & (values > 0)]
-    return float(np.exp(np.log(values).mean())) if values.size else math.nan
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The gate's decision: every row, what the candidate lost, and how the family was controlled."""
+
+    rows: tuple[GateRow, ...]
+    missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    method: str = ("gated rows: one Holm family, one-sided 5% (an unchanged build fails <= 5%); category rows: "
+                   "their own Holm family, reported")
+    threshold: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def regressions(self) -> tuple[GateRow, ...]:
+        """Rows that fail the job."""
+        return tuple(row for row in self.rows if row.fails)
+
+    def failed(self, *, allow_partial: bool = False) -> bool:
+        """Whether the job fails: a gated regression, or lost samples/categories/levels unless allowed."""
+        return bool(self.regressions) or (bool(self.missing) and not allow_partial)
+
+
+def _per_sample(frame: pd.DataFrame, geometric: Sequence[str], summed: Sequence[str]) -> pd.DataFrame:
+    """Per (id, category): the geometric mean of positive values of `geometric` columns, the sum of `summed`."""
+    logs = frame[["id", "category"]].copy()
+    for column in geometric:
+        values = frame[column].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs[column] = np.where(np.isfinite(values) & (values > 0), np.log(values), np.nan)
+    for column in summed:
+        logs[column] = frame[column].to_numpy(dtype=float)
+    grouped = logs.groupby(["id", "category"], sort=False)
+    result = grouped[list(geometric)].mean()
+    result = np.exp(result)
+    for column in summed:
+        result[column] = grouped[column].sum()
+    return result.reset_index()
 
 
 def _comparison_frame(baseline: Run, speculative: Run) -> pd.DataFrame:
     paired = pair_runs(baseline, speculative, min_pairs=0)
-    spec = results_frame(speculative)
-    spec = spec[spec["ok"]][["id", "repeat", "draft_n", "accepted"]]
-    paired = paired.merge(spec, on=["id", "repeat"], how="left")
-    frame = paired.groupby(["id", "category"], sort=False).agg(
-        decode_speedup=("decode_speedup", _geo), latency_speedup=("latency_speedup", _geo),
-        draft_n=("draft_n", "sum"), accepted=("accepted", "sum"),
-    )
-    return frame.reset_index()
+    return _per_sample(paired.rename(columns={"draft_n_spec": "draft_n", "accepted_spec": "accepted"}),
+                       ["decode_speedup", "latency_speedup"], ["draft_n", "accepted"])
 
 
 def _run_frame(run: Run) -> pd.DataFrame:
     frame = results_frame(run)
-    frame = frame[frame["ok"]]
-    grouped = frame.groupby(["id", "category"], sort=False).agg(
-        decode_rate=("pred_t_s", _geo), latency=("latency_s", _geo), draft_n=("draft_n", "sum"),
-        accepted=("accepted", "sum"),
-    )
-    return grouped.reset_index()
+    frame = frame[frame["ok"]].rename(columns={"pred_t_s": "decode_rate", "latency_s": "latency"})
+    return _per_sample(frame, ["decode_rate", "latency"], ["draft_n", "accepted"])
 
 
-def _side_frame(side: GateSide) -> tuple[str, pd.DataFrame]:
+def _side(side: GateSide) -> tuple[str, pd.DataFrame, list[pd.DataFrame]]:
+    """(kind, frame, per-run frames): several reference runs are averaged per sample (geometric mean)."""
     if isinstance(side, tuple):
-        return "comparison", _comparison_frame(*side)
-    return "run", _run_frame(side)
+        return "comparison", _comparison_frame(*side), []
+    if isinstance(side, list):
+        if not side:
+            raise BenchError("no reference runs given")
+        frames = [_run_frame(run) for run in side]
+        stacked = pd.concat(frames)
+        merged = _per_sample(stacked, ["decode_rate", "latency"], ["draft_n", "accepted"])
+        counts = stacked.groupby("id", sort=False).size()
+        merged = merged[merged["id"].map(counts) == len(side)]  # samples every reference run has
+        return "run", merged, frames
+    return "run", _run_frame(side), [_run_frame(side)]
 
 
-def _metric_row(
-    category: str, joined: pd.DataFrame, metric: Metric, threshold: float, resamples: int, seed: int
-) -> GateRow | None:
+Columns = Mapping[str, np.ndarray]
+"""One category's joined per-sample columns (`<metric>_ref`, `<metric>_new`, counts), as arrays."""
+
+
+def _oriented_logs(joined: Columns, metric: Metric) -> tuple[np.ndarray, float, float]:
+    """Per-sample log(candidate/reference) oriented so that positive is better, with both geometric means."""
+    ref_values = joined[f"{metric.key}_ref"]
+    new_values = joined[f"{metric.key}_new"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(new_values / ref_values)
+    keep = np.isfinite(logs)
+    if not keep.any():
+        return np.array([]), math.nan, math.nan
+    reference = float(np.exp(np.log(ref_values[keep]).mean()))
+    candidate = float(np.exp(np.log(new_values[keep]).mean()))
+    return (logs[keep] if metric.higher_is_better else -logs[keep]), reference, candidate
+
+
+def accept_rate_log_mean(reference_accepted: np.ndarray, reference_drafted: np.ndarray,
+                         candidate_accepted: np.ndarray, candidate_drafted: np.ndarray) -> LogMean | None:
+    """Delta-method estimate of log(candidate pooled accept rate / reference pooled accept rate) over paired samples.
+
+    Each sample's influence on the log ratio of sums is a/A - d/D (per arm, signs by side); the variance is the
+    sample variance of the influences times n, with n - 1 degrees of freedom. None below two samples or no drafts.
+    """
+    columns = [np.asarray(values, dtype=float) for values in (reference_accepted, reference_drafted,
+                                                                candidate_accepted, candidate_drafted)]
+    sums = [values.sum() for values in columns]
+    n = columns[0].size
+    if n < 2 or min(sums) <= 0:
+        return None
+    mean = math.log(sums[2] / sums[3]) - math.log(sums[0] / sums[1])
+    influence = (columns[2] / sums[2] - columns[3] / sums[3]) - (columns[0] / sums[0] - columns[1] / sums[1])
+    se = math.sqrt(n * float(influence.var(ddof=1))) if n > 1 else math.nan
+    return LogMean(mean, se, n - 1.0, n, "delta")
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    category: str
+    metric: Metric
+    estimate: LogMean | None
+    reference: float
+    candidate: float
+    gated: bool
+    note: str | None = None
+    exact: bool = False
+
+
+def _row_estimate(category: str, joined: Columns, metric: Metric, drift: tuple[float, float] | None,
+                  gated: bool) -> _Pending | None:
     if metric is ACCEPT_RATE:
-        columns = [joined[key].to_numpy(dtype=float) for key in ("accepted_ref", "draft_n_ref", "accepted_new",
-                                                                 "draft_n_new")]
+        columns = [joined[key] for key in ("accepted_ref", "draft_n_ref", "accepted_new", "draft_n_new")]
         if columns[1].sum() <= 0 or columns[3].sum() <= 0:
             return None
         reference, candidate = columns[0].sum() / columns[1].sum(), columns[2].sum() / columns[3].sum()
-        point, low, high = bootstrap_ratio_of_sums(*columns, resamples=resamples, seed=seed)
-        n = len(joined)
-    else:
-        ref_values = joined[f"{metric.key}_ref"].to_numpy(dtype=float)
-        new_values = joined[f"{metric.key}_new"].to_numpy(dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            keep = np.isfinite(np.log(new_values / ref_values))
-        ref_values, new_values = ref_values[keep], new_values[keep]
-        if ref_values.size == 0:
-            return None
-        reference = float(np.exp(np.log(ref_values).mean()))
-        candidate = float(np.exp(np.log(new_values).mean()))
-        point, low, high = bootstrap_geomean_ci(new_values / ref_values, resamples=resamples, seed=seed)
-        n = int(ref_values.size)
-    call = verdict(point, low, high, metric, threshold)
-    status = {"better": IMPROVED, "worse": REGRESSED, "not enough data": call}.get(call, UNCHANGED)
-    return GateRow(category, metric, n, reference, candidate, point, low, high, status)
+        if np.array_equal(columns[0], columns[2]) and np.array_equal(columns[1], columns[3]):
+            note = "every sample drafted and accepted the same counts: unchanged by the exact rule"
+            size = len(columns[0])
+            return _Pending(category, metric, LogMean(0.0, 0.0, size - 1.0, size, "exact"), reference,
+                            candidate, gated, note, exact=True)
+        return _Pending(category, metric, accept_rate_log_mean(*columns), reference, candidate, gated)
+    logs, reference, candidate = _oriented_logs(joined, metric)
+    estimate = log_mean(logs)
+    note = None
+    if estimate is not None and metric in (DECODE_RATE, LATENCY):
+        if drift is None:
+            return _Pending(category, metric, None, reference, candidate, gated,
+                            f"one reference run cannot separate drift between runs from a change: give "
+                            f">= {MIN_REFERENCE_RUNS} reference runs (or gate comparisons)")
+        variance, df = drift
+        within = estimate.se ** 2
+        combined = within + variance
+        denominator = within ** 2 / estimate.df + variance ** 2 / df
+        estimate = LogMean(estimate.mean, math.sqrt(combined), combined ** 2 / denominator if denominator else
+                           estimate.df, estimate.n, "t + between-run drift")
+        note = f"drift between runs from {int(df) + 1} reference runs"
+    return _Pending(category, metric, estimate, reference, candidate, gated, note)
+
+
+def _drift(frames: Sequence[pd.DataFrame], metric: Metric) -> tuple[float, float] | None:
+    """Between-run variance of a run's mean log (over samples every run has) x (1 + 1/R), with R - 1 df."""
+    if len(frames) < MIN_REFERENCE_RUNS:
+        return None
+    shared = frames[0][["id"]]
+    for frame in frames[1:]:
+        shared = shared.merge(frame[["id"]], on="id")
+    means = []
+    for frame in frames:
+        values = frame.set_index("id").loc[shared["id"], metric.key].to_numpy(dtype=float)
+        means.append(float(np.log(values[values > 0]).mean()))
+    runs = len(means)
+    return float(np.var(means, ddof=1)) * (1.0 + 1.0 / runs), runs - 1.0
+
+
+def _decide(pending: Sequence[_Pending], thresholds: Mapping[str, float], alpha: float) -> list[GateRow]:
+    """Holm over the rows' one-sided regression tests; each row's interval at its step's level; three outcomes."""
+    testable = [item for item in pending if item.estimate is not None and item.estimate.n >= MIN_SAMPLES_FOR_CI
+                and not item.exact]
+    p_values = []
+    for item in testable:
+        assert item.estimate is not None
+        p_values.append(item.estimate.one_sided_p(0.0, above=False))  # evidence the metric got worse
+    levels = dict(zip((id(item) for item in testable), holm_levels(p_values, alpha), strict=True))
+    rows = []
+    for item in pending:
+        bound = -math.log1p(thresholds[item.metric.key])
+        estimate = item.estimate
+        ratio = math.exp(estimate.mean) if estimate is not None else math.nan
+        if not item.metric.higher_is_better and math.isfinite(ratio):
+            ratio = 1.0 / ratio  # shown as candidate/reference of the metric itself
+        if item.exact:
+            rows.append(GateRow(item.category, item.metric, estimate.n if estimate else 0, item.reference,
+                                item.candidate, 1.0, 1.0, 1.0, NON_INFERIOR, item.gated, 1.0, 0.0, item.note))
+            continue
+        if id(item) not in levels:
+            rows.append(GateRow(item.category, item.metric, estimate.n if estimate else 0, item.reference,
+                                item.candidate, ratio, math.nan, math.nan,
+                                INCONCLUSIVE if item.note else NOT_ENOUGH, item.gated, math.nan, math.nan, item.note))
+            continue
+        assert estimate is not None
+        level = levels[id(item)]
+        half = math.log(estimate.interval(1.0 - 2.0 * level)[2]) - estimate.mean
+        low, high = estimate.mean - half, estimate.mean + half
+        if high < 0.0 and estimate.mean < bound:
+            status = REGRESSED
+        elif low > bound:
+            status = NON_INFERIOR
+        else:
+            status = INCONCLUSIVE
+        detectable = -math.expm1(-detectable_log_effect(estimate, 2.0 * level, thresholds[item.metric.key]))
+        shown = (math.exp(low), math.exp(high)) if item.metric.higher_is_better else (math.exp(-high), math.exp(-low))
+        rows.append(GateRow(item.category, item.metric, estimate.n, item.reference, item.candidate, ratio, *shown,
+                            status, item.gated, 1.0 - 2.0 * level, detectable, item.note))
+    return rows
+
+
+def gate(
+    reference: GateSide,
+    candidate: GateSide,
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    gate_categories: bool = False,
+    alpha: float = FAMILY_ALPHA,
+) -> Gate:
+    """Decide the gate: gated rows (overall decode, latency, accept rate) and category rows, and what was lost."""
+    ref_kind, ref_frame, ref_runs = _side(reference)
+    new_kind, new_frame, _ = _side(candidate)
+    if isinstance(candidate, list):
+        raise BenchError("give one candidate run (several reference runs are allowed)")
+    if ref_kind != new_kind:
+        raise BenchError(f"cannot gate a {new_kind} against a {ref_kind}: give two comparison folders or two runs")
+    return gate_frames(ref_kind, ref_frame, new_frame, ref_runs, thresholds=thresholds,
+                       gate_categories=gate_categories, alpha=alpha)
+
+
+def gate_frames(
+    kind: str,
+    reference: pd.DataFrame,
+    candidate: pd.DataFrame,
+    reference_runs: Sequence[pd.DataFrame] = (),
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    gate_categories: bool = False,
+    alpha: float = FAMILY_ALPHA,
+) -> Gate:
+    """The gate's decision on per-sample frames (one row per id and category): `kind` "comparison" has columns
+    decode_speedup, latency_speedup, draft_n, accepted; "run" has decode_rate, latency, draft_n, accepted, and
+    `reference_runs` (one frame per reference run) for the drift between runs. `gate` calls it on loaded runs."""
+    metrics: Sequence[Metric] = (
+        [DECODE_SPEEDUP, LATENCY_SPEEDUP, ACCEPT_RATE] if kind == "comparison" else [DECODE_RATE, LATENCY,
+                                                                                      ACCEPT_RATE]
+    )
+    joined = reference.merge(candidate, on=["id", "category"], suffixes=("_ref", "_new"))
+    if joined.empty:
+        raise BenchError("the reference and the candidate share no samples; run both over the same prompts")
+    limits = {metric.key: DEFAULT_GATE_THRESHOLD for metric in metrics}
+    limits.update(thresholds or {})
+    drift = ({metric.key: _drift(reference_runs, metric) for metric in metrics if metric is not ACCEPT_RATE}
+             if kind == "run" else {})
+    primary: list[_Pending] = []
+    categories: list[_Pending] = []
+    arrays = {name: joined[name].to_numpy(dtype=float) for name in joined.columns if name not in ("id", "category")}
+    labels = joined["category"].to_numpy()
+    groups = [(category, labels == category) for category in dict.fromkeys(labels)]
+    for category, rows in [*groups, (OVERALL, np.ones(len(labels), dtype=bool))]:
+        group = {name: values[rows] for name, values in arrays.items()}
+        for metric in metrics:
+            item = _row_estimate(category, group, metric, drift.get(metric.key),
+                                 gated=category == OVERALL or gate_categories)
+            if item is not None:
+                (primary if category == OVERALL else categories).append(item)
+    category_rows = _decide(categories, limits, alpha)
+    overall_rows = _decide(primary, limits, alpha)
+    notes = []
+    if kind == "run" and len(reference_runs) < MIN_REFERENCE_RUNS:
+        notes.append(f"run-vs-run: decode and latency rows withheld: one reference run cannot separate drift between "
+                     f"runs from a change; give >= {MIN_REFERENCE_RUNS} reference runs")
+    return Gate(tuple(category_rows + overall_rows), missing=tuple(lost_samples(reference, candidate)),
+                notes=tuple(notes), threshold=dict(limits))
+
+
+def lost_samples(reference: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
+    """What the candidate lacks that the reference has: whole categories, then samples per category (ids named)."""
+    found = []
+    new_ids = set(candidate["id"])
+    new_categories = set(candidate["category"])
+    for category, group in reference.groupby("category", sort=False):
+        lost = [sample for sample in group["id"] if sample not in new_ids]
+        if not lost:
+            continue
+        if category not in new_categories:
+            found.append(f"category {category}: missing from the candidate ({len(lost)} samples)")
+        else:
+            found.append(f"{category}: {len(lost)} of {len(group)} samples missing ({', '.join(map(str, lost))})")
+    return found
 
 
 def regress(
@@ -134,26 +386,7 @@ def regress(
     resamples: int = 2000,
     seed: int = 0,
 ) -> list[GateRow]:
-    """Per category and metric: reference, candidate, ratio with its interval and a status."""
+    """The gate's rows (see `gate`); `resamples` and `seed` are kept for callers and unused (no resampling)."""
     if resamples < 1:
         raise BenchError(f"--resamples must be >= 1 (got {resamples})")
-    ref_kind, ref_frame = _side_frame(reference)
-    new_kind, new_frame = _side_frame(candidate)
-    if ref_kind != new_kind:
-        raise BenchError(f"cannot gate a {new_kind} against a {ref_kind}: give two comparison folders or two runs")
-    metrics: Sequence[Metric] = (
-        [DECODE_SPEEDUP, LATENCY_SPEEDUP, ACCEPT_RATE] if ref_kind == "comparison" else [DECODE_RATE, LATENCY,
-                                                                                          ACCEPT_RATE]
-    )
-    joined = ref_frame.merge(new_frame, on=["id", "category"], suffixes=("_ref", "_new"))
-    if joined.empty:
-        raise BenchError("the reference and the candidate share no samples; run both over the same prompts")
-    limits = {metric.key: DEFAULT_GATE_THRESHOLD for metric in metrics}
-    limits.update(thresholds or {})
-    rows: list[GateRow] = []
-    for category, group in each_category(joined):
-        for metric in metrics:
-            row = _metric_row(category, group, metric, limits[metric.key], resamples, seed)
-            if row is not None:
-                rows.append(row)
-    return rows
+    return list(gate(reference, candidate, thresholds=thresholds).rows)

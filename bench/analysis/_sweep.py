@@ -2,21 +2,23 @@
 
 A sweep is a set of cells, one per (speculative arm, concurrency level), each an ordinary
 comparison of that arm's run with the baseline's run at that level. From the cells this module
-finds, per arm, the crossover (the level range where a speedup's interval first falls to or
-below 1.0x) and, per level, the best arm with its margin over the runner-up.
+finds, per arm, the crossover as evidence (fixed-sequence: faster up to a level, then stops paying
+only where an interval shows it) and, per level, the best arm with its margin over the runner-up.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench._constants import DEFAULT_THRESHOLD
+from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench.analysis._compare import Comparison, Estimate, compare
-from bench.analysis._intervals import Metric, bootstrap_geomean_ci, verdict
+from bench.analysis._family import FAMILY_ALPHA, holm_levels
+from bench.analysis._intervals import Metric, bootstrap_geomean_ci, log_mean, t_quantile, verdict
 from bench.records import Run
 
 THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup")
@@ -46,22 +48,40 @@ class SweepCell:
 
 @dataclass(frozen=True, slots=True)
 class Crossover:
-    """Where an arm's speedup interval first falls to or below 1.0x, as a level range, or not at all."""
+    """Where an arm stops paying, as far as the evidence goes (fixed-sequence testing across ascending levels).
 
-    below: int | None
-    above: int | None
+    `faster_up_to`: the highest level of the unbroken run, from the lowest level, whose interval lies above 1.00x.
+    `stops_at`: the first level after it whose interval lies at or below 1 + `margin` (speculation proven not to pay
+    more than the margin there); None when not established. `undetermined_from`: the first level that is neither.
+    """
+
+    faster_up_to: int | None
+    stops_at: int | None
     highest: int
     unknown: tuple[int, ...] = ()
+    undetermined_from: int | None = None
+    margin: float = DEFAULT_THRESHOLD
+    bounds: tuple[float, float] | None = None
+
+    @property
+    def established(self) -> bool:
+        """Whether the evidence shows where speculation stops paying."""
+        return self.stops_at is not None
 
     @property
     def text(self) -> str:
-        """`between 4 and 8`, `at or below 1`, or `not reached up to 8`, naming levels that had no interval."""
-        if self.below is None:
-            text = f"not reached up to {self.highest}"
-        elif self.above is None:
-            text = f"at or below {self.below}"
+        """`stops paying at 8 (...); faster up to 4`, `faster up to 4; undetermined above (...)`, `faster at every
+        level up to 8`."""
+        faster = f"faster up to {self.faster_up_to}" if self.faster_up_to is not None else "not faster at any level"
+        interval = f"[{self.bounds[0]:.2f}, {self.bounds[1]:.2f}]" if self.bounds else ""
+        if self.stops_at is not None:
+            text = (f"stops paying at {self.stops_at} ({interval} at or below {1 + self.margin:.2f}x); {faster}")
+        elif self.undetermined_from is not None:
+            where = self.undetermined_from
+            reason = f"{interval} at {where}" if interval else f"no interval at {where}"
+            text = f"{faster}; undetermined above ({reason})"
         else:
-            text = f"between {self.above} and {self.below}"
+            text = f"faster at every level up to {self.highest}"
         if self.unknown:
             text += f" (no interval at {', '.join(map(str, self.unknown))})"
         return text
@@ -88,6 +108,8 @@ class Sweep:
     decode_crossover: dict[str, Crossover]
     throughput_crossover: dict[str, Crossover]
     best: tuple[BestArm, ...]
+    table: dict[tuple[str, int, str], Estimate] = field(default_factory=dict)
+    """The cell table's verdicts as one family: (arm, level, metric key) -> the estimate at its Holm level."""
 
     def cell(self, arm: str, concurrency: int) -> SweepCell | None:
         """The cell of one arm at one level, if it ran."""
@@ -115,7 +137,10 @@ def throughput_estimate(
     shared = sorted(set(base) & set(spec))
     ratios = np.array([spec[batch] / base[batch] for batch in shared if base[batch] > 0 and spec[batch] > 0])
     point, low, high = bootstrap_geomean_ci(ratios)
-    estimate = Estimate(THROUGHPUT_SPEEDUP, point, low, high, verdict(point, low, high, THROUGHPUT_SPEEDUP, threshold))
+    found = log_mean(np.log(ratios)) if ratios.size >= MIN_SAMPLES_FOR_CI else None
+    estimate = Estimate(THROUGHPUT_SPEEDUP, point, low, high, verdict(point, low, high, THROUGHPUT_SPEEDUP, threshold),
+                        p_value=found.p_value() if found is not None else math.nan,
+                        df=found.df if found is not None else math.nan)
     base_mean = float(np.mean([base[b] for b in shared])) if shared else None
     spec_mean = float(np.mean([spec[b] for b in shared])) if shared else None
     return estimate, base_mean, spec_mean
@@ -136,20 +161,26 @@ def sweep_cell(
     return SweepCell(arm, concurrency, comparison, throughput, base_tps, spec_tps)
 
 
-def crossover(levels: Sequence[int], estimates: Sequence[Estimate]) -> Crossover:
-    """The first level whose interval reaches down to 1.0x (no longer significantly faster), and the level before.
+def crossover(levels: Sequence[int], estimates: Sequence[Estimate], *, margin: float = DEFAULT_THRESHOLD) -> Crossover:
+    """Fixed-sequence testing over ascending levels: "faster" while each interval lies above 1.00x; at the first level
+    that is not, "stops paying" only if its interval lies at or below 1 + margin, else undetermined from there.
 
-    Levels without an interval (too few samples or batches) are skipped and named, never taken as a crossover.
+    Each claim reads one 95% interval and the sequence stops at the first failure, so the chance of any false
+    claim over the whole sweep stays at the single test's level (Maurer et al. 1995). A level without an interval
+    ends the sequence (named), never counting as a crossover.
     """
-    previous, unknown = None, []
+    faster = None
     for level, estimate in zip(levels, estimates, strict=True):
         if not estimate.has_interval:
-            unknown.append(level)
+            return Crossover(faster, None, max(levels), (), level, margin)
+        if estimate.low > 1.0:
+            faster = level
             continue
-        if estimate.low <= 1.0:
-            return Crossover(below=level, above=previous, highest=max(levels), unknown=tuple(unknown))
-        previous = level
-    return Crossover(below=None, above=None, highest=max(levels), unknown=tuple(unknown))
+        bounds = (estimate.low, estimate.high)
+        if estimate.high <= 1.0 + margin:
+            return Crossover(faster, level, max(levels), (), None, margin, bounds)
+        return Crossover(faster, None, max(levels), (), level, margin, bounds)
+    return Crossover(faster, None, max(levels), (), None, margin)
 
 
 def best_arms(cells: Sequence[SweepCell], levels: Sequence[int]) -> tuple[BestArm, ...]:
@@ -172,7 +203,7 @@ def best_arms(cells: Sequence[SweepCell], levels: Sequence[int]) -> tuple[BestAr
     return tuple(best)
 
 
-def summarize_sweep(cells: Sequence[SweepCell]) -> Sweep:
+def summarize_sweep(cells: Sequence[SweepCell], *, margin: float | None = None) -> Sweep:
     """Crossovers per arm and the best arm per level, from the cells of a sweep."""
     arms = tuple(dict.fromkeys(cell.arm for cell in cells))
     levels = tuple(sorted({cell.concurrency for cell in cells}))
@@ -180,6 +211,38 @@ def summarize_sweep(cells: Sequence[SweepCell]) -> Sweep:
     for arm in arms:
         own = sorted((cell for cell in cells if cell.arm == arm), key=lambda cell: cell.concurrency)
         own_levels = [cell.concurrency for cell in own]
-        decode[arm] = crossover(own_levels, [cell.decode for cell in own])
-        throughput[arm] = crossover(own_levels, [cell.throughput for cell in own])
-    return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels))
+        limit = margin if margin is not None else (own[0].comparison.threshold if own else DEFAULT_THRESHOLD)
+        decode[arm] = crossover(own_levels, [cell.decode for cell in own], margin=limit)
+        throughput[arm] = crossover(own_levels, [cell.throughput for cell in own], margin=limit)
+    return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels), cell_family(cells))
+
+
+def cell_family(cells: Sequence[SweepCell], alpha: float = FAMILY_ALPHA) -> dict[tuple[str, int, str], Estimate]:
+    """The sweep table's verdicts (arm x level x decode, latency, throughput) under Holm: each interval widened to its
+    step's level (the geometric mean's t-interval on the same logs), so the table's false-alarm rate stays at alpha."""
+    entries = []
+    for cell in cells:
+        for estimate in (cell.decode, cell.latency, cell.throughput) if cell.comparison.stats else (cell.throughput,):
+            entries.append(((cell.arm, cell.concurrency, estimate.metric.key), estimate))
+    levels = holm_levels([estimate.p_value if estimate.has_interval else math.nan for _, estimate in entries], alpha)
+    table = {}
+    threshold = cells[0].comparison.threshold if cells else DEFAULT_THRESHOLD
+    for (key, estimate), level in zip(entries, levels, strict=True):
+        if not (estimate.has_interval and math.isfinite(level) and math.isfinite(estimate.p_value)):
+            table[key] = estimate
+            continue
+        table[key] = widened(estimate, 1.0 - level, threshold)
+    return table
+
+
+def widened(estimate: Estimate, confidence: float, threshold: float) -> Estimate:
+    """The same t-interval on the logs redrawn at `confidence` (its half-width scaled by the quantile ratio)."""
+    if confidence <= estimate.confidence or not math.isfinite(estimate.df):
+        return estimate
+    centre = math.log(estimate.point)
+    half = (math.log(estimate.high) - math.log(estimate.low)) / 2.0
+    ratio = t_quantile(0.5 + confidence / 2.0, estimate.df) / t_quantile(0.5 + estimate.confidence / 2.0, estimate.df)
+    low, high = math.exp(centre - half * ratio), math.exp(centre + half * ratio)
+    return dataclasses.replace(estimate, low=low, high=high, confidence=confidence,
+                               verdict=verdict(estimate.point, low, high, estimate.metric, threshold))
+

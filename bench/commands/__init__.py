@@ -5,7 +5,7 @@
 
 from types import ModuleType
 
-from bench.commands import _bench, _compare, _regress, _report, _run, _serve, _sweep
+from bench.commands import _bench, _compare, _merge, _regress, _report, _run, _serve, _sweep
 
 COMMANDS: dict[str, ModuleType] = {
     "run": _run,
@@ -15,6 +15,7 @@ COMMANDS: dict[str, ModuleType] = {
     "sweep": _sweep,
     "report": _report,
     "regress": _regress,
+    "merge": _merge,
 }
 """Every `speedbench` subcommand by name, in the order `--help` lists them."""
 

@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order when interleaving")
     parser.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=True,
                        help="ask for top-2 log-probabilities to classify lossless divergences")
+    parser.add_argument("--until-decided", action="store_true",
+                        help="interleaved rounds of one sample per category until the overall decode verdict is "
+                             "decided (faster, slower or equivalent; group-sequential, 5%%) or --limit rounds ran")
     parser.add_argument("--stream", action="store_true",
                        help="stream both sides: TTFT, ITL per chunk and per token, TPOT and queue wait in the "
                             "comparison (default: off, as the reference)")
@@ -55,6 +58,6 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
         interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
-        stream=args.stream,
+        stream=args.stream, until_decided=args.until_decided,
     )
     return run_pipeline(config, out=out, progress=progress_display(args.quiet))

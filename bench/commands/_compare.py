@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                          help="smallest change that counts (0.02 = 2%%)")
     parser.add_argument("--min-pairs", type=int, default=2, help="refuse with fewer matched samples")
+    parser.add_argument("--target-effect", type=float, default=0.10,
+                        help="rows that cannot detect this change say how many samples it needs (0.10 = 10%%)")
     parser.add_argument("--allow-mismatch", action="store_true",
                          help="compare runs whose prompts, osl, concurrency or dataset differ (shown above the table)")
 
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     comparison = compare(
         baseline, speculative, stats=args.stats, threshold=args.threshold,
         min_pairs=args.min_pairs, baseline_label=args.baseline, speculative_label=args.speculative, strict=True,
-        comparability=checked,
+        comparability=checked, target_effect=args.target_effect,
     )
     render = {"json": render_json, "markdown": render_markdown, "text": render_text}[args.format]
     out(render(comparison))

@@ -11,27 +11,30 @@ from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
 from bench.commands._common import vet
 
-HELP = "CI gate: exit 1 on a significant regression over the threshold"
+HELP = "CI gate: exit 1 on a significant regression over the threshold, or on lost samples, categories or levels"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `speedbench regress`."""
-    parser.add_argument("--reference", required=True, help="comparison folder, run file or sweep folder")
+    parser.add_argument("--reference", required=True,
+                        help="comparison folder, run file, folder of >= 3 run files (run-vs-run drift) or sweep folder")
     parser.add_argument("--candidate", required=True, help="comparison folder, run file or sweep folder")
     parser.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
                       help="default for every metric (0.05 = 5%%)")
     for metric in ("decode", "latency", "accept"):
         parser.add_argument(f"--threshold-{metric}", type=float, default=None,
                           help=f"threshold of the {metric} metric (default: --threshold)")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--resamples", type=int, default=2000, help="ignored (the gate does not resample)")
+    parser.add_argument("--seed", type=int, default=0, help="ignored (the gate does not resample)")
     parser.add_argument("--allow-mismatch", action="store_true",
                       help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="pass a candidate that lost samples, categories or sweep levels the reference has")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
-    """`speedbench regress`: exit 1 when a metric got significantly worse by more than its threshold."""
-    from bench.analysis import regress
+    """`speedbench regress`: exit 1 on a gated regression, or when the candidate lost part of the reference."""
+    from bench.analysis import gate
     from bench.render import gate_markdown, gate_text
 
     thresholds = {
@@ -41,19 +44,21 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     }
     thresholds = {key: (value if value is not None else args.threshold) for key, value in thresholds.items()}
     if _is_sweep(args.reference) and _is_sweep(args.candidate):
-        rows = _gate_sweeps(args, thresholds)
-        out(gate_text(rows))
-        _step_summary(gate_markdown(rows))
-        return EXIT_FAILED if any(row.status == "REGRESSED" for row in rows) else EXIT_OK
-    reference, candidate = _gate_side(args.reference), _gate_side(args.candidate)
-    if isinstance(reference, tuple) == isinstance(candidate, tuple):  # a folder against a file: regress refuses
-        pairs = zip(reference, candidate, strict=True) if isinstance(reference, tuple) else [(reference, candidate)]
+        result = _gate_sweeps(args, thresholds)
+    else:
+        reference, candidate = _gate_side(args.reference), _gate_side(args.candidate)
+        if isinstance(reference, tuple) and isinstance(candidate, tuple):
+            pairs: Any = zip(reference, candidate, strict=True)
+        elif isinstance(candidate, tuple) or isinstance(reference, tuple):
+            pairs = []  # a folder against a file: gate refuses
+        else:
+            pairs = [(run, candidate) for run in (reference if isinstance(reference, list) else [reference])]
         for first, second in pairs:
             vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
-    rows = regress(reference, candidate, thresholds=thresholds, resamples=args.resamples, seed=args.seed)
-    out(gate_text(rows))
-    _step_summary(gate_markdown(rows))
-    return EXIT_FAILED if any(row.status == "REGRESSED" for row in rows) else EXIT_OK
+        result = gate(reference, candidate, thresholds=thresholds)
+    out(gate_text(result, allow_partial=args.allow_partial))
+    _step_summary(gate_markdown(result, allow_partial=args.allow_partial))
+    return EXIT_FAILED if result.failed(allow_partial=args.allow_partial) else EXIT_OK
 
 
 def _is_sweep(path: str) -> bool:
@@ -63,36 +68,43 @@ def _is_sweep(path: str) -> bool:
 
 
 def _gate_side(path: str) -> Any:
-    """A comparison folder as (baseline, speculative), or one run file."""
+    """A comparison folder as (baseline, speculative), a folder of run files as a list (reference runs), or a run."""
     from pathlib import Path
 
     from bench.records import load_comparison_folder, load_run
 
-    return load_comparison_folder(path) if Path(path).is_dir() else load_run(path)
+    folder = Path(path)
+    if folder.is_dir() and not (folder / "baseline.json").exists() and sorted(folder.glob("*.json")):
+        return [load_run(file) for file in sorted(folder.glob("*.json"))]
+    return load_comparison_folder(path) if folder.is_dir() else load_run(path)
 
 
-def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> list[Any]:
-    """The gate over every cell (level, arm) two sweep folders share; rows named `c<level>/<arm>: <category>`."""
+def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
+    """The gate over every cell (level, arm) of the reference sweep; rows named `c<level>/<arm>: <category>`, and
+    cells the candidate lacks named as missing."""
     import dataclasses
 
-    from bench.analysis import regress
+    from bench.analysis import Gate, gate
     from bench.records import BASELINE, load_run, sweep_cell_file, sweep_cells
 
-    rows = []
+    rows, missing, notes = [], [], []
     for level, arm in sweep_cells(args.reference):
         cell, twin = (sweep_cell_file(folder, level, arm) for folder in (args.reference, args.candidate))
-        if not twin.exists():
+        name = f"{level}/{arm}"
+        if not twin.exists() or not sweep_cell_file(args.candidate, level, BASELINE).exists():
+            missing.append(f"sweep cell {name}: missing from the candidate")
             continue
         pairs = [(load_run(sweep_cell_file(args.reference, level, BASELINE)), load_run(cell)),
                  (load_run(sweep_cell_file(args.candidate, level, BASELINE)), load_run(twin))]
         for first, second in zip(*pairs, strict=True):
             vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
-        name = f"{level}/{arm}"
-        gate = regress(pairs[0], pairs[1], thresholds=thresholds, resamples=args.resamples, seed=args.seed)
-        rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in gate]
+        found = gate(pairs[0], pairs[1], thresholds=thresholds)
+        rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in found.rows]
+        missing += [f"{name}: {item}" for item in found.missing]
+        notes += [f"{name}: {item}" for item in found.notes]
     if not rows:
         raise BenchError(f"{args.reference} and {args.candidate} share no sweep cell (c<level>/<arm>.json)")
-    return rows
+    return Gate(tuple(rows), tuple(missing), tuple(notes))
 
 
 def _step_summary(markdown: str) -> None:

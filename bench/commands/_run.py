@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench._errors import BenchError
 from bench._redact import one_line, redact
 from bench.commands._common import add_run_options, progress_display
 
@@ -24,13 +26,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run from its journal")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--shard", default=None, metavar="I/N",
+                        help="run only the I-th (from 0) of N slices of the run; join them with `speedbench merge` "
+                             "(default: the whole run)")
+    parser.add_argument("--start-at", type=start_time, default=None, metavar="TIME",
+                        help="start sending at this wall-clock time (ISO 8601 with a zone, or epoch seconds), after "
+                             "the set-up: the shards' shared start (default: at once)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="client processes sharing the run (its concurrency split over them), merged into one "
+                             "run file")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default=None,
+                        help="the client's event loop (default: $SPEEDBENCH_LOOP, else asyncio)")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
-    from bench.prompts import HUB_REVISION, load_prompts
+    from bench.prompts import HUB_REVISION, Shard, load_prompts
     from bench.render import summary_text
-    from bench.runner import RunConfig, RunStopped, run_benchmark
+    from bench.runner import RunConfig, RunStopped, run_benchmark, run_workers
 
     config = RunConfig(
         url=",".join(args.url or ["localhost:8080"]), model=args.model, bench=args.bench, category=args.category,
@@ -39,10 +52,13 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         dataset=args.dataset, revision=args.revision, repeat=args.repeat, warmup=args.warmup, stream=args.stream,
         engine=args.engine, api=args.api, retries=args.retries, label=args.label,
         chat_template_kwargs=args.chat_template_kwargs, max_response_bytes=args.max_response_bytes,
-        logprobs=args.logprobs,
+        logprobs=args.logprobs, workers=args.workers, loop=args.loop,
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
     )
     config.validate()
+    shard = Shard.parse(args.shard) if args.shard is not None else None
+    if config.workers > 1 and (shard is not None or args.resume or args.start_at is not None):
+        raise BenchError("--workers cannot be combined with --shard, --start-at or --resume; run N shards instead")
     count_tokens = None
     if args.dataset == "categories" and args.bench.startswith("throughput_"):
         from bench.runner import server_token_counter
@@ -59,9 +75,13 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     out(f"speedbench: loaded {len(prompts.samples)} samples from bench={args.bench} category={args.category}\n")
     output = args.output or _default_output(args.label)
     try:
-        run, interrupted = run_benchmark(
-            prompts, config, output=output, progress=progress_display(args.quiet), resume=args.resume, force=args.force
-        )
+        if config.workers > 1:
+            run, interrupted = run_workers(prompts, config, output=output, progress=progress_display(args.quiet),
+                                           force=args.force)
+        else:
+            run, interrupted = run_benchmark(prompts, config, output=output, progress=progress_display(args.quiet),
+                                             resume=args.resume, force=args.force, shard=shard,
+                                             start_at=args.start_at)
     except RunStopped as exc:  # the journal could not be written: what finished is kept, the run is not done
         sys.stderr.write(f"speedbench: error: {redact(str(exc))}\n")
         return EXIT_FAILED
@@ -106,3 +126,18 @@ def _default_output(label: str | None) -> str:
     from bench.records import default_run_file
 
     return default_run_file(label)
+
+
+def start_time(text: str) -> float:
+    """`--start-at`: epoch seconds, or an ISO 8601 time with its zone (`2026-12-02T15:00:00Z`)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither epoch seconds nor an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z for UTC)")
+    return moment.timestamp()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from bench.records import (
     comparison_files,
     has_journal,
     journal_path,
+    load_run,
     new_results_folder,
     plots_folder,
     run_file,
@@ -55,6 +57,7 @@ class PipelineConfig:
     seed: int = 0
     logprobs: bool = True
     stream: bool = False
+    until_decided: bool = False  # rounds of one sample per category until the overall decode verdict is decided
     engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
 
 
@@ -159,13 +162,75 @@ def _both_sides(
     return runs[BASELINE], runs[SPECULATIVE], interrupted, died
 
 
+def _until_decided(
+    config: PipelineConfig, folder: Path, out: Callable[[str], Any], progress: Progress
+) -> tuple[Run, Run, bool, bool]:
+    """Interleaved rounds (round k adds the k-th sample of each category; its run files under `rounds/k/`, each
+    kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`."""
+    from bench.analysis import sample_until_decided
+    from bench.records import save_run, summarize
+
+    sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
+    everything = load_prompts(category=config.category, limit=config.limit)
+    done: dict[str, list[Any]] = {BASELINE: [], SPECULATIVE: []}
+    state = {"interrupted": False, "runs": {}}
+    with contextlib.ExitStack() as stack:
+        endpoints = {side: stack.enter_context(_endpoint(url, mode, config, out)) for side, url, mode in sides}
+
+        def run_round(k: int) -> tuple[Run, Run]:
+            prompts = load_prompts(category=config.category, limit=k)
+            fresh = dataclasses.replace(prompts, samples=tuple(
+                sample for sample in prompts.samples if sample.id not in {r.id for r in done[BASELINE]}))
+            round_folder = folder / "rounds" / str(k)
+            round_folder.mkdir(parents=True, exist_ok=True)
+            arms = [ArmSpec(side, _run_config(side, endpoints[side][0], mode, config, endpoints[side][1]),
+                            run_file(round_folder, side)) for side, _, mode in sides]
+            runs, interrupted = run_interleaved(fresh, arms, seed=config.seed + k, progress=progress)
+            state["interrupted"] = state["interrupted"] or interrupted
+            merged = []
+            for side, _, _ in sides:
+                done[side] += list(runs[side].results)
+                results = tuple(done[side])
+                whole = Run(config={**runs[side].config, "limit": k}, selected_samples=len(results), results=results,
+                            summary=tuple(summarize(results)), meta=runs[side].meta)
+                save_run(whole, run_file(folder, side))  # finished rounds are never lost
+                merged.append(whole)
+            if interrupted:
+                raise _RoundsStopped
+            return merged[0], merged[1]
+
+        out(f"speedbench: sampling until decided: rounds of one sample per category ({len(everything.categories)} "
+            f"categories), at most {config.limit} rounds\n")
+        try:
+            decided = sample_until_decided(run_round, rounds=config.limit, per_round=len(everything.categories),
+                                           threshold=config.threshold,
+                                           on_look=lambda look: out(f"speedbench: {look.reason}\n"))
+        except _RoundsStopped:
+            baseline, speculative = (load_run(run_file(folder, side)) for side in (BASELINE, SPECULATIVE))
+            return baseline, speculative, True, False
+        died = any([_report_death(side, endpoints[side][1], out) for side, _, _ in sides])
+    out(decided.message + "\n")
+    return decided.baseline, decided.speculative, False, died
+
+
+class _RoundsStopped(Exception):
+    """A round was interrupted: stop sampling, keep what finished."""
+
+
 def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
     """Baseline and speculative runs (interleaved by default), comparison, statistics, lossless check and plots."""
+    if config.until_decided and (config.resume is not None or not config.interleave):
+        raise BenchError("--until-decided runs interleaved rounds in a new folder: drop --resume and --sequential")
     prompts = load_prompts(category=config.category, limit=config.limit)
     check_servers(config)
     folder = _results_folder(config)
     out(f"speedbench: {len(prompts.samples)} samples in {len(prompts.categories)} categories, osl={config.osl}\n")
-    if config.interleave:
+    if config.until_decided:
+        baseline, speculative, interrupted, died = _until_decided(config, folder, out, progress)
+        if interrupted or died:
+            out(f"speedbench: stopped during the rounds; finished rounds kept in {folder}\n")
+            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+    elif config.interleave:
         baseline, speculative, interrupted, died = _both_sides(config, prompts, folder, out, progress)
         if interrupted or died:
             out(f"speedbench: stopped during the interleaved runs; results kept in {folder}\n")

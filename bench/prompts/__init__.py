@@ -18,6 +18,7 @@ from bench.prompts._sets import (
     read_rows,
     rows_to_samples,
 )
+from bench.prompts._shard import Shard, shard_schedule
 from bench.prompts._throughput import (
     MAX_COUNT_CALLS,
     THROUGHPUT_BENCHES,
@@ -43,10 +44,12 @@ __all__ = [
     "TIERS",
     "PromptSet",
     "Sample",
+    "Shard",
     "build_throughput_prompts",
     "categories_dir",
     "estimate_tokens",
     "load_prompts",
     "read_rows",
     "rows_to_samples",
+    "shard_schedule",
 ]

@@ -33,6 +33,7 @@ from bench.records._layout import (
     sweep_files,
 )
 from bench.records._lock import open_no_follow, output_lock, write_text_file
+from bench.records._merge import SHARD_KEY, ShardMarker, merge_shards, shard_marker
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._names import MAX_LABEL_LENGTH, file_label
 from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
@@ -56,6 +57,7 @@ __all__ = [
     "MAX_LABEL_LENGTH",
     "SCHEMA_VERSION",
     "SELECTION_KEYS",
+    "SHARD_KEY",
     "SPECULATIVE",
     "SUMMARY_KEYS",
     "Acceptance",
@@ -67,6 +69,7 @@ __all__ = [
     "RunSettings",
     "SampleResult",
     "ServerDescription",
+    "ShardMarker",
     "SummaryRow",
     "acceptance_summary",
     "collector_paused",
@@ -88,6 +91,7 @@ __all__ = [
     "load_comparison_folder",
     "load_run",
     "lock_path",
+    "merge_shards",
     "new_results_folder",
     "open_no_follow",
     "output_lock",
@@ -97,6 +101,7 @@ __all__ = [
     "run_file",
     "run_from_dict",
     "save_run",
+    "shard_marker",
     "summarize",
     "summarize_group",
     "sweep_cell_file",

@@ -148,6 +148,11 @@ class RunMeta(Mapping[str, Any]):
         """`name version` of the tool that wrote the run."""
         return " ".join(part for part in (self.harness_name, self.harness_version) if part)
 
+    @property
+    def event_loop(self) -> str | None:
+        """The client's event loop (`asyncio`, `uvloop`) as the run's environment records it; None in older files."""
+        return _text(self.machine.get("event_loop"))
+
     @classmethod
     def from_mapping(cls, meta: Mapping[str, Any]) -> RunMeta:
         """Read the metadata keys of a run file or journal header (any version); unknown keys land in `extra`."""

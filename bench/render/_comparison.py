@@ -82,7 +82,7 @@ def render_text(comparison: Comparison) -> str:
         text += f"\nspeedbench: no paired statistics: {comparison.stats_note}\n"
     if not comparison.has_stats:
         return terminal_text(text, keep_lines=True)
-    text += "\n" + stats_text(comparison.stats, comparison.threshold)
+    text += "\n" + stats_text(comparison.stats, comparison.threshold, comparison.family)
     if cache_line(comparison):
         text += f"{cache_line(comparison)}\n"
     text += "\n" + lossless_text(comparison.lossless)
@@ -110,7 +110,8 @@ def render_markdown(comparison: Comparison) -> str:
     if comparison.stats_note:
         parts.append(f"\nNo paired statistics: {markdown_escape(comparison.stats_note)}\n")
     if comparison.has_stats:
-        parts += ["\n### Paired statistics\n\n", stats_markdown(comparison.stats, comparison.threshold)]
+        parts += ["\n### Paired statistics\n\n",
+                  stats_markdown(comparison.stats, comparison.threshold, comparison.family)]
         if cache_line(comparison):
             parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
         parts += ["\n### Lossless check\n\n", lossless_markdown(comparison.lossless)]
@@ -148,6 +149,10 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
         payload["stats_note"] = comparison.stats_note
     if comparison.has_stats:
         payload["threshold"] = comparison.threshold
+        if comparison.family is not None:
+            payload["family"] = {"method": comparison.family.method, "size": comparison.family.size,
+                                 "alpha": comparison.family.alpha, "target_effect": comparison.family.target_effect,
+                                 "primary": "overall"}
         payload["stats"] = [row.as_cells() for row in comparison.stats]
         payload["lossless"] = [dict(row) for row in comparison.lossless]
         payload["repeat_cv"] = {name: [dict(row) for row in rows] for name, rows in comparison.variation.items()}

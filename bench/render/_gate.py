@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bench.render._escape import terminal_text
+from bench.render._escape import markdown_escape, terminal_text
 from bench.render._tables import Column, markdown_table, text_table
 
 if TYPE_CHECKING:
-    from bench.analysis import GateRow
+    from bench.analysis import Gate, GateRow
 
 GATE_COLUMNS: list[Column] = [
     ("category", "category", ""),
@@ -18,39 +19,70 @@ GATE_COLUMNS: list[Column] = [
     ("reference", "reference", "speed"),
     ("candidate", "candidate", "speed"),
     ("change", "change", ""),
-    ("95% CI", "ci", ""),
+    ("interval", "ci", ""),
     ("status", "status", ""),
+    ("could_detect", "detectable", ""),
 ]
 _LEGEND = (
     "reference, candidate: geometric means over the samples both share (accept rate: pooled); "
-    "change: geometric mean of per-sample candidate/reference ratios, 95% interval; a regression needs the "
-    "interval below 1.00x and a change over the metric's threshold"
+    "change: geometric mean of per-sample candidate/reference ratios with the interval its outcome reads "
+    "(level after @); REGRESSED: interval below 1.00x and a change over the metric's threshold (fails the job when "
+    "gated); non-inferior: interval above 1/(1 + threshold) (proven not worse than the threshold); inconclusive: "
+    "neither (could_detect: the regression the row detects with 80% power); "
 )
 
 
 def _cells(rows: Sequence[GateRow]) -> list[dict[str, Any]]:
     return [
-        {"category": row.category, "metric": row.metric.label, "n": row.n, "reference": row.reference,
-         "candidate": row.candidate, "change": row.change, "ci": row.interval, "status": row.status}
+        {"category": row.category + ("" if row.gated else " (reported)"), "metric": row.metric.label, "n": row.n,
+         "reference": row.reference, "candidate": row.candidate, "change": row.change, "ci": row.interval,
+         "status": row.status,
+         "detectable": f"-{row.detectable:.0%}" if math.isfinite(row.detectable) and row.detectable > 0 else "-"}
         for row in rows
     ]
 
 
-def _regressed(rows: Sequence[GateRow]) -> list[GateRow]:
-    return [row for row in rows if row.status == "REGRESSED"]
+def _as_gate(result: Gate | Sequence[GateRow]) -> Gate:
+    from bench.analysis import Gate
+
+    return result if isinstance(result, Gate) else Gate(tuple(result))
 
 
-def gate_text(rows: Sequence[GateRow]) -> str:
-    """The gate's one-line verdict, its table and how to read it."""
-    regressed = _regressed(rows)
-    head = f"speedbench regress: {len(regressed)} regression(s)"
+def _head(gate: Gate, allow_partial: bool) -> str:
+    regressed = gate.regressions
     if regressed:
-        head += ": " + ", ".join(f"{terminal_text(row.category)} {row.metric.label}" for row in regressed)
-    return head + "\n" + _LEGEND + "\n" + text_table(_cells(rows), GATE_COLUMNS)
+        named = ", ".join(f"{row.category} {row.metric.label}" for row in regressed)
+        head = f"{len(regressed)} regression(s): {named}"
+    else:
+        head = "0 regression(s)"
+    if gate.missing:
+        head += f"; the candidate lost {len(gate.missing)} part(s) of the reference" + (
+            " (allowed: --allow-partial)" if allow_partial else " (fails; --allow-partial to gate what is left)")
+    return head
 
 
-def gate_markdown(rows: Sequence[GateRow]) -> str:
+def _lines(gate: Gate) -> list[str]:
+    notes = [row for row in gate.rows if row.note]
+    return ([f"missing: {item}" for item in gate.missing] + list(gate.notes)
+            + [f"{row.category} {row.metric.label}: {row.note}" for row in notes])
+
+
+def gate_text(result: Gate | Sequence[GateRow], *, allow_partial: bool = False) -> str:
+    """The gate's one-line verdict, its table, how to read it and what the candidate lost."""
+    gate = _as_gate(result)
+    legend = _LEGEND + gate.method
+    return ("speedbench regress: " + terminal_text(_head(gate, allow_partial)) + "\n" + legend + "\n"
+            + text_table(_cells(gate.rows), GATE_COLUMNS)
+            + "".join(f"{terminal_text(line)}\n" for line in _lines(gate)))
+
+
+def gate_markdown(result: Gate | Sequence[GateRow], *, allow_partial: bool = False) -> str:
     """The gate's result as Markdown."""
-    regressed = len(_regressed(rows))
-    head = "### speedbench regress: " + ("no regression" if not regressed else f"{regressed} regression(s)")
-    return head + "\n\n" + _LEGEND.capitalize() + ".\n\n" + markdown_table(_cells(rows), GATE_COLUMNS)
+    gate = _as_gate(result)
+    failed = gate.failed(allow_partial=allow_partial)
+    head = "### speedbench regress: " + ("failed: " if failed else "passed: ") + markdown_escape(
+        _head(gate, allow_partial))
+    legend = _LEGEND + gate.method
+    notes = "".join(f"- {markdown_escape(line)}\n" for line in _lines(gate))
+    return (head + "\n\n" + legend[0].upper() + legend[1:] + ".\n\n" + markdown_table(_cells(gate.rows), GATE_COLUMNS)
+            + (f"\n{notes}" if notes else ""))

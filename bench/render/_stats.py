@@ -5,18 +5,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bench.analysis import (
+    DEFAULT_TARGET_EFFECT,
+    FAMILY_ALPHA,
+    HOLM_METHOD,
+    NEAR_TIE_STEPS,
+    OUTLIER_DISTANCE,
+    SPEED_VERDICT_WORDS,
+    family_size,
+)
 from bench.render._tables import Column, format_value, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
-    from bench.analysis import StatsRow
+    from bench.analysis import Estimate, Family, StatsRow
 
 STATS_COLUMNS: list[Column] = [
-    ("category", "category", ""),
+    ("category", "category_cell", ""),
     ("n", "n", "int"),
     ("decode_speedup", "decode_speedup_ci", ""),
     ("decode_verdict", "decode_verdict", ""),
+    ("decode_mde", "decode_speedup_mde_cell", ""),
     ("latency_speedup", "latency_speedup_ci", ""),
     ("latency_verdict", "latency_verdict", ""),
+    ("latency_mde", "latency_speedup_mde_cell", ""),
     ("accept_rate", "accept_rate", "rate"),
     ("accept_len", "acceptance_length", "speed"),
     ("identical", "identical_cell", ""),
@@ -47,33 +58,60 @@ CV_COLUMNS: list[Column] = [
 ]
 
 
-def ci_cell(point: Any, low: Any, high: Any) -> str:
-    """`1.23x [1.10, 1.37]`, or `n/a` parts where a bound is missing."""
+def ci_cell(point: Any, low: Any, high: Any, confidence: float | None = None) -> str:
+    """`1.23x [1.10, 1.37]`, `n/a` parts where a bound is missing; `@99.5%` after an interval wider than 95%."""
     if point is None or point != point:
         return "n/a"
     if low is None or high is None or low != low or high != high:
         return format_value(point, "speedup")
     bounds = f"[{format_value(low, 'speed')}, {format_value(high, 'speed')}]"
-    return f"{format_value(point, 'speedup')} {bounds}"
+    level = f" @{confidence:.2%}".replace("0%", "%") if confidence is not None and confidence > 0.95 + 1e-9 else ""
+    return f"{format_value(point, 'speedup')} {bounds}{level}"
+
+
+def mde_cell(estimate: Estimate) -> str:
+    """`±12%`: the smallest change the row detects with 80% power; with too few samples, the samples the target
+    effect needs (`n≈40 for 10%`)."""
+    parts = []
+    if estimate.mde == estimate.mde:
+        parts.append(f"±{estimate.mde:.0%}")
+    if estimate.needed is not None:
+        parts.append(f"n≈{estimate.needed} for target")  # the target effect is named in the legend
+    return "; ".join(parts) or "n/a"
 
 
 def _stats_cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
     cells = []
     for row in rows:
         cell = row.as_cells()
+        cell["category_cell"] = f"{row.category} (primary)" if row.primary else row.category
         for estimate in (row.decode, row.latency):
             key = estimate.metric.key
-            cell[f"{key}_ci"] = ci_cell(estimate.point, estimate.low, estimate.high)
+            cell[f"{key}_ci"] = ci_cell(estimate.point, estimate.low, estimate.high, estimate.confidence)
+            cell[f"{key}_mde_cell"] = mde_cell(estimate)
         cell["identical_cell"] = f"{row.identical}/{row.compared_outputs}" if row.compared_outputs else "n/a"
         cells.append(cell)
     return cells
 
 
-def _stats_legend(threshold: float) -> str:
+def _tests(size: int) -> str:
+    return f"{size} tests" if size else "no category row has an interval yet"
+
+
+def _target_effect(family: Family | None) -> float:
+    return family.target_effect if family is not None else DEFAULT_TARGET_EFFECT
+
+
+def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | None = None) -> str:
+    size = family.size if family is not None else family_size(tuple(rows))
     return (
         "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
-        "with a 95% t-interval on the logs; a verdict needs the "
-        f"interval to exclude 1.00x and a change over {threshold:.0%}"
+        "with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "
+        f"{threshold:.0%}; "
+        f"category rows are one family: {HOLM_METHOD} ({_tests(size)}, family-wise false-alarm rate "
+        f"{FAMILY_ALPHA:.0%}), each interval drawn at the level its Holm step uses (after @), the one its verdict "
+        f"reads; the overall row is the primary result, at a plain 95%; mde: the smallest true change detected with "
+        f"80% power at the row's level (n≈N for target: samples a {_target_effect(family):.0%} change needs)"
     )
 
 
@@ -85,16 +123,43 @@ def _disagreement_lines(rows: Sequence[StatsRow]) -> list[str]:
     ]
 
 
-def stats_text(rows: Sequence[StatsRow], threshold: float) -> str:
+def _outlier_lines(rows: Sequence[StatsRow]) -> list[str]:
+    lines = []
+    for row in rows:
+        if row.primary or not row.outliers:
+            continue
+        by_arm: dict[str, dict[str, list[str]]] = {}
+        for outlier in row.outliers:
+            by_arm.setdefault(outlier.arm, {}).setdefault(outlier.id, []).append(
+                f"{outlier.metric} {outlier.ratio:.2f}x")
+        named = "; ".join(f"{arm}: " + ", ".join(f"{sample} ({', '.join(found)})" for sample, found in samples.items())
+                          for arm, samples in by_arm.items())
+        lines.append(f"{row.category}: outlying samples (paired log ratio over {OUTLIER_DISTANCE:g} robust sd from "
+                     f"the category median), by the arm that strayed: {named}")
+    for row in rows:
+        for estimate in (row.decode, row.latency):
+            if estimate.note:
+                lines.append(f"{row.category} {estimate.metric.label}: {estimate.note}")
+            if estimate.robust_disagrees and estimate.robust is not None:
+                lines.append(f"{row.category} {estimate.metric.label}: the robust interval (Yuen, 20% trimmed) reads "
+                             f"{ci_cell(*estimate.robust, estimate.confidence)} "
+                             f"{SPEED_VERDICT_WORDS.get(estimate.robust_verdict or '', estimate.robust_verdict)}, "
+                             f"not {estimate.word}: the verdict rests on a few samples")
+    return lines
+
+
+def stats_text(rows: Sequence[StatsRow], threshold: float, family: Family | None = None) -> str:
     """The paired statistics table, both verdicts labelled, with a line that says how to read it."""
-    notes = "".join(f"note: {line}\n" for line in _disagreement_lines(rows))
-    return f"Paired statistics: {_stats_legend(threshold)}\n" + text_table(_stats_cells(rows), STATS_COLUMNS) + notes
+    notes = "".join(f"note: {line}\n" for line in _disagreement_lines(rows) + _outlier_lines(rows))
+    return (f"Paired statistics: {_stats_legend(threshold, rows, family)}\n"
+            + text_table(_stats_cells(rows), STATS_COLUMNS) + notes)
 
 
-def stats_markdown(rows: Sequence[StatsRow], threshold: float) -> str:
-    """The paired statistics table as Markdown, with its legend and any direction disagreements."""
-    notes = "".join(f"\n- {markdown_escape(line)}" for line in _disagreement_lines(rows))
-    legend = f"{_stats_legend(threshold).capitalize()}.\n\n"
+def stats_markdown(rows: Sequence[StatsRow], threshold: float, family: Family | None = None) -> str:
+    """The paired statistics table as Markdown, with its legend, outliers and any direction disagreements."""
+    notes = "".join(f"\n- {markdown_escape(line)}" for line in _disagreement_lines(rows) + _outlier_lines(rows))
+    legend = _stats_legend(threshold, rows, family)
+    legend = f"{legend[0].upper()}{legend[1:]}.\n\n"
     return legend + markdown_table(_stats_cells(rows), STATS_COLUMNS) + (f"\nNotes:\n{notes}\n" if notes else "")
 
 
@@ -118,10 +183,14 @@ def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
     threshold = next((row.get("near_tie_threshold") for row in rows if row.get("near_tie_threshold")), None)
     if threshold is None:
         return ""
+    step = next((row.get("resolution") for row in rows if row.get("resolution")), None)
+    note = next((row.get("resolution_note") for row in rows if row.get("resolution_note")), None)
+    rule = (f"at most {NEAR_TIE_STEPS} step(s) of {step:g} nats apart (the engine's log-probability grid)" if step
+            else f"under {threshold:g} nats of log-probability apart")
     return (
-        f"near-tie: at the first difference the baseline's top two tokens were under {threshold:g} nats of "
-        "log-probability apart (batched verification flips such ties); real: further apart; unclassified: no "
-        "log-probabilities recorded (run with --logprobs)"
+        f"near-tie: at the first difference the baseline's top two tokens were {rule} (batched verification flips "
+        "such ties); real: further apart; unclassified: no log-probabilities recorded (run with --logprobs)"
+        + (f"; {note}" if note else "")
     )
 
 

@@ -14,7 +14,7 @@ from bench.render._stats import ci_cell
 from bench.render._tables import Column, format_value, markdown_table, text_table
 
 if TYPE_CHECKING:
-    from bench.analysis import Estimate, Sweep
+    from bench.analysis import Crossover, Estimate, Sweep
 
 SWEEP_COLUMNS: list[Column] = [
     ("arm", "arm", ""),
@@ -42,16 +42,25 @@ BEST_COLUMNS: list[Column] = [
     ("margin", "margin", "percent"),
 ]
 LEGEND = (
+    "the cell table's verdicts are one family: Holm over arm x level x metric (family-wise 5%), each interval drawn "
+    "at its step's level (after @); "
     "decode and latency: geometric mean of per-request speedups (overall row of each cell's paired statistics); "
     "throughput: system output tokens/s of the arm over the baseline's, paired by lock-step batch; intervals are 95% "
-    "t-intervals on the logs; crossover: the level range where a speedup's interval first reaches down to 1.00x "
-    "(speculation no longer significantly faster); "
+    "t-intervals on the logs; crossover (per arm, from the 95% intervals), read level by level from the lowest "
+    "(fixed-sequence, 5% for the whole "
+    "sweep): faster while each interval lies above 1.00x; stops paying only where the next interval lies at or below "
+    "1 + the threshold; otherwise undetermined above (lack of evidence is not a crossover); "
     "best arm: highest throughput speedup"
 )
 
 
 def _ci(estimate: Estimate) -> str:
-    return ci_cell(estimate.point, estimate.low, estimate.high)
+    return ci_cell(estimate.point, estimate.low, estimate.high, estimate.confidence)
+
+
+def _shown(sweep: Sweep, arm: str, level: int, estimate: Estimate) -> Estimate:
+    """The cell's estimate as the table's family shows it (Holm level), else as computed."""
+    return sweep.table.get((arm, level, estimate.metric.key), estimate)
 
 
 def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
@@ -62,12 +71,15 @@ def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
             if cell is None:
                 continue
             overall = cell.comparison.stats[-1] if cell.comparison.stats else None
+            decode = _shown(sweep, arm, level, cell.decode) if overall else None
+            latency = _shown(sweep, arm, level, cell.latency) if overall else None
+            throughput = _shown(sweep, arm, level, cell.throughput)
             rows.append({
                 "arm": arm, "concurrency": level, "n": overall.n if overall else 0,
-                "decode": _ci(cell.decode) if overall else "n/a",
-                "decode_verdict": cell.decode.word if overall else "not enough data",
-                "latency": _ci(cell.latency) if overall else "n/a",
-                "throughput": _ci(cell.throughput), "throughput_verdict": cell.throughput.word,
+                "decode": _ci(decode) if decode else "n/a",
+                "decode_verdict": decode.word if decode else "not enough data",
+                "latency": _ci(latency) if latency else "n/a",
+                "throughput": _ci(throughput), "throughput_verdict": throughput.word,
                 "base_tps": cell.base_tokens_per_s, "spec_tps": cell.spec_tokens_per_s,
                 "accept_rate": overall.accept_rate if overall else None,
             })
@@ -113,8 +125,15 @@ def _estimate(estimate: Estimate) -> dict[str, Any]:
     return {"point": estimate.point, "low": estimate.low, "high": estimate.high, "verdict": estimate.verdict}
 
 
+def _crossover(found: Crossover) -> dict[str, Any]:
+    return {"stops_paying_at": found.stops_at, "faster_up_to": found.faster_up_to,
+            "undetermined_from": found.undetermined_from, "margin": found.margin, "established": found.established,
+            "text": found.text}
+
+
 def sweep_json(sweep: Sweep) -> str:
-    """The sweep as JSON: cells with their estimates, crossovers and the best arm per level."""
+    """The sweep as JSON: cells with their estimates, crossovers (the level, or null when not established) and the
+    best arm per level."""
     payload = {
         "arms": list(sweep.arms),
         "levels": list(sweep.levels),
@@ -124,8 +143,10 @@ def sweep_json(sweep: Sweep) -> str:
              "base_tokens_per_s": cell.base_tokens_per_s, "spec_tokens_per_s": cell.spec_tokens_per_s}
             for cell in sweep.cells if cell.comparison.stats
         ],
-        "crossover": {arm: {"decode": sweep.decode_crossover[arm].text,
-                            "throughput": sweep.throughput_crossover[arm].text} for arm in sweep.arms},
+        "crossover": {arm: {"decode": sweep.decode_crossover[arm].stops_at,
+                            "throughput": sweep.throughput_crossover[arm].stops_at} for arm in sweep.arms},
+        "crossover_detail": {arm: {"decode": _crossover(sweep.decode_crossover[arm]),
+                                   "throughput": _crossover(sweep.throughput_crossover[arm])} for arm in sweep.arms},
         "best": [{"concurrency": best.concurrency, "arm": best.arm, "speedup": best.speedup,
                   "runner_up": best.runner_up, "margin": best.margin} for best in sweep.best],
     }
@@ -148,7 +169,15 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
             points = [(c.concurrency, getattr(c, metric)) for c in cells if c is not None and c.comparison.stats]
             levels = [level for level, _ in points]
             values = [est.point for _, est in points]
-            axis.plot(levels, values, marker="o", label=arm)
+            line = axis.plot(levels, values, marker="", label=arm)[0]
+            shown = sweep.decode_crossover[arm] if metric == "decode" else sweep.throughput_crossover[arm]
+            faster_to = shown.faster_up_to if shown.faster_up_to is not None else 0
+            for level, value in zip(levels, values, strict=True):
+                established = level <= faster_to or level == shown.stops_at
+                axis.plot([level], [value], marker="o", color=line.get_color(),
+                          markerfacecolor=line.get_color() if established else "white")
+            if shown.stops_at is not None:
+                axis.axvline(shown.stops_at, color=line.get_color(), linestyle=":", linewidth=1)
             banded = [(level, est) for level, est in points if est.has_interval]
             if banded:
                 axis.fill_between([lv for lv, _ in banded], [e.low for _, e in banded], [e.high for _, e in banded],
@@ -158,7 +187,8 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
         axis.set_xticks(list(sweep.levels), [str(level) for level in sweep.levels])
         axis.set_xlabel("concurrency (requests in flight)")
         axis.set_ylabel(f"{'per-request decode' if metric == 'decode' else 'system throughput'} speedup (x)")
-        axis.set_title(f"{metric} speedup vs concurrency (95% interval bands)")
+        axis.set_title(f"{metric} speedup vs concurrency (95% bands; filled: established, dotted: stops paying)",
+                       fontsize="small")
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize="small")
     figure.tight_layout()

@@ -6,6 +6,7 @@ from bench.runner._arm import RunStopped, machine_info, prompts_digest
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._lag import LagMonitor
+from bench.runner._loops import DEFAULT_LOOP, LOOP_ENV, LOOPS, choose_loop, loop_factory, loop_name
 from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
 from bench.runner._pacer import Pacer
 from bench.runner._probes import server_token_counter
@@ -17,9 +18,13 @@ from bench.runner._sse import SSEDecoder
 from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
 from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
 from bench.runner._turns import RequestSettings, build_payload, send_turn
+from bench.runner._workers import run_workers, worker_shares
 
 __all__ = [
+    "DEFAULT_LOOP",
     "FULL_COLLECTIONS_HELD",
+    "LOOPS",
+    "LOOP_ENV",
     "READ_BYTES",
     "ArmSpec",
     "Arrivals",
@@ -45,9 +50,12 @@ __all__ = [
     "aiohttp_internals_missing",
     "arm_order",
     "build_payload",
+    "choose_loop",
     "chunk_token_counts",
     "execute",
     "execute_interleaved",
+    "loop_factory",
+    "loop_name",
     "machine_info",
     "normalize_base_url",
     "per_token_itl",
@@ -57,10 +65,12 @@ __all__ = [
     "run_interleaved",
     "run_loop",
     "run_sample",
+    "run_workers",
     "seeded_order",
     "send_turn",
     "server_rates",
     "server_root",
     "server_token_counter",
     "stamped_socket",
+    "worker_shares",
 ]

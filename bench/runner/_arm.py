@@ -20,8 +20,9 @@ from bench._errors import BenchError
 from bench._redact import register_secrets
 from bench._version import __version__
 from bench.engines import Engine
-from bench.prompts import PromptSet, Sample
+from bench.prompts import PromptSet, Sample, Shard
 from bench.records import (
+    SHARD_KEY,
     Acceptance,
     Journal,
     Run,
@@ -32,9 +33,11 @@ from bench.records import (
     latest_by_key,
     read_journal,
     save_run,
+    shard_marker,
     summarize,
 )
 from bench.runner._config import RunConfig, normalize_base_url, server_root
+from bench.runner._loops import choose_loop
 from bench.runner._probes import (
     SampleMeter,
     choose_engine,
@@ -45,6 +48,7 @@ from bench.runner._probes import (
     without_counter_deltas,
 )
 from bench.runner._progress import Progress
+from bench.runner._schedule import OpenLoop, Schedule
 from bench.runner._stop import Stop
 from bench.runner._transport import Transport
 from bench.runner._turns import RequestSettings, build_payload, send_turn
@@ -99,7 +103,7 @@ def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
         "prompts_sha256": prompts_digest(prompts),
         "harness": {"name": "speedbench", "version": __version__},
         "started_at": _utc_now(),
-        "machine": machine_info(),
+        "machine": {**machine_info(), "event_loop": choose_loop(config.loop)},
     }
 
 
@@ -245,6 +249,11 @@ async def conclude_arm(
     return results, acceptance, notes
 
 
+_HEADER_READ = frozenset({"config", "selected_samples", "sample_ids", "harness", "started_at", "machine",
+                          "prompts_sha256", "interleaved"})
+"""The journal header's keys `build_run` reads into typed fields (or leaves to the run file's other keys)."""
+
+
 def build_run(
     arm: Arm,
     results: list[SampleResult],
@@ -281,6 +290,7 @@ def build_run(
         dataset={"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
         interleaved=header.get("interleaved"),
         served_models=tuple(sorted(arm.engine.models)),
+        extra={key: value for key, value in header.items() if key not in _HEADER_READ},  # a shard's marker, ...
     )
     run = Run(
         config=arm.header["config"],
@@ -335,3 +345,18 @@ async def warmup(
             return
         if request.exception() is not None:  # warm-up failures surface in the timed run
             return
+
+
+def shard_run(
+    prompts: PromptSet, config: RunConfig, schedule: Schedule | None, shard: Shard | None
+) -> tuple[PromptSet, Schedule | None, dict[str, Any]]:
+    """(the shard's prompts, its schedule, its run-file marker); the run unchanged without a shard."""
+    if shard is None:
+        return prompts, schedule, {}
+    own = shard.prompts(prompts)
+    if isinstance(schedule, OpenLoop):
+        schedule = OpenLoop(shard.arrivals(schedule.offsets_s, len(prompts.samples), config.repeat),
+                            schedule.max_concurrency)
+    marker = shard_marker(shard.index, shard.count, prompts_digest(prompts), len(prompts.samples) * config.repeat,
+                          [sample.id for sample in own.samples])
+    return own, schedule, {SHARD_KEY: marker}

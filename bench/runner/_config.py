@@ -11,6 +11,7 @@ from urllib.parse import urlparse, urlsplit
 from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
 from bench.engines import ENGINE_NAMES
+from bench.runner._loops import choose_loop
 
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """Largest response body read and stored per request (`--max-response-bytes`)."""
@@ -78,6 +79,8 @@ class RunConfig:
     tags: Mapping[str, str] = field(default_factory=dict)
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     logprobs: bool = False
+    workers: int = 1
+    loop: str | None = None
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -97,6 +100,9 @@ class RunConfig:
             raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
         if self.api not in ("chat", "completions"):
             raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
+        if self.workers < 1 or self.workers > self.concurrency:
+            raise BenchError(f"--workers must be between 1 and --concurrency ({self.concurrency}); got {self.workers}")
+        choose_loop(self.loop)
         if self.max_response_bytes < 1024:
             raise BenchError(f"--max-response-bytes must be >= 1024 (got {self.max_response_bytes})")
         owned = [key for key in self.extra_inputs if key in RESERVED_FIELDS or (key == "model" and self.model)]
@@ -152,6 +158,7 @@ class RunConfig:
         """The config as written to the run file: the reference's keys plus speedbench's, no secrets."""
         data = asdict(self)
         data.pop("api_key")
+        data.pop("loop")  # the client's environment, recorded under `machine.event_loop`
         data["url"] = redact_url(self.url)
         data["headers"] = sorted(data["headers"])
         data["extra_inputs"] = dict(self.extra_inputs)

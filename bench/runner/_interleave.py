@@ -11,9 +11,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.prompts import PromptSet, Sample
+from bench.prompts import PromptSet, Sample, Shard
 from bench.records import Run
-from bench.runner._arm import Arm, prepare_arm
+from bench.runner._arm import Arm, prepare_arm, shard_run
 from bench.runner._config import RunConfig
 from bench.runner._drive import drive
 from bench.runner._lifecycle import Session, run_arms
@@ -51,16 +51,19 @@ async def execute_interleaved(
     resume: bool = False,
     force: bool = False,
     install_signal_handlers: bool = True,
+    shard: Shard | None = None,
 ) -> tuple[dict[str, Run], bool]:
     """Run the prompt set against every arm, sample by sample in seeded random arm order; return runs by name.
 
     Each arm's output is locked for one writer; a journal that cannot be written stops every arm (the
-    finished samples are kept) and raises `RunStopped` for the first arm that hit it.
+    finished samples are kept) and raises `RunStopped` for the first arm that hit it. With `shard` each arm
+    sends that slice of the run: a sample's pair stays in one shard.
     """
     progress = progress or SilentProgress()
     names = [arm.name for arm in arms]
     if len(set(names)) != len(names) or len(arms) < 2:
         raise ValueError("interleaving needs at least two arms with distinct names")
+    prompts, _, shard_extra = shard_run(prompts, arms[0].config, None, shard)
     lockstep = LockStep(arms[0].config.concurrency, seed, names)
     repeats = arms[0].config.repeat
     prepared: dict[str, Arm] = {}
@@ -68,7 +71,8 @@ async def execute_interleaved(
         partners = [name for name in names if name != spec.name]
         marker = {"seed": seed, "partner": partners[0] if len(partners) == 1 else partners, "batch": lockstep.batch}
         prepared[spec.name] = prepare_arm(
-            prompts, spec.config, spec.output, resume=resume, force=force, header_extra={"interleaved": marker}
+            prompts, spec.config, spec.output, resume=resume, force=force,
+            header_extra={"interleaved": marker, **shard_extra},
         )
     every_job = [(sample, repeat) for repeat in range(repeats) for sample in prompts.samples]
     todo = {name: {_job_key(job) for job in arm.plan.jobs} for name, arm in prepared.items()}
@@ -101,11 +105,13 @@ def run_interleaved(
     resume: bool = False,
     force: bool = False,
     install_signal_handlers: bool = True,
+    shard: Shard | None = None,
 ) -> tuple[dict[str, Run], bool]:
-    """Synchronous wrapper of `execute_interleaved`."""
+    """Synchronous wrapper of `execute_interleaved`, on the event loop the first arm's config names."""
     return run_loop(
         execute_interleaved(
             prompts, arms, seed=seed, progress=progress, resume=resume, force=force,
-            install_signal_handlers=install_signal_handlers,
-        )
+            install_signal_handlers=install_signal_handlers, shard=shard,
+        ),
+        arms[0].config.loop if arms else None,
     )

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 
-from bench.prompts import PromptSet
+from bench.prompts import PromptSet, Shard
 from bench.records import Run
-from bench.runner._arm import prepare_arm
+from bench.runner._arm import prepare_arm, shard_run
 from bench.runner._config import RunConfig
 from bench.runner._drive import drive
 from bench.runner._lifecycle import Session, run_arms
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._schedule import ClosedLoop, Schedule
-from bench.runner._stop import run_loop
+from bench.runner._stop import run_loop, sleep_until
 
 
 async def execute(
@@ -25,8 +25,14 @@ async def execute(
     force: bool = False,
     install_signal_handlers: bool = True,
     schedule: Schedule | None = None,
+    shard: Shard | None = None,
+    start_at: float | None = None,
 ) -> tuple[Run, bool]:
     """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish.
+
+    With `shard` only that slice of the run is sent (`Shard.prompts`), an open-loop schedule keeps the full
+    schedule's arrival offsets (`Shard.arrivals`), and the run file carries the shard marker `merge` checks.
+    With `start_at` (epoch seconds, the shards' shared start) the schedule starts then, after the set-up.
 
     `schedule` releases the jobs (a closed loop of `config.concurrency` workers by default) and sizes the
     connection pool (`Schedule.max_in_flight`), so no arrival waits for a connection. The output is
@@ -35,10 +41,15 @@ async def execute(
     could not be).
     """
     progress = progress or SilentProgress()
-    arm = prepare_arm(prompts, config, output, resume=resume, force=force)
+    prompts, schedule, marker = shard_run(prompts, config, schedule, shard)
+    if start_at is not None:
+        marker["start_at"] = start_at
+    arm = prepare_arm(prompts, config, output, resume=resume, force=force, header_extra=marker)
     strategy = schedule or ClosedLoop(config.concurrency)
 
     async def timed(session: Session) -> None:
+        if start_at is not None:
+            await sleep_until(start_at, session.stop)
         arm.new_results = await drive(
             session.transports["run"], arm.engine, arm.plan.jobs, arm.settings, strategy, session.stop,
             progress, arm.journal, arm.meter, origin=session.started,
@@ -62,11 +73,15 @@ def run_benchmark(
     force: bool = False,
     install_signal_handlers: bool = True,
     schedule: Schedule | None = None,
+    shard: Shard | None = None,
+    start_at: float | None = None,
 ) -> tuple[Run, bool]:
-    """Synchronous wrapper of `execute`."""
+    """Synchronous wrapper of `execute`, on the event loop `config.loop` names."""
     return run_loop(
         execute(
             prompts, config, output=output, progress=progress, resume=resume, force=force,
-            install_signal_handlers=install_signal_handlers, schedule=schedule,
-        )
+            install_signal_handlers=install_signal_handlers, schedule=schedule, shard=shard, start_at=start_at,
+        ),
+        config.loop,
     )
+

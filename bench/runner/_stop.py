@@ -6,8 +6,11 @@ import asyncio
 import contextlib
 import gc
 import signal
+import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
+
+from bench.runner._loops import choose_loop, loop_factory
 
 _T = TypeVar("_T")
 
@@ -86,8 +89,10 @@ FULL_COLLECTIONS_HELD = 1_000_000_000
 """The collector's third threshold during a run: that many young collections before a full one, i.e. none."""
 
 
-def run_loop(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    """asyncio.run(coroutine) with the objects made before it frozen, its result handed back outside the task.
+def run_loop(coroutine: Coroutine[Any, Any, _T], loop: str | None = None) -> _T:
+    """asyncio.run(coroutine) on the named loop, the objects made before it frozen, its result handed back outside.
+
+    The loop is `choose_loop(loop)`'s: the name given, else $SPEEDBENCH_LOOP, else asyncio's.
 
     On the main thread asyncio.run swaps the SIGINT handler for one that holds the main task, and Python
     builds the repr of that handler (task, result and all) when it is swapped back: for a run's result that
@@ -109,8 +114,20 @@ def run_loop(coroutine: Coroutine[Any, Any, _T]) -> _T:
     thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], FULL_COLLECTIONS_HELD)
     try:
-        asyncio.run(main())
+        with asyncio.Runner(loop_factory=loop_factory(choose_loop(loop))) as runner:
+            runner.run(main())
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
     return box[0]
+
+
+async def sleep_until(epoch_s: float, stop: Stop) -> None:
+    """Sleep until the wall clock reads `epoch_s` (at once when it has passed), ending early on a stop request."""
+    remaining = epoch_s - time.time()
+    if remaining <= 0:
+        return
+    try:
+        await asyncio.wait_for(stop.requested.wait(), remaining)
+    except TimeoutError:
+        pass

@@ -1,6 +1,6 @@
-"""A loopback streaming server on a known schedule that logs when it sent each chunk (for `make perf`, issue 17).
+"""A loopback streaming server on a known schedule that logs when it sent each chunk (for `make perf`).
 
-Run by perf.py as its own process: `python _stream_server.py PORT_FILE LOG_FILE CHUNKS INTERVAL_US`.
+Run by perf.py as its own process: `python stream_server.py PORT_FILE LOG_FILE CHUNKS INTERVAL_US`.
 It answers every POST with a pre-generated llama.cpp-shaped chat stream (HTTP/1.1, chunked, one SSE event
 per HTTP chunk and per send()): the role chunk at once, then CHUNKS one-token content chunks, chunk k due
 INTERVAL_US * (k + phase) after the request arrived (phase in [0, 1) spread by a golden-ratio sequence so

@@ -1,6 +1,6 @@
-"""The streaming load figures of `make perf` (issue 17): client ITL error against a server's own send gaps.
+"""The streaming load rows of `make perf`: client ITL error against a server's own send gaps, beside a floor.
 
-A loopback server process (`_stream_server.py`) streams pre-generated llama.cpp-shaped SSE on a known
+A loopback server process (`stream_server.py`) streams pre-generated llama.cpp-shaped SSE on a known
 schedule and logs `perf_counter_ns()` after each content chunk's send(). Two receivers are driven against
 it in the same run, one after the other: the floor (a minimal epoll loop in this process that only reads
 the sockets and timestamps content chunks, no HTTP or JSON parsing) and speedbench's runner
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import resource
 import select
@@ -23,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SERVER = Path(__file__).resolve().parent / "_stream_server.py"
+from measures.common import Sizes, busy_cores, percentile, timed
+
+SERVER = Path(__file__).resolve().parent / "stream_server.py"
 CONTENT_MARKER = b'"delta":{"content"'
 DONE_MARKER = b"data: [DONE]"
 
@@ -79,6 +82,16 @@ class Outcome:
         wall = self.cpu_wall_s or self.wall_s
         return self.cpu_s / wall if wall else 0.0
 
+
+STREAM_TARGETS = {
+    # streams x chunks/s per stream: (p50 ms or None, p99 ms, floor multiple for p99, no chunk may be lost)
+    (64, 200): (0.1, 1.0, 2.0, False),
+    (256, 100): (None, 3.0, 2.0, True),
+    (512, 100): (None, 3.0, 2.0, True),
+}
+"""The streaming targets: ITL error (|client gap - server send gap|) p99 passes under the absolute bound or
+within the floor multiple of the floor's p99 measured in the same run; 512 x 100/s is a speculative
+H100/H200 server's load at concurrency 512 (llama.cpp sends one chunk per token)."""
 
 
 def cpu_seconds() -> float:
@@ -214,8 +227,11 @@ def floor_outcome(port_server: StreamServer, load: Load, prefix: str) -> Outcome
     return outcome
 
 
-def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: Path) -> Outcome:
-    """Run speedbench's runner (stream=True) against a started server and compare (the server is stopped)."""
+def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: Path, **settings: Any) -> Outcome:
+    """Run speedbench's runner (stream=True) against a started server and compare (the server is stopped).
+
+    `settings` are further RunConfig fields (`loop`, `workers`), passed only when given.
+    """
     from bench.prompts import PromptSet, Sample
     from bench.runner import RunConfig, SilentProgress, run_benchmark
 
@@ -224,7 +240,7 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
     prompts = PromptSet(samples=samples, source="perf", bench="qualitative", categories=("qa",))
     config = RunConfig(
         url=f"http://127.0.0.1:{port_server.port}/v1", osl=load.chunks, concurrency=load.streams, stream=True,
-        label=prefix, timeout=60.0, per_sample_metrics=False,
+        label=prefix, timeout=60.0, per_sample_metrics=False, **settings,
     )
     output = workdir / f"{prefix}.json"
     cpu0 = cpu_seconds()
@@ -257,18 +273,120 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
     return outcome
 
 
-def measure_load(load: Load, workdir: Path, tag: str) -> tuple[Outcome, Outcome]:
+def measure_load(load: Load, workdir: Path, tag: str, **settings: Any) -> tuple[Outcome, Outcome]:
     """(floor, speedbench) at one load point, each against a fresh server process."""
-    floor_server = StreamServer(workdir, load, f"{tag}-floor")
-    floor_server.start()
+    floor = measure_floor(load, workdir, f"{tag}-floor")
+    return floor, measure_client(load, workdir, f"{tag}-sb", **settings)
+
+
+def measure_floor(load: Load, workdir: Path, tag: str) -> Outcome:
+    """The floor at one load point, against a fresh server process."""
+    server = StreamServer(workdir, load, tag)
+    server.start()
     try:
-        floor = floor_outcome(floor_server, load, f"{tag}-floor")
+        return floor_outcome(server, load, tag)
     finally:
-        floor_server.stop()
-    client_server = StreamServer(workdir, load, f"{tag}-sb")
-    client_server.start()
+        server.stop()
+
+
+def measure_client(load: Load, workdir: Path, tag: str, **settings: Any) -> Outcome:
+    """speedbench's runner at one load point, against a fresh server process (`settings` as runner_outcome's)."""
+    server = StreamServer(workdir, load, tag)
+    server.start()
     try:
-        client = runner_outcome(client_server, load, f"{tag}-sb", workdir)
+        return runner_outcome(server, load, tag, workdir, **settings)
     finally:
-        client_server.stop()
-    return floor, client
+        server.stop()
+
+
+def measure_streaming(
+    sizes: Sizes, workdir: Path, busy: int = 0, **settings: Any
+) -> list[tuple[Load, Outcome, Outcome]]:
+    """(load, floor, speedbench) at each streaming load point, with `busy` cores kept busy (`settings` as
+    runner_outcome's)."""
+    streaming = []
+    with busy_cores(busy):
+        for (streams, rate), chunks in zip(STREAM_TARGETS, sizes.stream_chunks, strict=True):
+            load = Load(streams, rate, chunks, sizes.stream_waves)
+            floor_and_client = timed(f"stream load {load.label}",
+                                     lambda load=load: measure_load(load, workdir, f"load{load.streams}", **settings))
+            streaming.append((load, *floor_and_client))
+    return streaming
+
+
+
+def stream_table(streaming: list[tuple[Load, Outcome, Outcome]]) -> tuple[str, list[str], list[str]]:
+    """The streaming load table (floor, speedbench, reference per load point), its notes and the missed targets."""
+    header = ["load (chunks/s)", "receiver", "ITL err p50 ms", "p99 ms", "p99.9 ms", "max ms", "chunks/s", "CPU cores",
+              "lost", "p99/floor", "target", "status"]
+    table = [header]
+    missed: list[str] = []
+    notes: list[str] = []
+    for load, floor, client in streaming:
+        p50_target, p99_target, multiple, lossless = STREAM_TARGETS[(load.streams, load.rate)]
+        floor_p99 = percentile(floor.errors_ms, 0.99) if floor.errors_ms else math.nan
+        name = f"{load.label} ({load.offered:,})"
+        for receiver, outcome in (("floor", floor), ("speedbench", client)):
+            p50 = percentile(outcome.errors_ms, 0.5) if outcome.errors_ms else math.nan
+            p99 = percentile(outcome.errors_ms, 0.99) if outcome.errors_ms else math.nan
+            target, status = "-", "-"
+            if receiver == "speedbench":
+                checks = [p99 <= p99_target or p99 <= multiple * floor_p99]
+                parts = [f"p99 <= {p99_target:g} or <= {multiple:g}x floor"]
+                if p50_target is not None:
+                    checks.append(p50 <= p50_target)
+                    parts.insert(0, f"p50 <= {p50_target:g}")
+                if lossless:
+                    checks.append(outcome.lost == 0)
+                    parts.append("0 lost")
+                checks.append(not outcome.note and bool(outcome.errors_ms))
+                target, status = "; ".join(parts), "PASS" if all(checks) else "FAIL"
+                if status == "FAIL":
+                    missed.append(f"streaming {load.label}")
+                if outcome.note:
+                    notes.append(f"speedbench at {load.label}: {outcome.note}")
+                if outcome.lag:
+                    lag = outcome.lag
+                    notes.append(
+                        f"speedbench's own event-loop lag at {load.label} (run meta client_lag): p50 "
+                        f"{lag['p50_ms']:.2f} ms, p99 {lag['p99_ms']:.2f} ms, max {lag['max_ms']:.1f} ms over "
+                        f"{lag['samples']} samples; the run warned of merged chunks: "
+                        f"{'yes' if outcome.merge_warned else 'no'}"
+                    )
+            ratio_text = f"{p99 / floor_p99:.2g}x" if floor_p99 and not math.isnan(floor_p99) else "n/a"
+            table.append([
+                name, receiver, f"{p50:.3f}", f"{p99:.3f}",
+                f"{percentile(outcome.errors_ms, 0.999):.3f}" if outcome.errors_ms else "nan",
+                f"{max(outcome.errors_ms, default=math.nan):.2f}",
+                f"{outcome.chunks_per_s:,.0f}", f"{outcome.cpu_share:.2f}", str(outcome.lost),
+                ratio_text if receiver != "floor" else "1.0x", target, status,
+            ])
+        table.append([name, "reference", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "-", "-"])
+    widths = [max(len(row[index]) for row in table) for index in range(len(header))]
+    lines = []
+    for index, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    notes.extend([
+        "streaming: a loopback server process (benchmarks/measures/stream_server.py) sends pre-generated "
+        "llama.cpp-shaped SSE, one event per send(), chunk k of a stream due (k + phase) x 1/rate after its request "
+        "(phases spread so streams do not tick together), and logs perf_counter_ns() after each content chunk's "
+        "send(); ITL error = |receiver's gap - server's send gap| for every pair of consecutive content chunks of "
+        "every stream, "
+        + ", ".join(f"{load.label}: {load.streams * load.waves} streams of {load.chunks} chunks"
+                    for load, _, _ in streaming) + ".",
+        "floor: a minimal epoll loop in the same process that only reads the sockets and timestamps each recv "
+        "(content chunks counted by a byte marker, no HTTP or JSON parsing), run against a fresh server just before "
+        "speedbench; speedbench: run_benchmark(stream=True, concurrency=streams), its records' itl_s, whose times "
+        "are the kernel's receive times of the reads (SO_TIMESTAMPNS), so its error can be below the floor's, "
+        "which timestamps in user space. chunks/s = content chunks over the receiving window (floor: connect to "
+        "last chunk; speedbench: first request sent to last [DONE]). CPU cores = the receiving process's "
+        "user+system CPU seconds over the receiving wall time (speedbench: the run's elapsed_s, which adds the "
+        "run's set-up and the writing of its file).",
+        "reference: n/a for streaming - llama.cpp's speed_bench.py always sends \"stream\": false and reads whole "
+        "JSON answers, so it cannot stream.",
+    ])
+    return "\n".join(lines) + "\n", notes, missed
+
+

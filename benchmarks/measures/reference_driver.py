@@ -1,6 +1,6 @@
 """Drive llama.cpp's `speed_bench.run_one` over a thread pool, as its main() does, on constructed samples.
 
-Run by `perf.py` in the reference's own venv: `python _reference_run.py SPEED_BENCH_DIR URL N CONCURRENCY WARMUP`.
+Run by `perf.py` in the reference's own venv: `python reference_driver.py SPEED_BENCH_DIR URL N CONCURRENCY WARMUP`.
 The reference loads prompts from the hub, which is not reachable here, so `datasets` is stubbed when it is
 not installed (only `load_samples` uses it) and the samples are built locally. It prints one JSON object.
 """

@@ -1,0 +1,191 @@
+"""Joining shard run files (`--shard I/N`) into the one run they are slices of.
+
+A shard's run file carries a `shard` marker: its index and count, and the full run's selected samples and
+prompts digest, with its own slice's sample ids in order. Shards merge only when they are the N slices of
+one experiment: the same count, full prompts digest and configuration, each index exactly once. The merged
+run holds every shard's results in the full schedule's order, its concurrency is the shards' sum (each
+shard is a client of its own), its elapsed_s the longest shard's (shards run at once; run files time their
+start and end to the second only), and `meta.shards` keeps what each shard recorded about itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench._constants import OVERALL
+from bench._errors import BenchError
+from bench.records._identity import RunIdentity
+from bench.records._run import Run
+from bench.records._summary import summarize
+
+SHARD_KEY = "shard"
+"""The run-file key of a shard's marker."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardMarker:
+    """What a shard's run file says about its slice: index, count, and the full run's identity."""
+
+    index: int
+    count: int
+    prompts_sha256: str
+    selected_samples: int
+    sample_ids: tuple[str, ...]
+
+    @classmethod
+    def from_run(cls, run: Run) -> ShardMarker:
+        """Read a run's marker; a one-line BenchError when it has none or it is malformed."""
+        source = run.path or "a run"
+        data = run.meta.get(SHARD_KEY)
+        if not isinstance(data, Mapping):
+            raise BenchError(f"{source}: not a shard's run file (no shard marker; runs made with --shard I/N have one)")
+        index, count, ids = data.get("index"), data.get("count"), data.get("sample_ids")
+        digest, selected = data.get("prompts_sha256"), data.get("selected_samples")
+        valid = (
+            isinstance(index, int) and isinstance(count, int) and 0 <= index < count
+            and isinstance(digest, str) and isinstance(selected, int) and isinstance(ids, list)
+            and all(isinstance(item, str) for item in ids)
+        )
+        if not valid:
+            raise BenchError(f"{source}: its shard marker is malformed ({dict(data)!r:.120})")
+        return cls(index, count, digest, selected, tuple(ids))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The marker as the run file keeps it."""
+        return {"index": self.index, "count": self.count, "prompts_sha256": self.prompts_sha256,
+                "selected_samples": self.selected_samples, "sample_ids": list(self.sample_ids)}
+
+
+def shard_marker(index: int, count: int, prompts_sha256: str, selected_samples: int,
+                 sample_ids: Sequence[str]) -> dict[str, Any]:
+    """The marker a shard's run records under `meta.shard` (the full run's digest and size, its own ids)."""
+    return ShardMarker(index, count, prompts_sha256, selected_samples, tuple(sample_ids)).to_dict()
+
+
+SAME_CONFIG_EXCEPT = frozenset({"label"})
+"""Config keys shards may differ in (a label only names a file)."""
+
+
+def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCEPT, part: str = "shard") -> Run:
+    """The one run of which `runs` are the N shards; a one-line BenchError when they are not exactly that.
+
+    `vary` names the config keys the parts may differ in; `part` names them in the merged meta (`meta.shards`,
+    or `meta.workers` for one run's worker processes) and its warnings.
+    """
+    if not runs:
+        raise BenchError("merge needs the shard run files to join")
+    markers = [ShardMarker.from_run(run) for run in runs]
+    first, first_marker = runs[0], markers[0]
+    name = lambda run: run.path or "a run"  # noqa: E731
+    for run, marker in zip(runs[1:], markers[1:], strict=True):
+        _check_same_experiment(first, first_marker, run, marker, name, vary)
+    by_index: dict[int, Run] = {}
+    for run, marker in zip(runs, markers, strict=True):
+        if marker.index in by_index:
+            raise BenchError(f"shard {marker.index}/{marker.count} given twice: {name(by_index[marker.index])} and "
+                             f"{name(run)}")
+        by_index[marker.index] = run
+    missing = [f"{index}/{first_marker.count}" for index in range(first_marker.count) if index not in by_index]
+    if missing:
+        raise BenchError(f"missing shard(s) {', '.join(missing)} of {first_marker.count}: a merged run must hold "
+                         "every slice")
+    owner: dict[str, int] = {}
+    position: dict[str, int] = {}
+    for marker in markers:
+        for local, sample_id in enumerate(marker.sample_ids):
+            if sample_id in owner:
+                raise BenchError(f"sample {sample_id!r} is in shards {owner[sample_id]} and {marker.index}: these "
+                                 "are not slices of one run")
+            owner[sample_id] = marker.index
+            position[sample_id] = local * marker.count + marker.index
+    ordered = sorted(markers, key=lambda marker: marker.index)
+    results = []
+    for marker in ordered:
+        run = by_index[marker.index]
+        strays = [result.id for result in run.results if owner.get(result.id) != marker.index]
+        if strays:
+            raise BenchError(f"{name(run)}: holds sample {strays[0]!r}, which is not in its slice")
+        results.extend(run.results)
+    results.sort(key=lambda result: (result.repeat, position[result.id]))
+    return _merged_run(ordered, by_index, results, first_marker, part)
+
+
+def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, marker: ShardMarker, name: Any,
+                           vary: frozenset[str]) -> None:
+    """Refuse a shard of another experiment than the first one's, naming what differs."""
+    where = f"{name(first)} and {name(run)}"
+    if marker.count != first_marker.count:
+        raise BenchError(f"shards of different runs: {where} split into {first_marker.count} and {marker.count}")
+    if marker.prompts_sha256 != first_marker.prompts_sha256 or marker.selected_samples != first_marker.selected_samples:
+        raise BenchError(f"shards of different runs: {where} were cut from different prompt sets")
+    identity = RunIdentity.of(first.config).resume_mismatches(RunIdentity.of(run.config))
+    differing = [mismatch for mismatch in identity if mismatch.key not in vary]
+    if differing:
+        raise BenchError(f"shards of different runs: {where} differ: {differing[0].message()}")
+    keys = sorted((set(first.config) | set(run.config)) - vary)
+    for key in keys:
+        if first.config.get(key) != run.config.get(key):
+            raise BenchError(f"shards of different runs: {where} differ in config {key!r} "
+                             f"({first.config.get(key)!r:.60} vs {run.config.get(key)!r:.60})")
+    for key in ("engine", "harness"):
+        if first.meta.get(key) != run.meta.get(key):
+            raise BenchError(f"shards of different runs: {where} differ in {key} "
+                             f"({first.meta.get(key)!r:.60} vs {run.meta.get(key)!r:.60})")
+
+
+def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results: list[Any],
+                marker: ShardMarker, part: str) -> Run:
+    """Build the merged Run: joined results, summed concurrency, meta of the whole plus each shard's own."""
+    runs = [by_index[item.index] for item in ordered]
+    first = runs[0]
+    config = dict(first.config)
+    config.pop("label", None)
+    concurrency = [run.config.get("concurrency") for run in runs]
+    if all(isinstance(value, int) for value in concurrency):
+        config["concurrency"] = sum(concurrency)  # type: ignore[arg-type]
+    started = [run.meta.get("started_at") for run in runs if isinstance(run.meta.get("started_at"), str)]
+    finished = [run.meta.get("finished_at") for run in runs if isinstance(run.meta.get("finished_at"), str)]
+    elapsed = [float(run.meta["elapsed_s"]) for run in runs if isinstance(run.meta.get("elapsed_s"), int | float)]
+    warnings = [f"{part} {item.index}/{item.count}: {warning}"
+                for item, run in zip(ordered, runs, strict=True) for warning in run.info.warnings]
+    interrupted = any(run.info.interrupted for run in runs)
+    meta = {key: value for key, value in first.meta.items() if key != "shard"}
+    meta.update({
+        "started_at": min(started, default=None),
+        "finished_at": max(finished, default=None),
+        "elapsed_s": max(elapsed, default=None),  # the parts run at once: the longest one's time
+        "prompts_sha256": marker.prompts_sha256,
+        "interrupted": interrupted,
+        "warnings": warnings,
+        "client_lag": _worst_lag(runs),
+        "acceptance": first.meta.get("acceptance") if len(runs) == 1 else None,
+        f"{part}s": [
+            {"index": item.index, "count": item.count, "path": run.path, "machine": run.meta.get("machine"),
+             "started_at": run.meta.get("started_at"), "finished_at": run.meta.get("finished_at"),
+             "elapsed_s": run.meta.get("elapsed_s"), "client_lag": run.meta.get("client_lag"),
+             "acceptance": run.meta.get("acceptance"), "samples": len(item.sample_ids)}
+            for item, run in zip(ordered, runs, strict=True)
+        ],
+    })
+    if len(runs) > 1:
+        meta["warnings"].append(
+            f"merged from {len(runs)} {part}s; run-wide acceptance from the servers' counters is not summed "
+            f"({part}s that share a server count each other's drafts): per-sample figures and meta.{part}s keep it"
+        )
+    categories = [row["category"] for row in first.summary if row.get("category") != OVERALL]
+    return Run(
+        config=config,
+        selected_samples=marker.selected_samples,
+        results=tuple(results),
+        summary=tuple(summarize(results, categories or None)),
+        meta=meta,
+        path=None,
+    )
+
+
+def _worst_lag(runs: Sequence[Run]) -> Any:
+    """The client-lag summary of the shard whose loop lagged most (p99), or None."""
+    lags = [run.meta.get("client_lag") for run in runs if isinstance(run.meta.get("client_lag"), Mapping)]
+    return max(lags, key=lambda lag: lag.get("p99_ms") or 0.0, default=None)

@@ -1,0 +1,67 @@
+"""Near-ties at the engine's precision: a grid of log-probabilities estimated from recorded margins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bench.analysis import NEAR_TIE_MARGIN, compare, estimate_resolution, lossless_check
+from bench.records import Run, SampleResult, decode_margins, encode_margins, summarize
+from bench.render import render_markdown, render_text
+
+# top-2 margins a real vLLM (bf16) run recorded on this CPU, as quoted in the issue, and more of the same grid
+VLLM_BF16 = (0.125, 0.625, 0.75, 2.875, 0.125, 1.5, 0.25, 3.0, 0.375, 0.875, 4.125, 0.5, 6.25, 1.125, 0.125, 2.0,
+             0.625, 5.375, 0.75, 1.875, 0.25, 9.5)
+
+
+def _recorded(margins) -> list[float | None]:
+    """Margins as a run file keeps them (three significant digits)."""
+    return [margin for _, margin in decode_margins(encode_margins((1, m) for m in margins))]
+
+
+def test_bf16_grid_is_found_through_the_run_file_rounding() -> None:
+    resolution = estimate_resolution(_recorded(VLLM_BF16))
+    assert resolution.step == 0.125
+    assert resolution.threshold() > 0.125 > NEAR_TIE_MARGIN  # one step is a tie; two steps (0.25) are not
+    assert resolution.threshold() < 0.25
+
+
+def test_continuous_fp32_margins_have_no_grid() -> None:
+    rng = np.random.default_rng(3)
+    resolution = estimate_resolution(_recorded(rng.exponential(1.5, 200)))
+    assert resolution.step is None and resolution.threshold() == NEAR_TIE_MARGIN
+    assert estimate_resolution(_recorded(VLLM_BF16[:5])).step is None  # too few margins to claim a grid
+
+
+def _result(sample: str, output: str, margins: str) -> SampleResult:
+    return SampleResult(id=sample, category="qa", ok=True, turns=1, latency_s=1.0, predicted_per_second=20.0,
+                        prompt_per_second=100.0, outputs=(output,), token_margins=(margins,))
+
+
+def test_a_one_step_bf16_margin_is_a_near_tie_and_the_output_names_the_rule() -> None:
+    grid = " ".join(f"1:{m:.3g}" for m in VLLM_BF16)
+    tail = "1:" + " 1:".join(f"{m:.3g}" for m in VLLM_BF16)
+    # "The cat sat" / "The dog sat": tokens "The", " cat", " sat"; the margin at " cat" is one or two grid steps
+    one_step = _result("a", "The cat sat", f"3:1.5 4:0.125 4:2 {grid}")
+    two_steps = _result("b", "The cat sat", f"3:1.5 4:0.25 4:2 {tail}")
+    base = Run(config={}, selected_samples=2, results=(one_step, two_steps), summary=tuple(summarize([one_step])))
+    spec_a = _result("a", "The dog sat", "3:1.5 4:0.5 4:2")
+    spec_b = _result("b", "The dog sat", "3:1.5 4:0.5 4:2")
+    spec = Run(config={}, selected_samples=2, results=(spec_a, spec_b), summary=tuple(summarize([spec_a])))
+    row = lossless_check(base, spec)[-1]
+    assert (row["near_tie"], row["real"]) == (1, 1)
+    assert row["resolution"] == 0.125
+    comparison = compare(base, spec)
+    for text in (render_text(comparison), render_markdown(comparison)):
+        assert "at most 1 step(s) of 0.125 nats apart" in text
+    # the fixed 0.1-nat rule, given explicitly, calls the one-step margin real
+    assert lossless_check(base, spec, threshold=NEAR_TIE_MARGIN)[-1]["real"] == 2
+
+
+def test_real_llamacpp_fp32_margins_have_no_grid() -> None:
+    fixture = Path(__file__).parent / "data" / "llamacpp_fp32_margins.txt"
+    margins = [float(line) for line in fixture.read_text().splitlines() if line and not line.startswith("#")]
+    assert len(margins) > 500
+    resolution = estimate_resolution(margins)
+    assert resolution.step is None and resolution.threshold() == NEAR_TIE_MARGIN
