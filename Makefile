@@ -20,8 +20,19 @@ BASE_URL ?=
 SPEC_URL ?=
 THREADS ?= 1
 STREAM ?=
+CATEGORY ?= all
+# DECIDE=1: rounds of one prompt per category until the overall decode verdict is decided (a sequential test that
+# stays valid when it stops early), at most LIMIT rounds; DECIDE= runs LIMIT prompts a category, fixed.
+DECIDE ?= 1
+comma  := ,
+# Both workloads where speculation pays (grounded: answers that reuse the prompt) and where it may not
+# (qualitative: free generation), each decided apart; BENCH=qualitative (or grounded) runs one.
+BENCH  ?= $(if $(wildcard categories/grounded),grounded$(comma)qualitative,qualitative)
+# The real Mermaid parser (npm, pinned in tests/mermaid/package-lock.json) that checks the report's charts.
+MERMAID_DIR   := tests/mermaid
+MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
 
-.PHONY: install vllm-env test test-fast test-vllm bench sweep report perf lint clean
+.PHONY: install vllm-env mermaid test test-fast test-vllm bench sweep report perf lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +51,19 @@ $(VLLM_STAMP):
 
 vllm-env: $(VLLM_STAMP)
 
+$(MERMAID_STAMP): $(MERMAID_DIR)/package.json $(MERMAID_DIR)/package-lock.json
+	cd $(MERMAID_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(MERMAID_STAMP)
+
+# Without npm the chart check is skipped (pytest says why); under CI=true a failed install fails the run.
+mermaid:
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(MERMAID_STAMP); \
+	else echo "make mermaid: npm not found; the Mermaid parser check will be skipped"; fi
+
 test: $(STAMP)
 	@# the byte-parity tests need llama.cpp's own compare script; under CI=true a failed fetch fails the run
 	$(BIN)/python benchmarks/perf.py --setup-reference || [ "$$CI" != "true" ]
+	$(MAKE) --no-print-directory mermaid || [ "$$CI" != "true" ]
 	$(BIN)/ruff check bench tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -m "not vllm"
@@ -56,6 +77,7 @@ test-vllm: $(STAMP) $(VLLM_STAMP)
 
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
+		--category $(CATEGORY) --bench $(BENCH) $(if $(DECIDE),--until-decided) \
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream)
 
@@ -77,4 +99,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(MERMAID_DIR)/node_modules build *.egg-info .pytest_cache .ruff_cache

@@ -52,7 +52,8 @@ def test_help_prints_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_stats_and_regress_name_their_means() -> None:
-    assert "geometric mean of per-sample speedups (the table above: ratio of arithmetic means)" in stats_text([], 0.02)
+    legend = "geometric mean of per-sample speedups (the SpeedBench table: ratio of arithmetic means)"
+    assert legend in stats_text([], 0.02)
     rows = [GateRow("overall", DECODE_SPEEDUP, 5, 1.2, 1.1, 0.917, 0.9, 0.95, "REGRESSED")]
     text = gate_text(rows)
     assert text.startswith("speedbench regress: 1 regression(s): overall decode speedup\n")

@@ -94,7 +94,7 @@ def test_compare_applies_the_family_rule_and_every_output_names_it() -> None:
     text, markdown = render_text(comparison), render_markdown(comparison)
     for output in (text, markdown):
         assert "Holm step-down over category x metric (22 tests" in output
-        assert "overall (primary)" in output and "@99.77%" in output
+        assert "overall (primary)" in output and "at 99.77%" in output
         assert "decode_mde" in output and "latency_mde" in output
     payload = json.loads(render_json(comparison))
     assert payload["family"]["size"] == 22 and payload["family"]["primary"] == "overall"

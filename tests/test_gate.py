@@ -43,7 +43,7 @@ def test_three_outcomes_each_with_its_interval() -> None:
     row = next(row for row in noisy.rows if row.category == "overall" and row.metric.key == "decode_speedup")
     assert row.status == INCONCLUSIVE and row.detectable > 0.05 and not noisy.failed()
     text = gate_text(noisy)
-    assert "could_detect" in text and f"-{row.detectable:.0%}" in text and "@" in text
+    assert "could_detect" in text and f"-{row.detectable:.0%}" in text and "] at " in text
     assert "(reported)" in text  # category rows are shown, not gated
     assert "### speedbench regress: passed" in gate_markdown(noisy)
 

@@ -15,6 +15,7 @@ from bench.render import (
     FEW_SAMPLES,
     accept_figure,
     latency_figure,
+    latency_speedups,
     place_labels,
     plot_all,
     speedup_figure,
@@ -68,12 +69,15 @@ def test_speedup_footnote_sits_below_the_rotated_labels() -> None:
 def test_speedup_title_says_which_bars_have_an_interval() -> None:
     figure = speedup_figure(_stats({"overall"}))
     title = figure.axes[0].get_title()
-    assert "95% CI on 1 of 12 categories" in title
+    assert "95% CI on overall only" in title  # the overall row is no category: never "1 of 12 categories"
     assert "Whiskers: 95% t-interval on the logs, on overall. No whiskers on coding" in _all_text(figure)
     plt.close(figure)
     everywhere = speedup_figure(_stats(set([*CATEGORIES, "overall"])))
     assert everywhere.axes[0].get_title().endswith("95% CI)") and "whiskers" not in _all_text(everywhere).lower()
     plt.close(everywhere)
+    some = speedup_figure(_stats({"coding", "math", "overall"}))
+    assert "95% CI on 2 of 11 categories and overall" in some.axes[0].get_title()
+    plt.close(some)
     nowhere = speedup_figure(_stats(set()))
     assert "no confidence intervals" in nowhere.axes[0].get_title()
     plt.close(nowhere)
@@ -88,21 +92,34 @@ def test_speedup_names_what_is_missing() -> None:
     plt.close(figure)
 
 
-def test_few_latencies_are_drawn_as_points_not_collapsed_boxes() -> None:
-    baseline = {"qa": [1.5], "rag": [4.0, 10.0], "math": [1.0, 1.1, 1.2, 1.3, 1.4, 1.6]}
-    speculative = {"qa": [1.2], "rag": [4.1, 9.0], "math": [0.9, 1.0, 1.1, 1.2, 1.3, 1.5]}
-    figure = latency_figure(baseline, speculative)
+def test_fewlatency_speedups_are_drawn_as_points_not_collapsed_boxes() -> None:
+    ratios = {"qa": [1.25], "rag": [0.98, 1.11], "math": [1.1, 1.1, 1.2, 1.0, 1.05, 1.02]}
+    figure = latency_figure(ratios)
     axis = figure.axes[0]
     points = sum(len(c.get_offsets()) for c in axis.collections if isinstance(c, PathCollection))
-    assert points == 6  # qa and rag: every request a point, both arms
-    assert len(axis.patches) == 2  # math: a box per arm (at least FEW_SAMPLES requests)
-    assert f"fewer than {FEW_SAMPLES} requests in an arm (qa, rag). Boxes elsewhere" in _all_text(figure)
+    assert points == 3  # qa and rag: every prompt a point
+    assert len(axis.patches) == 1  # math: one box (at least FEW_SAMPLES prompts)
+    assert f"fewer than {FEW_SAMPLES} prompts (qa, rag). Boxes elsewhere" in _all_text(figure)
+    plt.close(figure)
+
+
+def test_latency_plot_compares_each_prompt_with_itself() -> None:
+    """A 3-turn prompt takes 3x a 1-turn one: pooled absolute latencies would show that spread, not the effect."""
+    comparison = compare(load_run(SAMPLE / "baseline.json"), load_run(SAMPLE / "speculative.json"))
+    figure = latency_figure(*latency_speedups(comparison))
+    axis = figure.axes[0]
+    assert "speedup" in axis.get_ylabel() and "same prompt" in axis.get_title()
+    drawn = [value for c in axis.collections if isinstance(c, PathCollection) for _, value in c.get_offsets()]
+    base = {r.key: r.latency_s for r in comparison.baseline.results}
+    expected = sorted(base[r.key] / r.latency_s for r in comparison.speculative.results)
+    assert sorted(drawn) == pytest.approx(expected)  # every prompt's own ratio, nothing pooled
+    assert max(drawn) / min(drawn) < 2.0 < max(base.values()) / min(base.values())
     plt.close(figure)
 
 
 def test_latency_names_categories_missing_from_one_run() -> None:
-    figure = latency_figure({"qa": [1.0]}, {"qa": [1.0], "rag": [2.0]})
-    assert "Not shown (no successful request in one of the runs): rag." in _all_text(figure)
+    figure = latency_figure({"qa": [1.0]}, missing=["rag"])
+    assert "Not shown (no prompt succeeded in both runs): rag." in _all_text(figure)
     plt.close(figure)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from bench._errors import BenchError
 from bench.prompts import GROUNDED, PLACEHOLDER_PREFIX, categories_dir, load_prompts, rows_to_samples
-from tests.conftest import SPEC_BENCH
+from tests.conftest import SPEC_BENCH, SPEC_BENCH_MISSING
 
 QUALITATIVE = ["coding", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay", "stem",
                "summarization", "writing"]
@@ -139,7 +139,7 @@ def test_missing_dataset_file(tmp_path: Path) -> None:
         load_prompts(str(tmp_path / "nope.jsonl"))
 
 
-@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="../shared/datasets/spec-bench is not beside this clone")
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason=SPEC_BENCH_MISSING)
 def test_spec_bench_question_jsonl_loads_with_category_mapping() -> None:
     prompts = load_prompts(str(SPEC_BENCH))
     assert len(prompts.samples) == 480
@@ -348,7 +348,7 @@ def test_grounded_instructions_ask_to_reuse_the_given_text() -> None:
     assert not missing
 
 
-@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="the Spec-Bench question file is not beside this clone")
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason=SPEC_BENCH_MISSING)
 def test_grounded_texts_share_no_long_passage_with_spec_bench() -> None:
     def shingles(text: str, size: int = 10) -> set[tuple[str, ...]]:
         words = re.findall(r"\w+", text.lower())

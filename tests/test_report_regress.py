@@ -56,14 +56,17 @@ def test_report_is_complete_and_reproducible(comparison_pair: tuple[Path, Path],
     base, spec = load_run(ref / "baseline.json"), load_run(ref / "speculative.json")
     report = write_report(compare(base, spec), tmp_path / "out", title="My PR")
     text = report.read_text()
-    assert text.startswith("# My PR\n")
+    first_line = text.splitlines()[0]  # the decision: overall decode and latency with intervals
+    assert first_line.startswith("**ngram-mod vs baseline: decode 1.50x \\[1.4") and "faster" in first_line
+    assert ", latency 1.50x \\[1.4" in first_line and "(40 prompts)" in first_line
+    assert "\n# My PR\n" in text
     assert "| speculative mode | baseline | ngram-mod |" in text
     assert "```\nComparison: baseline=baseline.json speculative=speculative.json\n" in text
     assert str(tmp_path) not in text  # file names only: no path of the machine it ran on
-    assert "```mermaid\nxychart-beta" in text
+    assert "\nxychart-beta horizontal\n" in text and text.index("```mermaid") < text.index("## Paired statistics")
     assert "## Paired statistics" in text and "## Lossless check" in text
-    assert "![Decode and latency speedup per category (geometric means; 95% CI where n >= " in text
-    assert "](plots/speedup.png)" in text
+    assert "](plots/" not in text and "![" not in text  # no image link: it breaks in a pull request description
+    assert "- `plots/speedup.png`: Decode and latency speedup per category" in text  # an attachment to drag in
     for name in ("speedup", "accept_vs_speedup", "latency", "position_acceptance"):
         for suffix in ("png", "svg"):
             assert (tmp_path / "out" / "plots" / f"{name}.{suffix}").stat().st_size > 5_000
@@ -187,7 +190,7 @@ def test_committed_sample_report_is_reproduced_byte_for_byte(tmp_path: Path, mon
     for name in ("baseline.json", "speculative.json"):
         shutil.copy(sample / name, tmp_path / name)
     monkeypatch.chdir(tmp_path)
-    title = (sample / "report.md").read_text().splitlines()[0][2:]
+    title = next(line[2:] for line in (sample / "report.md").read_text().splitlines() if line.startswith("# "))
     assert main(["report", "--baseline", "baseline.json", "--speculative", "speculative.json", "--out", "out",
                  "--title", title]) == 0
     assert (tmp_path / "out" / "report.md").read_text() == (sample / "report.md").read_text()

@@ -64,6 +64,8 @@ def test_sweep_finds_where_speculation_stops_paying(servers: tuple[str, str], tm
     assert main(["report", "--sweep", str(folder)]) == 0
     report = (folder / "report.md").read_text()
     assert "## Sweep" in report and "### fast at concurrency 8" in report
+    assert report.count("```mermaid") == 2 and 'line "fast" [' in report  # throughput and decode per arm
+    assert "![" not in report and "- `plots/sweep_speedup.png`" in report  # attachments, not broken links
     assert main(["regress", "--reference", str(folder), "--candidate", str(folder), "--allow-mismatch"]) == 0
     gate = capsys.readouterr().out
     assert "c8/fast: overall" in gate and "REGRESSED" not in gate.splitlines()[0]

@@ -24,7 +24,9 @@ def test_the_concurrency_is_split_over_the_workers() -> None:
         worker_shares(2, 0)
 
 
-def test_two_workers_send_every_sample_once_and_merge_into_one_run(fake_server: FakeServer, tmp_path: Path) -> None:
+def test_two_workers_send_every_sample_once_and_merge_into_one_run(fake_server: FakeServer, fake_state,
+                                                                   tmp_path: Path) -> None:
+    fake_state.delay_s = 0.05  # each worker's timed part lasts long enough for its loop-lag monitor to sample
     prompts = make_prompts(per_category=4)
     config = RunConfig(url=fake_server.url, osl=8, concurrency=4, workers=2, label="w2")
     _, interrupted = run_workers(prompts, config, output=tmp_path / "w2.json")

@@ -22,6 +22,7 @@ from bench.analysis._compare import (
     family_estimates,
     family_size,
 )
+from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
 from bench.analysis._family import (
     DEFAULT_TARGET_EFFECT,
     FAMILY_ALPHA,
@@ -120,6 +121,7 @@ __all__ = [
     "NEAR_TIE_STEPS",
     "NON_INFERIOR",
     "NOTHING_CHECKED",
+    "NOTHING_DRAFTED",
     "OUTLIER_DISTANCE",
     "POWER",
     "REGRESSED",
@@ -137,6 +139,7 @@ __all__ = [
     "Crossover",
     "Decided",
     "Difference",
+    "Drafted",
     "Estimate",
     "Family",
     "Gate",
@@ -168,6 +171,7 @@ __all__ = [
     "crossover",
     "detectable_log_effect",
     "divergence",
+    "drafted_by_category",
     "estimate_resolution",
     "family_estimates",
     "family_size",

@@ -186,8 +186,10 @@ def _check(first: Run, second: Run, labels: tuple[str, str], *, same_mode_expect
         )
         notes.append(f"the {labels[0]} run drafted tokens: it was not run without speculative decoding")
 
+    shared = [warning for warning in first.info.warnings if warning in second.info.warnings]
+    notes.extend(f"both runs warned: {warning}" for warning in shared)  # interleaved arms share one client
     for label, run in zip(labels, (first, second), strict=True):
-        notes.extend(f"the {label} run warned: {warning}" for warning in run.info.warnings)
+        notes.extend(f"the {label} run warned: {warning}" for warning in run.info.warnings if warning not in shared)
     arms = tuple(_arm_state(label, run) for label, run in zip(labels, (first, second), strict=True))
     return Comparability(differences=tuple(differences), notes=tuple(notes), checked=True, arms=arms)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
 from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
+from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
 from bench.analysis._family import (
     DEFAULT_TARGET_EFFECT,
     FAMILY_ALPHA,
@@ -118,7 +119,7 @@ class Family:
     def text(self) -> str:
         """One line naming the method, the family and its level."""
         return (f"category rows: {self.method} ({self.size} tests, family-wise false-alarm rate {self.alpha:.0%}); "
-                f"each category interval is drawn at the level its Holm step uses (shown after @); "
+                f"each category interval is drawn at the level its Holm step uses (shown after 'at'); "
                 f"overall row: the primary result, plain {1 - self.alpha:.0%} interval")
 
 
@@ -142,6 +143,18 @@ class StatsRow:
     def primary(self) -> bool:
         """Whether this is the overall row (the primary result, outside the category family)."""
         return self.category == OVERALL
+    drafted: Drafted | None = None
+    """Draft tokens of the row's speculative samples; `drafted.share` is the drafted share of the output."""
+
+    @property
+    def drafted_share(self) -> float | None:
+        """Output tokens that came from accepted drafts / output tokens (None when the server did not say)."""
+        return self.drafted.share if self.drafted is not None else None
+
+    @property
+    def nothing_drafted(self) -> bool:
+        """Whether no draft token was proposed for this row: its speedups are noise and carry no verdict."""
+        return self.drafted is not None and self.drafted.nothing_drafted
 
     def as_cells(self) -> dict[str, Any]:
         """A flat mapping (0.1's JSON keys plus the latency verdict) for tables, JSON and plots."""
@@ -165,6 +178,9 @@ class StatsRow:
             acceptance_length=self.acceptance_length,
             identical=self.identical,
             compared_outputs=self.compared_outputs,
+            drafted_share=self.drafted_share,
+            drafted_tokens=self.drafted.accepted if self.drafted is not None else None,
+            output_tokens=self.drafted.output_tokens if self.drafted is not None else None,
             identical_share=(self.identical / self.compared_outputs) if self.compared_outputs else None,
             verdict=self.decode.word,
             decode_verdict=self.decode.word,
@@ -293,10 +309,15 @@ def paired_rows(
     estimates = family_estimates(logs, threshold=threshold, target_effect=target_effect,
                                  robust={key: robust_log_mean(group, key[1]) for category, group in groups
                                          for key in ((category, metric.key) for metric in metrics)})
+    drafted = drafted_by_category(speculative, zip(paired["id"], paired["repeat"], strict=True))
     rows = []
     for category, group in groups:
         known = group["identical"].dropna()
         own = {metric.key: estimates[(category, metric.key)] for metric in metrics}
+        row_drafted = drafted.get(category)
+        if row_drafted is not None and row_drafted.nothing_drafted:  # noise, not an effect: no speedup verdict
+            own = {key: replace(estimate, verdict=NOTHING_DRAFTED, robust_verdict=None)
+                   for key, estimate in own.items()}
         rows.append(
             StatsRow(
                 category=category,
@@ -310,6 +331,7 @@ def paired_rows(
                 compared_outputs=len(known),
                 disagreements=_disagreements(own, reference_by_category.get(category)),
                 outliers=outliers.get(category, ()),
+                drafted=row_drafted,
             )
         )
     return tuple(rows)

@@ -86,7 +86,7 @@ class GateRow:
         """The ratio's interval with its level, or n/a."""
         if not (math.isfinite(self.low) and math.isfinite(self.high)):
             return "n/a"
-        return f"[{self.low:.3f}, {self.high:.3f}] @{self.confidence:.1%}"
+        return f"[{self.low:.3f}, {self.high:.3f}] at {self.confidence:.1%}"
 
     @property
     def fails(self) -> bool:

@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-url", default=None,
                        help="benchmark this speculative server instead (default: start the embedded one)")
     parser.add_argument("--category", default="all", help="'all' or a comma-separated list of categories")
+    parser.add_argument("--bench", default="qualitative",
+                        help="prompt set, or a comma-separated list run in turn with one decision over them "
+                             "(e.g. grounded,qualitative)")
     parser.add_argument("--threads", type=int, default=1, help="server CPU threads")
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight")
     parser.add_argument("--results-dir", default="results", help="folder that receives <UTC time>-<label>/")
@@ -58,6 +61,6 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
         interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
-        stream=args.stream, until_decided=args.until_decided,
+        stream=args.stream, until_decided=args.until_decided, bench=args.bench,
     )
     return run_pipeline(config, out=out, progress=progress_display(args.quiet))

@@ -96,9 +96,13 @@ def progress_display(quiet: bool) -> Any:
     return LineProgress(sys.stderr.write)
 
 
-def vet(first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = True, gate: bool = False) -> Any:
+def vet(
+    first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = True, gate: bool = False,
+    said: set[str] | None = None,
+) -> Any:
     """Check two runs are comparable: refuse meaning-changing differences (and partial runs where asked), exit 2;
-    print every other difference, partial or failing arm and note to stderr, one line each."""
+    print every other difference, partial or failing arm and note to stderr, one line each (a line already in
+    `said`, from another pair of the same command, is not printed again)."""
     from bench.analysis import check_comparable, check_regress_comparable
 
     checked = (check_regress_comparable if gate else check_comparable)(first, second)
@@ -115,5 +119,9 @@ def vet(first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = 
     from bench.render import terminal_text
 
     for line in checked.lines(allowed=allow_mismatch):
+        if said is not None:
+            if line in said:
+                continue
+            said.add(line)
         sys.stderr.write(f"speedbench: {terminal_text(line)}\n")
     return checked

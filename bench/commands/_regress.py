@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -53,12 +54,36 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             pairs = []  # a folder against a file: gate refuses
         else:
             pairs = [(run, candidate) for run in (reference if isinstance(reference, list) else [reference])]
+        pairs = list(pairs)
+        said: set[str] = set()
         for first, second in pairs:
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said)
+        for first, second in pairs:
+            line = drafting_mismatch(first, second)
+            if line:
+                sys.stderr.write(f"speedbench: warning: {line}\n")
         result = gate(reference, candidate, thresholds=thresholds)
     out(gate_text(result, allow_partial=args.allow_partial))
     _step_summary(gate_markdown(result, allow_partial=args.allow_partial))
     return EXIT_FAILED if result.failed(allow_partial=args.allow_partial) else EXIT_OK
+
+
+def drafting_mismatch(reference: Any, candidate: Any) -> str | None:
+    """A sentence when one of two gated runs drafted and the other did not: the gate then measures speculation
+    itself (a baseline against a speculative run), not a regression of one configuration."""
+    from bench._constants import OVERALL
+    from bench.analysis import drafted_by_category
+
+    drafted = [drafted_by_category(run).get(OVERALL) for run in (reference, candidate)]
+    counts = [item.proposed if item is not None else 0 for item in drafted]
+    if bool(counts[0]) == bool(counts[1]):
+        return None
+    plain_run, plain_drafted = (candidate, drafted[1]) if counts[0] else (reference, drafted[0])
+    if not (plain_drafted is not None and plain_drafted.reported) and plain_run.settings.tags.get("mode") != "baseline":
+        return None  # the other server says nothing about drafting: it may have drafted unseen
+    speculative, plain = ("reference", "candidate") if counts[0] else ("candidate", "reference")
+    return (f"the {speculative} drafted {max(counts)} tokens and the {plain} none: this gates a baseline run "
+            "against a speculative one, so its changes measure speculation itself, not a regression")
 
 
 def _is_sweep(path: str) -> bool:
@@ -96,8 +121,9 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
             continue
         pairs = [(load_run(sweep_cell_file(args.reference, level, BASELINE)), load_run(cell)),
                  (load_run(sweep_cell_file(args.candidate, level, BASELINE)), load_run(twin))]
+        said: set[str] = set()
         for first, second in zip(*pairs, strict=True):
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True)
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said)
         found = gate(pairs[0], pairs[1], thresholds=thresholds)
         rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in found.rows]
         missing += [f"{name}: {item}" for item in found.missing]

@@ -36,8 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench report`: a PR-ready report.md with plots."""
-    from bench.analysis import compare
-    from bench.records import load_run
+    from bench.records import BASELINE, SPECULATIVE, run_file
     from bench.render import write_report
 
     if args.sweep:
@@ -50,13 +49,30 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
                                     title=args.title)
         out(f"speedbench: wrote {report}\n")
         return EXIT_OK
+    if args.latest:
+        from bench.records import workload_folders
+
+        folders = workload_folders(_latest_results(args.latest))
+        if folders:  # a `bench --bench a,b` folder: one report over every workload
+            comparisons = [_comparison(args, *(str(run_file(folder, arm)) for arm in (BASELINE, SPECULATIVE)))
+                           for folder in folders]
+            report = write_report(comparisons, args.out or folders[0].parent, title=args.title)
+            out(f"speedbench: wrote {report}\n")
+            return EXIT_OK
     baseline_path, speculative_path = _report_inputs(args)
-    baseline, speculative = load_run(baseline_path), load_run(speculative_path)
-    checked = vet(baseline, speculative, allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial)
-    comparison = compare(baseline, speculative, threshold=args.threshold, comparability=checked)
-    report = write_report(comparison, args.out, title=args.title)
+    report = write_report(_comparison(args, baseline_path, speculative_path), args.out, title=args.title)
     out(f"speedbench: wrote {report}\n")
     return EXIT_OK
+
+
+def _comparison(args: argparse.Namespace, baseline_path: str, speculative_path: str) -> Any:
+    """The vetted comparison of two run files."""
+    from bench.analysis import compare
+    from bench.records import load_run
+
+    baseline, speculative = load_run(baseline_path), load_run(speculative_path)
+    checked = vet(baseline, speculative, allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial)
+    return compare(baseline, speculative, threshold=args.threshold, comparability=checked)
 
 
 def _report_inputs(args: argparse.Namespace) -> tuple[str, str]:

@@ -1,6 +1,14 @@
 """Jobs that join the stages: `bench` (baseline against speculative) and `sweep` (arms across concurrency)."""
 
-from bench.pipeline._bench import PipelineConfig, check_servers, run_pipeline, write_comparison
+from bench.pipeline._bench import (
+    PipelineConfig,
+    check_servers,
+    probe_urls,
+    run_pipeline,
+    validate,
+    workloads,
+    write_comparison,
+)
 from bench.pipeline._sweep import (
     ArmDefinition,
     SweepConfig,
@@ -21,8 +29,11 @@ __all__ = [
     "parse_embedded_arms",
     "parse_levels",
     "parse_url_arms",
+    "probe_urls",
     "run_pipeline",
     "run_sweep",
+    "validate",
+    "workloads",
     "write_comparison",
     "write_sweep",
 ]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import socket
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
+from bench._redact import redact_url
 from bench.analysis import Comparison, compare
 from bench.prompts import load_prompts
 from bench.records import (
@@ -27,7 +30,7 @@ from bench.records import (
     write_text_file,
 )
 from bench.render import render_json, render_markdown, render_text
-from bench.runner import ArmSpec, Progress, RunConfig, run_benchmark, run_interleaved
+from bench.runner import ArmSpec, Progress, RunConfig, normalize_base_url, run_benchmark, run_interleaved
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class PipelineConfig:
     stream: bool = False
     until_decided: bool = False  # rounds of one sample per category until the overall decode verdict is decided
     engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
+    bench: str = "qualitative"  # the prompt set; a comma-separated list runs each workload in turn
 
 
 def _server_request(mode: str, config: PipelineConfig) -> Any:
@@ -110,7 +114,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     if server is not None:
         tags.update(server_tags(server))
     return RunConfig(
-        url=endpoint, osl=config.osl, category=config.category, limit=config.limit,
+        url=endpoint, bench=config.bench, osl=config.osl, category=config.category, limit=config.limit,
         concurrency=config.concurrency, label=side, timeout=600.0, tags=tags, logprobs=config.logprobs,
         stream=config.stream,
     )
@@ -171,14 +175,14 @@ def _until_decided(
     from bench.records import save_run, summarize
 
     sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
-    everything = load_prompts(category=config.category, limit=config.limit)
+    everything = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
     done: dict[str, list[Any]] = {BASELINE: [], SPECULATIVE: []}
     state = {"interrupted": False, "runs": {}}
     with contextlib.ExitStack() as stack:
         endpoints = {side: stack.enter_context(_endpoint(url, mode, config, out)) for side, url, mode in sides}
 
         def run_round(k: int) -> tuple[Run, Run]:
-            prompts = load_prompts(category=config.category, limit=k)
+            prompts = load_prompts(category=config.category, limit=k, bench=config.bench)
             fresh = dataclasses.replace(prompts, samples=tuple(
                 sample for sample in prompts.samples if sample.id not in {r.id for r in done[BASELINE]}))
             round_folder = folder / "rounds" / str(k)
@@ -217,37 +221,119 @@ class _RoundsStopped(Exception):
     """A round was interrupted: stop sampling, keep what finished."""
 
 
-def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
-    """Baseline and speculative runs (interleaved by default), comparison, statistics, lossless check and plots."""
+PLACEHOLDER_URL = "http://127.0.0.1:1"
+"""Stands in for an embedded server's URL while the options are checked, before any server starts."""
+PROBE_TIMEOUT_S = 5.0
+
+
+def workloads(config: PipelineConfig) -> list[str]:
+    """The prompt sets to run, in order (`grounded,qualitative` -> both); BenchError when none is named."""
+    names = [name.strip() for name in config.bench.split(",") if name.strip()]
+    if not names or len(set(names)) != len(names):
+        raise BenchError(f"--bench needs one or more different prompt sets (got {config.bench!r})")
+    return names
+
+
+def validate(config: PipelineConfig) -> None:
+    """Refuse every impossible option with one line, before a server starts or a file is written."""
+    if config.threads < 1:
+        raise BenchError(f"--threads must be >= 1 (got {config.threads})")
+    if not 0 < config.threshold < 1:
+        raise BenchError(f"--threshold must be between 0 and 1 (got {config.threshold})")
+    if config.resume is not None and len(workloads(config)) > 1:
+        raise BenchError("--resume continues one workload's folder: give its --bench and that folder")
     if config.until_decided and (config.resume is not None or not config.interleave):
         raise BenchError("--until-decided runs interleaved rounds in a new folder: drop --resume and --sequential")
-    prompts = load_prompts(category=config.category, limit=config.limit)
+    if config.resume is not None:
+        _results_folder(config)  # a folder with no interrupted comparison is refused here, before anything runs
+    for bench in workloads(config):
+        for side, url, mode in ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec)):
+            replace(_run_config(side, url or PLACEHOLDER_URL, mode, config, None), bench=bench).validate()
+
+
+def probe_urls(config: PipelineConfig) -> None:
+    """Connect to each given server once; an unreachable one is a one-line BenchError naming its URL and cause."""
+    for side, url in ((BASELINE, config.base_url), (SPECULATIVE, config.spec_url)):
+        if not url:
+            continue
+        parsed = urlsplit(normalize_base_url(url))
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parsed.hostname or "", port), timeout=PROBE_TIMEOUT_S):
+                pass
+        except OSError as exc:
+            cause = exc.strerror or type(exc).__name__
+            if isinstance(exc, TimeoutError):
+                cause = f"no answer within {PROBE_TIMEOUT_S:.0f} s"
+            raise BenchError(f"cannot reach the {side} server at {redact_url(url)}: {cause.lower()}") from None
+
+
+def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+    """Each workload in turn (one prompt set unless `bench` lists several), then the decision over all of them.
+
+    Every option is checked and both given URLs probed before any server starts or any file is written."""
+    validate(config)
+    names = workloads(config)
+    for bench in names:
+        load_prompts(category=config.category, limit=config.limit, bench=bench)
     check_servers(config)
+    probe_urls(config)
+    if len(names) == 1:
+        code, comparison = _run_workload(config, out=out, progress=progress)
+        comparisons = [comparison] if comparison is not None else []
+    else:
+        top = _results_folder(config)
+        comparisons, code = [], EXIT_OK
+        for bench in names:
+            one = replace(config, bench=bench, results_dir=str(top), label=bench)
+            one_code, comparison = _run_workload(one, out=out, progress=progress)
+            code = code or one_code  # the first failure is the run's
+            if comparison is None:  # stopped: the next workload does not start
+                break
+            comparisons.append(comparison)
+        if comparisons:
+            from bench.render import write_report
+
+            out(f"speedbench: wrote {write_report(comparisons, top)}\n")
+    if comparisons:
+        from bench.render import decision_text
+
+        out(f"\nspeedbench: decision: {decision_text(comparisons)}\n")
+    return code
+
+
+def _run_workload(
+    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress
+) -> tuple[int, Comparison | None]:
+    """One workload: both runs (interleaved by default), the comparison, statistics, lossless check and plots
+    in its folder; (exit code, comparison or None when stopped)."""
+    prompts = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
     folder = _results_folder(config)
-    out(f"speedbench: {len(prompts.samples)} samples in {len(prompts.categories)} categories, osl={config.osl}\n")
+    out(f"speedbench: {config.bench}: {len(prompts.samples)} samples in {len(prompts.categories)} categories, "
+        f"osl={config.osl}\n")
     if config.until_decided:
         baseline, speculative, interrupted, died = _until_decided(config, folder, out, progress)
         if interrupted or died:
             out(f"speedbench: stopped during the rounds; finished rounds kept in {folder}\n")
-            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+            return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     elif config.interleave:
         baseline, speculative, interrupted, died = _both_sides(config, prompts, folder, out, progress)
         if interrupted or died:
             out(f"speedbench: stopped during the interleaved runs; results kept in {folder}\n")
-            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+            return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     else:
         baseline, interrupted, died = _one_side(
             "baseline", config.base_url, "baseline", config, prompts, folder, out, progress
         )
         if interrupted or died:
             out(f"speedbench: stopped after the baseline run; results kept in {folder}\n")
-            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+            return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
         speculative, interrupted, died = _one_side(
             "speculative", config.spec_url, config.spec, config, prompts, folder, out, progress
         )
         if interrupted or died:
             out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
-            return EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+            return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
     out("\n" + render_text(comparison))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in files)}\n")
@@ -255,11 +341,11 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
     unfinished = sum(max(0, run.selected_samples - len(run.results)) for run in (baseline, speculative))
     if unfinished:
         out(f"speedbench: {unfinished} selected samples did not finish; continue with --resume {folder}\n")
-        return EXIT_FAILED
+        return EXIT_FAILED, comparison
     if failed:
         out(f"speedbench: {failed} samples failed; see the run files\n")
-        return EXIT_FAILED
-    return EXIT_OK
+        return EXIT_FAILED, comparison
+    return EXIT_OK, comparison
 
 
 def _results_folder(config: PipelineConfig) -> Path:

@@ -31,6 +31,7 @@ from bench.records._layout import (
     sweep_cell_file,
     sweep_cells,
     sweep_files,
+    workload_folders,
 )
 from bench.records._lock import open_no_follow, output_lock, write_text_file
 from bench.records._merge import SHARD_KEY, ShardMarker, merge_shards, shard_marker
@@ -107,5 +108,6 @@ __all__ = [
     "sweep_cell_file",
     "sweep_cells",
     "sweep_files",
+    "workload_folders",
     "write_text_file",
 ]

@@ -90,10 +90,17 @@ def has_journal(folder: str | os.PathLike[str], arms: tuple[str, ...] = (BASELIN
     return any(journal_path(run_file(folder, arm)).exists() for arm in arms)
 
 
+def workload_folders(folder: str | os.PathLike[str]) -> list[Path]:
+    """The comparison folders inside a `bench --bench a,b` folder, one per workload, in the order they ran."""
+    return sorted(path for path in Path(folder).glob("*") if path.is_dir() and is_comparison_folder(path))
+
+
 def latest_comparison_folder(results_dir: str | os.PathLike[str]) -> Path | None:
-    """The newest comparison folder under `results_dir` (names sort by time), the committed sample aside."""
+    """The newest comparison folder under `results_dir` (names sort by time), the committed sample aside; a folder
+    of several workloads' comparisons counts as one."""
     folders = sorted(
-        path for path in Path(results_dir).glob("*") if is_comparison_folder(path) and path.name != SAMPLE_FOLDER
+        path for path in Path(results_dir).glob("*")
+        if (is_comparison_folder(path) or workload_folders(path)) and path.name != SAMPLE_FOLDER
     )
     return folders[-1] if folders else None
 

@@ -12,7 +12,7 @@ from typing import Any
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._escape import markdown_escape, mermaid_text, terminal_text
 from bench.render._gate import gate_markdown, gate_text
-from bench.render._mermaid import speedup_chart
+from bench.render._mermaid import speedup_chart, sweep_chart
 from bench.render._stats import (
     STREAM_DEFINITIONS,
     ci_cell,
@@ -47,6 +47,8 @@ _LAZY = {
     "write_report": "bench.render._report",
     "write_sweep_report": "bench.render._report",
     "render_report": "bench.render._report",
+    "decision_line": "bench.render._report",
+    "decision_text": "bench.render._report",
     "RichProgress": "bench.render._rich",
 }
 
@@ -63,6 +65,8 @@ __all__ = [
     "comparison_payload",
     "comparison_text",
     "cv_text",
+    "decision_line",
+    "decision_text",
     "format_value",
     "gate_markdown",
     "gate_text",
@@ -86,6 +90,7 @@ __all__ = [
     "stream_markdown",
     "stream_text",
     "summary_text",
+    "sweep_chart",
     "sweep_json",
     "sweep_markdown",
     "sweep_text",

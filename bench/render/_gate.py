@@ -26,7 +26,7 @@ GATE_COLUMNS: list[Column] = [
 _LEGEND = (
     "reference, candidate: geometric means over the samples both share (accept rate: pooled); "
     "change: geometric mean of per-sample candidate/reference ratios with the interval its outcome reads "
-    "(level after @); REGRESSED: interval below 1.00x and a change over the metric's threshold (fails the job when "
+    "(level after 'at'); REGRESSED: interval below 1.00x and a change over the metric's threshold (fails the job when "
     "gated); non-inferior: interval above 1/(1 + threshold) (proven not worse than the threshold); inconclusive: "
     "neither (could_detect: the regression the row detects with 80% power); "
 )

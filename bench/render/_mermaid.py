@@ -1,22 +1,32 @@
 """Mermaid charts for Markdown that renders where images cannot: GitHub draws them in PR descriptions.
 
-The chart is an `xychart-beta` block: decode speedup as bars, latency speedup as a line, one
-x-axis label per category. Its text follows the rules of Mermaid's xychart grammar (see
-tests/test_mermaid.py): every text is double-quoted and holds no double quote, backtick, `;`,
-`%%` or line break; numbers are plain decimals; every data list is as long as the x-axis.
-Mermaid has no missing value, so a category lacking a value is left out and named under the chart (that
-note is Markdown, outside the block: its names are escaped for Markdown, not for Mermaid).
+Each chart is an `xychart-beta` block: for a comparison, horizontal decode-speedup bars (one row per
+category, so 11 category names stay readable), the latency speedup as a line, and a 1.00x reference
+line; for a sweep, one line per speculative arm across concurrency levels and the same reference.
+Series are named and the block's front matter turns Mermaid's legend on and fixes the colours, which
+the sentence under the chart names too (renderers without a legend still get one).
+
+The text follows the rules of Mermaid's xychart grammar (see tests/test_mermaid.py): every text is
+double-quoted and holds no double quote, backtick, `;`, `%%` or line break; numbers are plain
+decimals; every data list is as long as the x-axis. Mermaid has no missing value, so a label lacking
+a value is left out and named under the chart (the notes and the legend sentence are Markdown, outside
+the block: their names are escaped for Markdown, not for Mermaid).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bench.render._escape import markdown_escape, mermaid_text
 
 DECODE_NAME = "decode speedup"
 LATENCY_NAME = "latency speedup"
+REFERENCE_NAME = "1.00x = no change"
+PALETTE = (("#4C78A8", "blue"), ("#F58518", "orange"), ("#54A24B", "green"), ("#B279A2", "purple"),
+           ("#E45756", "red"), ("#72B7B2", "teal"))
+"""Series colours in order, with the word the legend sentence uses; the reference line is always grey."""
+REFERENCE_COLOUR = ("#7F7F7F", "grey")
 
 
 def _number(value: float | None) -> float | None:
@@ -30,9 +40,49 @@ def _number(value: float | None) -> float | None:
 
 
 def _axis_top(values: Sequence[float]) -> float:
-    """A round y-axis maximum a little above the largest value (and at least 1.25x, so 1.00x shows)."""
+    """A round axis maximum a little above the largest value (and at least 1.25x, so 1.00x shows)."""
     top = max([1.0, *values]) * 1.1
     return math.ceil(top * 4) / 4
+
+
+def _sentence(text: str) -> str:
+    return f"_{text[:1].upper()}{text[1:]}._"
+
+
+def _block(
+    title: str, axis_name: str, labels: Sequence[str], series: Sequence[tuple[str, str, Sequence[float]]], *,
+    horizontal: bool,
+) -> tuple[str, str]:
+    """The fenced block and its legend sentence for named `(kind, name, values)` series plus the 1.00x line."""
+    colours = [*PALETTE[: len(series)], REFERENCE_COLOUR]
+    shown = [value for _, _, values in series for value in values]
+    height = max(320, 36 * len(labels) + 160) if horizontal else 420
+    lines = [
+        "```mermaid",
+        "---",
+        "config:",
+        "  xyChart:",
+        "    showLegend: true",
+        "    width: 900",
+        f"    height: {height}",
+        "  themeVariables:",
+        "    xyChart:",
+        f'      plotColorPalette: "{", ".join(colour for colour, _ in colours)}"',
+        "---",
+        "xychart-beta horizontal" if horizontal else "xychart-beta",
+        f'    title "{mermaid_text(title)}"',
+        f'    x-axis "{mermaid_text(axis_name)}" [' + ", ".join(f'"{mermaid_text(label)}"' for label in labels) + "]",
+        f'    y-axis "speedup (x)" 0 --> {_axis_top(shown):.2f}',
+    ]
+    for kind, name, values in series:
+        lines.append(f'    {kind} "{mermaid_text(name)}" [' + ", ".join(f"{value:.2f}" for value in values) + "]")
+    lines.append(f'    line "{REFERENCE_NAME}" [' + ", ".join("1.00" for _ in labels) + "]")
+    lines.append("```")
+    shapes = {"bar": "bars", "line": "line"}
+    legend = "; ".join(f"{word} {shapes[kind]}: {markdown_escape(name)}"
+                       for (kind, name, _), (_, word) in zip(series, colours, strict=False))
+    legend += f"; {REFERENCE_COLOUR[1]} line: {REFERENCE_NAME}"
+    return "\n".join(lines) + "\n", legend
 
 
 def speedup_chart(
@@ -41,7 +91,7 @@ def speedup_chart(
     decode: Sequence[float | None],
     latency: Sequence[float | None],
 ) -> str:
-    """A fenced Mermaid `xychart-beta` block (decode speedup bars, latency speedup line) and a line naming gaps."""
+    """A fenced Mermaid chart (decode speedup bars, latency speedup line, 1.00x line), its legend and any gaps."""
     if not (len(categories) == len(decode) == len(latency)):
         raise ValueError("categories, decode and latency must have the same length")
     decode_values = [_number(value) for value in decode]
@@ -65,24 +115,31 @@ def speedup_chart(
                                                                      (LATENCY_NAME, has_latency)) if not present]
     if missing:
         notes.append("not charted: " + ", ".join(missing))
-    joined = "; ".join(notes)
-    note = f"_{joined[:1].upper()}{joined[1:]}._" if notes else ""
+    note = _sentence("; ".join(notes)) if notes else ""
     if not kept:
         return note + "\n"
-    shown = [value for index in kept for value in (decode_values[index], latency_values[index]) if value is not None]
-    lines = [
-        "```mermaid",
-        "xychart-beta",
-        f'    title "{mermaid_text(title)}"',
-        '    x-axis "category" [' + ", ".join(f'"{mermaid_text(categories[index])}"' for index in kept) + "]",
-        f'    y-axis "speedup (x), 1.00 = no change" 0 --> {_axis_top(shown):.2f}',
-    ]
+    series: list[tuple[str, str, Sequence[float]]] = []
     if has_decode:
-        lines.append("    bar [" + ", ".join(f"{decode_values[index]:.2f}" for index in kept) + "]")
+        series.append(("bar", DECODE_NAME, [decode_values[index] or 0.0 for index in kept]))
     if has_latency:
-        lines.append("    line [" + ", ".join(f"{latency_values[index]:.2f}" for index in kept) + "]")
-    lines.append("```")
-    series = "; ".join(name for name, present in ((f"bars: {DECODE_NAME}", has_decode),
-                                                  (f"line: {LATENCY_NAME}", has_latency)) if present)
-    legend = f"_{series[:1].upper()}{series[1:]}, speculative vs baseline (1.00 = no change)._"
-    return "\n".join(lines) + "\n\n" + legend + ("\n\n" + note if note else "") + "\n"
+        series.append(("line", LATENCY_NAME, [latency_values[index] or 0.0 for index in kept]))
+    block, legend = _block(title, "category", [categories[index] for index in kept], series, horizontal=True)
+    legend = _sentence(f"{legend}; speculative vs baseline")
+    return block + "\n" + legend + ("\n\n" + note if note else "") + "\n"
+
+
+def sweep_chart(title: str, levels: Sequence[int], arms: Mapping[str, Sequence[float | None]]) -> str:
+    """A fenced Mermaid chart of each arm's speedup (one line per arm) across concurrency levels, with 1.00x."""
+    values = {arm: [_number(value) for value in points] for arm, points in arms.items()}
+    if any(len(points) != len(levels) for points in values.values()):
+        raise ValueError("every arm needs one value per level")
+    kept = [index for index in range(len(levels)) if values and all(points[index] is not None
+                                                                    for points in values.values())]
+    dropped = [f"c={levels[index]}" for index in range(len(levels)) if index not in kept]
+    note = _sentence("not charted (an arm has no value there): " + ", ".join(dropped)) if dropped else ""
+    if not kept:
+        return (note or "_No speedup to chart._") + "\n"
+    series = [("line", arm, [points[index] or 0.0 for index in kept]) for arm, points in values.items()]
+    block, legend = _block(title, "concurrency", [f"c={levels[index]}" for index in kept], series[: len(PALETTE)],
+                           horizontal=False)
+    return block + "\n" + _sentence(legend) + ("\n\n" + note if note else "") + "\n"

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
-from bench._constants import MIN_SAMPLES_FOR_CI
-from bench.records import Run
+from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
 from bench.render._escape import terminal_text
 
 if TYPE_CHECKING:
@@ -103,12 +102,7 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> An
     axis.set_xticks(range(len(rows)), categories, rotation=30, ha="right")
     axis.set_ylabel("speedup, speculative vs baseline (x)")
     with_ci = [c for c in categories if c in with_interval["decode_speedup"] or c in with_interval["latency_speedup"]]
-    if rows and len(with_ci) == len(rows):
-        scope = "95% CI"
-    elif with_ci:
-        scope = f"95% CI on {len(with_ci)} of {len(rows)} categories"
-    else:
-        scope = "no confidence intervals"
+    scope = _interval_scope(categories, with_ci)
     axis.set_title(_label(title) if title else f"Speedup per category (geometric mean of per-sample speedups, {scope})")
     if rows and len(with_ci) < len(rows):
         without = [c for c in categories if c not in with_ci]
@@ -124,6 +118,18 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> An
     axis.grid(axis="y", alpha=0.3)
     _footnote(figure, axis, notes, width=int(figure.get_figwidth() * 15))
     return figure
+
+
+def _interval_scope(categories: Sequence[str], with_ci: Sequence[str]) -> str:
+    """Which bars have an interval, counting categories apart from the overall row (`95% CI on 3 of 11 ...`)."""
+    if categories and len(with_ci) == len(categories):
+        return "95% CI"
+    named = [category for category in categories if category != OVERALL]
+    named_ci = [category for category in with_ci if category != OVERALL]
+    overall = OVERALL in with_ci
+    if named_ci:
+        return f"95% CI on {len(named_ci)} of {len(named)} categories" + (" and overall" if overall else "")
+    return "95% CI on overall only" if overall else "no confidence intervals"
 
 
 def speedup_bars(
@@ -220,63 +226,53 @@ FEW_SAMPLES = 5
 """Below this many requests per arm and category, latencies are drawn as points: a box of 1-2 values is a line."""
 
 
-def latency_figure(baseline: Mapping[str, Sequence[float]], speculative: Mapping[str, Sequence[float]]) -> Any:
-    """Per-category latency: boxes where there are enough requests, the requests themselves where there are few."""
-    categories = [category for category in speculative if baseline.get(category) and speculative.get(category)]
-    only = [_label(c) for c in [*speculative, *baseline] if not (baseline.get(c) and speculative.get(c))]
-    figure, axis = plt.subplots(figsize=(max(7.0, 0.8 * len(categories) + 3), 4.6))
-    few_categories = set()
-    for shift, data, colour in ((0.0, baseline, BLUE), (1.0, speculative, ORANGE)):
-        boxed = [(index * 3.0 + shift, list(data[c])) for index, c in enumerate(categories)
-                 if len(data[c]) >= FEW_SAMPLES]
-        if boxed:
-            boxes = axis.boxplot([values for _, values in boxed], positions=[p for p, _ in boxed], widths=0.8,
-                                 patch_artist=True, showfliers=True, medianprops={"color": "black", "linewidth": 1.5})
-            for patch in boxes["boxes"]:
-                patch.set_facecolor(colour)
-                patch.set_alpha(0.75)
-        for index, category in enumerate(categories):
-            values = list(data[category])
-            if len(values) >= FEW_SAMPLES:
-                continue
-            few_categories.add(category)
-            position = index * 3.0 + shift
-            spread = [position + 0.5 * (k - (len(values) - 1) / 2) / max(1, len(values)) for k in range(len(values))]
-            axis.scatter(spread, values, color=colour, edgecolor="black", linewidth=0.6, s=30, zorder=3)
-            axis.hlines(statistics.median(values), position - 0.4, position + 0.4, color="black", linewidth=1.5,
-                        zorder=2)
-    axis.set_xticks([index * 3.0 + 0.5 for index in range(len(categories))], [_label(c) for c in categories],
-                    rotation=30, ha="right")
+def latency_figure(ratios: Mapping[str, Sequence[float]], missing: Sequence[str] = ()) -> Any:
+    """Per category, each prompt's latency speedup (its baseline latency / its speculative latency): prompts of
+    very different length are compared each with itself, never pooled. Boxes where there are enough prompts,
+    the prompts themselves where there are few; `missing` names categories without a matched prompt."""
+    categories = [category for category, values in ratios.items() if len(values)]
+    figure, axis = plt.subplots(figsize=(max(7.0, 0.6 * len(categories) + 3), 4.6))
+    boxed = [(index, list(ratios[c])) for index, c in enumerate(categories) if len(ratios[c]) >= FEW_SAMPLES]
+    if boxed:
+        boxes = axis.boxplot([values for _, values in boxed], positions=[p for p, _ in boxed], widths=0.6,
+                             patch_artist=True, showfliers=True, medianprops={"color": "black", "linewidth": 1.5})
+        for patch in boxes["boxes"]:
+            patch.set_facecolor(ORANGE)
+            patch.set_alpha(0.75)
+    few = [c for c in categories if len(ratios[c]) < FEW_SAMPLES]
+    for index, category in enumerate(categories):
+        values = list(ratios[category])
+        if len(values) >= FEW_SAMPLES:
+            continue
+        spread = [index + 0.4 * (k - (len(values) - 1) / 2) / max(1, len(values)) for k in range(len(values))]
+        axis.scatter(spread, values, color=ORANGE, edgecolor="black", linewidth=0.6, s=30, zorder=3)
+        axis.hlines(statistics.median(values), index - 0.3, index + 0.3, color="black", linewidth=1.5, zorder=2)
+    axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1, label="no change (1.0x)")
+    axis.set_xticks(range(len(categories)), [_label(c) for c in categories], rotation=30, ha="right")
     axis.set_xlabel("category")
-    axis.set_ylabel("request latency (s)")
-    axis.set_title("Per-request latency: baseline (blue) vs speculative (orange)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colour, alpha=0.75) for colour in (BLUE, ORANGE)]
-    axis.legend(handles, ["baseline", "speculative"], fontsize="small")
+    axis.set_ylabel("latency speedup per prompt (x)")
+    axis.set_title("Per-prompt latency speedup: baseline latency / speculative latency of the same prompt")
+    axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     axis.grid(axis="y", alpha=0.3)
     if not categories:
-        axis.text(0.5, 0.5, "no category has successful requests in both runs", transform=axis.transAxes,
-                  ha="center")
-    notes = []
-    if few_categories:
-        shown = [_label(c) for c in categories if c in few_categories]
-        boxes_too = " Boxes elsewhere: quartiles, whiskers 1.5 IQR." if len(few_categories) < len(categories) else ""
-        notes.append(f"Points, one per request, with a line at the median: fewer than {FEW_SAMPLES} requests in an "
-                     f"arm ({_names(shown)}).{boxes_too}")
-    if only:
-        notes.append(f"Not shown (no successful request in one of the runs): {_names(list(dict.fromkeys(only)))}.")
+        axis.text(0.5, 0.5, "no prompt succeeded in both runs", transform=axis.transAxes, ha="center")
+    notes = ["Above 1.0x: the prompt finished sooner with speculation."]
+    if few:
+        boxes_too = " Boxes elsewhere: quartiles, whiskers 1.5 IQR." if len(few) < len(categories) else ""
+        notes.append(f"Points, one per prompt, with a line at the median: fewer than {FEW_SAMPLES} prompts "
+                     f"({_names([_label(c) for c in few])}).{boxes_too}")
+    if missing:
+        notes.append(f"Not shown (no prompt succeeded in both runs): {_names([_label(c) for c in missing])}.")
     _footnote(figure, axis, notes, width=int(figure.get_figwidth() * 15))
     return figure
 
 
-def latency_distributions(
-    baseline: Mapping[str, Sequence[float]],
-    speculative: Mapping[str, Sequence[float]],
-    out_dir: Path,
-    *,
+def latency_ratios(
+    ratios: Mapping[str, Sequence[float]], out_dir: Path, *, missing: Sequence[str] = (),
     formats: Sequence[str] = FORMATS,
 ) -> list[Path]:
-    """Per-category latency of each request, baseline against speculative (boxes, or points when few)."""
-    return _save(latency_figure(baseline, speculative), out_dir, "latency", formats)
+    """Per category, each prompt's latency speedup (baseline / speculative latency of the same prompt)."""
+    return _save(latency_figure(ratios, missing), out_dir, "latency", formats)
 
 
 def position_acceptance(
@@ -299,17 +295,23 @@ def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...])
     stats = [row.as_cells() for row in comparison.stats]
     files = speedup_bars(stats, out_dir, formats=formats)
     files += accept_vs_speedup(stats, out_dir, formats=formats)
-    files += latency_distributions(_latencies(comparison.baseline), _latencies(comparison.speculative), out_dir,
-                                   formats=formats)
+    ratios, missing = latency_speedups(comparison)
+    files += latency_ratios(ratios, out_dir, missing=missing, formats=formats)
     per_position = comparison.run_acceptance.per_position if comparison.run_acceptance else ()
     if per_position:
         files += position_acceptance(per_position, out_dir, formats=formats)
     return files
 
 
-def _latencies(run: Run) -> dict[str, list[float]]:
-    by_category: dict[str, list[float]] = {}
-    for result in run.results:
-        if result.ok:
-            by_category.setdefault(result.category, []).append(result.latency_s)
-    return by_category
+def latency_speedups(comparison: Comparison) -> tuple[dict[str, list[float]], list[str]]:
+    """Per category, the latency speedup of each matched prompt (first-seen order), and categories with none."""
+    from bench.analysis import pair_runs
+
+    paired = pair_runs(comparison.baseline, comparison.speculative, min_pairs=0)
+    ratios: dict[str, list[float]] = {}
+    for category, value in zip(paired["category"], paired["latency_speedup"], strict=True):
+        if _finite(value) and value > 0:
+            ratios.setdefault(str(category), []).append(float(value))
+    seen = dict.fromkeys(result.category for run in (comparison.speculative, comparison.baseline)
+                         for result in run.results)
+    return ratios, [category for category in seen if category not in ratios]

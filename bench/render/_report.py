@@ -11,20 +11,20 @@ from typing import TYPE_CHECKING, Any
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
 from bench.records import Run, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
-from bench.render._mermaid import speedup_chart
-from bench.render._stats import lossless_markdown, stats_markdown, stream_markdown
+from bench.render._mermaid import speedup_chart, sweep_chart
+from bench.render._stats import ci_cell, lossless_markdown, stats_markdown, stream_markdown
 from bench.render._sweep import sweep_markdown
+from bench.render._tables import comparison_text, format_value, markdown_escape
 
 if TYPE_CHECKING:
-    from bench.analysis import Comparison, Sweep
-from bench.render._tables import comparison_text, markdown_escape
+    from bench.analysis import Comparison, Estimate, StatsRow, Sweep
 
 PLOT_TITLES = {
     "speedup": (
         f"Decode and latency speedup per category (geometric means; 95% CI where n >= {MIN_SAMPLES_FOR_CI})"
     ),
     "accept_vs_speedup": "Accept rate vs decode speedup",
-    "latency": "Per-request latency, baseline vs speculative",
+    "latency": "Per-sample latency speedup per category (baseline / speculative latency of the same prompt)",
     "position_acceptance": "Per-position acceptance",
 }
 
@@ -42,6 +42,19 @@ def _server(run: Run) -> str | None:
     if described.slots:
         parts.append(f"{described.slots} slot{'s' if described.slots != 1 else ''}")
     return ", ".join(part for part in parts if part) or None
+
+
+def _mode(run: Run) -> str | None:
+    """The speculative mode the run recorded; for a server that did not say, whether it drafted."""
+    mode = run.settings.tags.get("mode")
+    if mode:
+        return mode
+    from bench.analysis import drafted_by_category
+
+    drafted = drafted_by_category(run).get(OVERALL)
+    if drafted is not None and drafted.proposed:
+        return f"speculative (drafted {drafted.proposed} tokens; mode not recorded)"
+    return None
 
 
 def _cell(value: Any) -> str:
@@ -69,7 +82,7 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
         ("server", *both(_server)),
         ("engine", *both(lambda run: run.info.engine)),
         ("model", *both(_model_name)),
-        ("speculative mode", *both(lambda run: run.settings.tags.get("mode"))),
+        ("speculative mode", *both(_mode)),
         ("dataset / bench", *both(lambda run: f"{run.settings.dataset or 'n/a'} / {run.settings.bench}")),
         ("category / limit", *both(lambda run: f"{run.settings.category} / {run.settings.limit}")),
         ("osl (max_tokens)", *both(lambda run: run.settings.osl)),
@@ -87,51 +100,121 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
     return rows
 
 
-def render_report(comparison: Comparison, *, title: str | None = None, plots: Sequence[str] = ()) -> str:
-    """The report's Markdown text (deterministic for the same comparison)."""
+def workload(comparison: Comparison) -> str:
+    """The prompt set a comparison ran (`grounded`, `qualitative`, ...), as its runs recorded it."""
+    return comparison.speculative.settings.bench or comparison.baseline.settings.bench or "prompts"
+
+
+def _estimate_words(estimate: Estimate) -> str:
+    """`1.53x [1.21, 1.95] faster`, or the point and why there is no verdict."""
+    return f"{ci_cell(estimate.point, estimate.low, estimate.high)} {estimate.word}"
+
+
+def _overall(comparison: Comparison) -> StatsRow | None:
+    return next((row for row in comparison.stats if row.category == OVERALL), None)
+
+
+def _decision_part(comparison: Comparison) -> str:
+    """One workload's overall decode and latency speedups with intervals and verdicts, and its drafted share."""
+    row = _overall(comparison)
+    if row is None:
+        return f"no paired statistics ({comparison.stats_note or 'no matched samples'})"
+    drafted = row.drafted_share
+    share = f", {format_value(drafted, 'percent')} of the output drafted" if drafted is not None else ""
+    return (f"decode {_estimate_words(row.decode)}, latency {_estimate_words(row.latency)} "
+            f"({row.n} prompts{share})")
+
+
+def decision_text(comparisons: Sequence[Comparison]) -> str:
+    """The decision as plain text: overall decode and latency speedups with 95% intervals, per workload if several."""
+    first = comparisons[0]
+    arms = f"{_mode(first.speculative) or 'speculative'} vs {_mode(first.baseline) or 'baseline'}"
+    if len(comparisons) == 1:
+        return f"{arms}: {_decision_part(first)}"
+    return f"{arms}: " + "; ".join(f"{workload(each)}: {_decision_part(each)}" for each in comparisons)
+
+
+def decision_line(comparisons: Sequence[Comparison]) -> str:
+    """The decision as the report's first line (bold Markdown)."""
+    return f"**{markdown_escape(decision_text(comparisons))}.**"
+
+
+def render_report(
+    comparison: Comparison | Sequence[Comparison], *, title: str | None = None, plots: Sequence[str] = ()
+) -> str:
+    """The report's Markdown text (deterministic for the same comparisons): the decision on its first line.
+
+    Several comparisons (one per workload, e.g. grounded and qualitative prompts of one `make bench`) share
+    the decision line; each then gets its own section. `plots` are PNG paths beside the report."""
+    comparisons = [comparison] if not isinstance(comparison, Sequence) else list(comparison)
+    if not comparisons:
+        raise ValueError("a report needs at least one comparison")
+    parts = [decision_line(comparisons) + "\n\n"]
+    parts.append(_decision_legend(comparisons[0]) + "\n\n")
+    parts.append(f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n")
+    if len(comparisons) == 1:
+        parts.append(_body(comparisons[0], level=2))
+    else:
+        for each in comparisons:
+            parts.append(f"## Workload: {markdown_escape(workload(each))}\n\n{_body(each, level=3)}\n")
+    if plots:
+        parts.append(_attachments(plots))
+    return "".join(parts).rstrip("\n") + "\n"
+
+
+def _decision_legend(comparison: Comparison) -> str:
+    return (f"_Overall geometric means of per-prompt speedups with 95% intervals; a verdict needs the interval to "
+            f"exclude 1.00x and a change over {comparison.threshold:.0%}. Details per category below._")
+
+
+def _body(comparison: Comparison, *, level: int) -> str:
+    """One comparison's sections: chart, paired statistics, configuration, reference table, lossless check."""
+    head = "#" * level
     baseline, speculative = comparison.baseline, comparison.speculative
-    parts = [f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n"]
+    parts = [f"{head} Speedup chart\n\n" + _chart(comparison) + "\n"]
     if reader_lines(comparison):
-        parts.append("## Before reading the tables\n\n")
+        parts.append(f"{head} Before reading the tables\n\n")
         parts.extend(f"- {markdown_escape(line)}\n" for line in reader_lines(comparison))
         parts.append("\n")
-    parts.append("## Configuration\n\n")
-    parts.append("| setting | baseline | speculative |\n| --- | --- | --- |\n")
-    parts.extend(f"| {name} | {_cell(base)} | {_cell(spec)} |\n" for name, base, spec in configuration_rows(
-        baseline, speculative))
-    parts.append("\n## SpeedBench comparison\n\n")
-    table = comparison_text([row.as_cells() for row in comparison.reference], _file_name(comparison.baseline_label),
-                            _file_name(comparison.speculative_label))
-    parts.append(_fenced(table))
     if comparison.has_stats:
-        parts.append("\n## Paired statistics\n\n")
+        parts.append(f"{head} Paired statistics\n\n")
         parts.append(stats_markdown(comparison.stats, comparison.threshold))
         if cache_line(comparison):
             parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
         parts.append(
-            f"\nCategories with fewer than {MIN_SAMPLES_FOR_CI} paired samples get no interval and no verdict.\n"
+            f"\nCategories with fewer than {MIN_SAMPLES_FOR_CI} paired samples get no interval and no verdict.\n\n"
         )
-        parts.append("\n## Lossless check\n\nSpeculative completions byte-identical to the baseline's "
+    elif comparison.stats_note:
+        parts.append(f"No paired statistics: {markdown_escape(comparison.stats_note)}\n\n")
+    parts.append(f"{head} Configuration\n\n")
+    parts.append("| setting | baseline | speculative |\n| --- | --- | --- |\n")
+    parts.extend(f"| {name} | {_cell(base)} | {_cell(spec)} |\n" for name, base, spec in configuration_rows(
+        baseline, speculative))
+    parts.append(f"\n{head} SpeedBench comparison\n\n")
+    table = comparison_text([row.as_cells() for row in comparison.reference], _file_name(comparison.baseline_label),
+                            _file_name(comparison.speculative_label))
+    parts.append(_fenced(table))
+    if comparison.has_stats:
+        parts.append(f"\n{head} Lossless check\n\nSpeculative completions byte-identical to the baseline's "
                      "(temperature 0); for the others, the sample and the index of the first differing character.\n\n")
         parts.append(lossless_markdown(comparison.lossless))
         for name, rows in comparison.streaming.items():
             if rows:
-                parts.append(f"\n## Streaming latencies ({name})\n\n" + stream_markdown(rows))
-    elif comparison.stats_note:
-        parts.append(f"\nNo paired statistics: {markdown_escape(comparison.stats_note)}\n")
+                parts.append(f"\n{head} Streaming latencies ({name})\n\n" + stream_markdown(rows))
     line = acceptance_line(comparison)
     if line:
         parts.append("\n" + line + "\n")
-    parts.append("\n## Speedup chart\n\n" + _chart(comparison))
-    if plots:
-        parts.append(
-            "\n## Plots\n\nThe PNG files beside this report (`plots/`), for docs and wikis that serve them; a pull "
-            "request description shows the chart above, which GitHub draws from the text.\n\n"
-        )
-        for path in plots:
-            name = Path(path).stem
-            parts.append(f"![{PLOT_TITLES.get(name, name)}]({path})\n\n")
-    return "".join(parts).rstrip("\n") + "\n"
+    return "".join(parts)
+
+
+def _attachments(plots: Sequence[str]) -> str:
+    """The PNG plots as files to attach: a pull request cannot show images linked by a relative path."""
+    lines = ["\n## Plots to attach\n\n",
+             "The chart above is drawn from this text. The PNG files beside this report are not linked (a relative "
+             "link breaks in a pull request description); to show one there, drag the file into the editor.\n\n"]
+    lines.extend(f"- `{markdown_escape(path)}`: {PLOT_TITLES.get(Path(path).stem, Path(path).stem)}\n"
+                 for path in plots)
+    return "".join(lines)
 
 
 def _fenced(table: str) -> str:
@@ -149,35 +232,69 @@ def _chart(comparison: Comparison) -> str:
     """Per-category speedups as a Mermaid chart: paired geometric means when computed, else the reference's ratios."""
     if comparison.has_stats:
         rows = [row for row in comparison.stats if row.category != OVERALL]
-        return speedup_chart("Speedup per category (geometric mean of per-sample speedups)",
-                             [row.category for row in rows], [row.decode.point for row in rows],
-                             [row.latency.point for row in rows])
+        labels = [f"{row.category} (no drafts)" if row.nothing_drafted else row.category for row in rows]
+        return speedup_chart("Speedup per category (geometric mean of per-sample speedups)", labels,
+                             [row.decode.point for row in rows], [row.latency.point for row in rows])
     reference = [row for row in comparison.reference if row.category != OVERALL]
     return speedup_chart("Speedup per category (ratio of means, as the reference table)",
                          [row.category for row in reference], [row.decode_speedup for row in reference],
                          [row.latency_speedup for row in reference])
 
 
-def write_report(comparison: Comparison, out_dir: str | Path, *, title: str | None = None) -> Path:
-    """Write `report.md` and its plots (PNG and SVG) into `out_dir`; return the report's path."""
+def write_report(
+    comparison: Comparison | Sequence[Comparison], out_dir: str | Path, *, title: str | None = None
+) -> Path:
+    """Write `report.md` and its plots (PNG and SVG) into `out_dir`; return the report's path.
+
+    With several comparisons (one per workload) each one's plots go to `plots/<workload>/`."""
     from bench.render._plots import plot_all
 
+    comparisons = [comparison] if not isinstance(comparison, Sequence) else list(comparison)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = plot_all(comparison, out / "plots", formats=("png", "svg"))
-    relative = [str(path.relative_to(out)) for path in written if path.suffix == ".png"]
+    written: list[Path] = []
+    for each in comparisons:
+        folder = out / "plots" if len(comparisons) == 1 else out / "plots" / _safe_name(workload(each))
+        written += plot_all(each, folder, formats=("png", "svg"))
+    relative = [path.relative_to(out).as_posix() for path in written if path.suffix == ".png"]
     report = out / "report.md"
-    write_text_file(report, render_report(comparison, title=title, plots=relative))
+    write_text_file(report, render_report(comparisons, title=title, plots=relative))
     return report
 
 
+def _safe_name(name: str) -> str:
+    """A workload's name as a folder name: letters, digits, `-` and `_` only."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "workload"
+
+
+def _sweep_charts(sweep: Sweep) -> str:
+    """The sweep's throughput and decode speedups per arm across concurrency levels, as Mermaid charts."""
+
+    def points(estimate_of: Any) -> dict[str, list[float | None]]:
+        values: dict[str, list[float | None]] = {}
+        for arm in sweep.arms:
+            cells = [sweep.cell(arm, level) for level in sweep.levels]
+            values[arm] = [estimate_of(cell).point if cell is not None and cell.comparison.stats else None
+                           for cell in cells]
+        return values
+
+    return (
+        sweep_chart("Throughput speedup per arm by concurrency", sweep.levels, points(lambda cell: cell.throughput))
+        + "\n"
+        + sweep_chart("Decode speedup per request by concurrency", sweep.levels, points(lambda cell: cell.decode))
+    )
+
+
 def render_sweep_report(sweep: Sweep, *, title: str | None = None, plots: Sequence[str] = ()) -> str:
-    """A sweep's report: the summary tables and plots, then each cell's SpeedBench table under its heading."""
-    parts = [f"# {markdown_escape(title or 'Speculative decoding sweep')}\n\n", sweep_markdown(sweep, plots)]
+    """A sweep's report: its charts, the summary tables, then each cell's SpeedBench table under its heading."""
+    parts = [f"# {markdown_escape(title or 'Speculative decoding sweep')}\n\n", "## Speedup charts\n\n",
+             _sweep_charts(sweep), "\n", sweep_markdown(sweep)]
     for cell in sweep.cells:
         labels = cell.comparison.baseline_label, cell.comparison.speculative_label  # relative: c<level>/<arm>.json
         table = comparison_text([row.as_cells() for row in cell.comparison.reference], *labels)
         parts.append(f"\n### {markdown_escape(cell.arm)} at concurrency {cell.concurrency}\n\n{_fenced(table)}")
+    if plots:
+        parts.append(_attachments(plots))
     return "".join(parts).rstrip("\n") + "\n"
 
 
@@ -186,7 +303,7 @@ def write_sweep_report(sweep: Sweep, out_dir: Path, *, title: str | None = None)
     from bench.render._sweep import plot_sweep
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = [str(path.relative_to(out_dir)) for path in plot_sweep(sweep, out_dir / "plots")]
+    plots = [path.relative_to(out_dir).as_posix() for path in plot_sweep(sweep, out_dir / "plots")]
     report = out_dir / "report.md"
     write_text_file(report, render_sweep_report(sweep, title=title, plots=plots))
     return report

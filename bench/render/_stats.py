@@ -30,6 +30,7 @@ STATS_COLUMNS: list[Column] = [
     ("latency_mde", "latency_speedup_mde_cell", ""),
     ("accept_rate", "accept_rate", "rate"),
     ("accept_len", "acceptance_length", "speed"),
+    ("drafted", "drafted_share", "percent"),
     ("identical", "identical_cell", ""),
 ]
 
@@ -59,13 +60,13 @@ CV_COLUMNS: list[Column] = [
 
 
 def ci_cell(point: Any, low: Any, high: Any, confidence: float | None = None) -> str:
-    """`1.23x [1.10, 1.37]`, `n/a` parts where a bound is missing; `@99.5%` after an interval wider than 95%."""
+    """`1.23x [1.10, 1.37]`, `n/a` parts where a bound is missing; `at 99.5%` after an interval wider than 95%."""
     if point is None or point != point:
         return "n/a"
     if low is None or high is None or low != low or high != high:
         return format_value(point, "speedup")
     bounds = f"[{format_value(low, 'speed')}, {format_value(high, 'speed')}]"
-    level = f" @{confidence:.2%}".replace("0%", "%") if confidence is not None and confidence > 0.95 + 1e-9 else ""
+    level = f" at {confidence:.2%}".replace("0%", "%") if confidence is not None and confidence > 0.95 + 1e-9 else ""
     return f"{format_value(point, 'speedup')} {bounds}{level}"
 
 
@@ -105,13 +106,15 @@ def _target_effect(family: Family | None) -> float:
 def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | None = None) -> str:
     size = family.size if family is not None else family_size(tuple(rows))
     return (
-        "geometric mean of per-sample speedups (the table above: ratio of arithmetic means), samples matched by id, "
-        "with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "
+        "geometric mean of per-sample speedups (the SpeedBench table: ratio of arithmetic means), samples matched by "
+        "id, with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "
         f"{threshold:.0%}; "
         f"category rows are one family: {HOLM_METHOD} ({_tests(size)}, family-wise false-alarm rate "
-        f"{FAMILY_ALPHA:.0%}), each interval drawn at the level its Holm step uses (after @), the one its verdict "
+        f"{FAMILY_ALPHA:.0%}), each interval drawn at the level its Holm step uses (after 'at'), the one its verdict "
         f"reads; the overall row is the primary result, at a plain 95%; mde: the smallest true change detected with "
-        f"80% power at the row's level (n≈N for target: samples a {_target_effect(family):.0%} change needs)"
+        f"80% power at the row's level (n≈N for target: samples a {_target_effect(family):.0%} change needs); "
+        "drafted: share of the speculative output that came from accepted drafts (a row with nothing drafted gets "
+        "no verdict: its speedups are noise)"
     )
 
 

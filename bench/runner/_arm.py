@@ -236,9 +236,10 @@ async def conclude_arm(
         get_text(transport, server_root(arm.base_urls[0]) + "/metrics"), "", closing=True
     )
     acceptance = run_acceptance(arm.engine, arm.metrics_before, metrics_after, arm.config, len(arm.base_urls))
-    notes = [*arm.engine.warnings(), *extra_notes]
-    for note in notes:
+    engine_notes = list(arm.engine.warnings())
+    for note in engine_notes:
         progress.message(f"speedbench: warning: {note}")
+    notes = [*engine_notes, *extra_notes]  # the run-wide notes (`extra_notes`) are said once by the caller
     if arm.meter is not None and arm.meter.moved_between:
         # other traffic moved the counters between samples: per-sample deltas cannot be trusted
         results = [*arm.previous, *(without_counter_deltas(result) for result in arm.new_results)]

@@ -15,24 +15,27 @@ from bench.runner._progress import Progress
 LAG_INTERVAL_S = 0.01
 """How often the loop is asked to wake up; lag is how late it did."""
 LAG_WARN_S = 0.010
-"""A wake-up later than this is a stall a streamed ITL or TTFT would absorb: warn (live, and at the end on p99)."""
+"""A wake-up later than this is a stall: counted, and said once at the end of the run with what to do."""
 BURST_GAP_S = 0.001
 """Chunks closer than this came back to back from the server (one step's tokens), not one step each."""
-LIVE_WARN_EVERY_S = 10.0
-"""At most one live warning per this many seconds."""
 
 
 class LagMonitor:
     """Sleeps `interval_s` at a time on the run's loop and records how late each wake-up came."""
 
-    def __init__(self, progress: Progress, *, interval_s: float = LAG_INTERVAL_S, warn_s: float = LAG_WARN_S) -> None:
-        """Report live warnings through `progress.message` (never printing directly)."""
+    def __init__(
+        self, progress: Progress, *, interval_s: float = LAG_INTERVAL_S, warn_s: float = LAG_WARN_S,
+        streamed: bool = False,
+    ) -> None:
+        """Sample on the run's loop; `streamed` words the end-of-run note for a run whose answers were streamed.
+
+        Nothing is printed during the run: stalls are counted and `notes` says them once, with the action."""
         self.progress = progress
         self.interval_s = interval_s
         self.warn_s = warn_s
+        self.streamed = streamed
         self.lags: list[float] = []
         self._task: asyncio.Task[None] | None = None
-        self._last_warned = -math.inf
 
     def start(self) -> None:
         """Begin sampling on the running loop."""
@@ -51,16 +54,7 @@ class LagMonitor:
         while True:
             due = clock() + self.interval_s
             await asyncio.sleep(self.interval_s)
-            now = clock()
-            lag = max(0.0, now - due)
-            self.lags.append(lag)
-            if lag > self.warn_s and now - self._last_warned >= LIVE_WARN_EVERY_S:
-                self._last_warned = now
-                self.progress.message(
-                    f"speedbench: warning: the client's event loop stalled {lag * 1000:.1f} ms (threshold "
-                    f"{self.warn_s * 1000:.0f} ms): latencies not timed at the socket (non-streamed answers) absorb "
-                    "the client's own delay, and streamed chunks read that late share one arrival time"
-                )
+            self.lags.append(max(0.0, clock() - due))
 
     def summary(self) -> dict[str, Any] | None:
         """p50/p99/max lag in ms, samples, the threshold and how many samples exceeded it; None without samples."""
@@ -82,15 +76,17 @@ class LagMonitor:
         }
 
     def warning(self) -> str | None:
-        """The end-of-run warning when the lag's p99 exceeded the threshold, else None."""
+        """One note for the whole run when the loop stalled past the threshold: how often, how long, what to do."""
         summary = self.summary()
-        if summary is None or summary["p99_ms"] <= summary["threshold_ms"]:
+        if summary is None or not summary["over_threshold"]:
             return None
+        delayed = ("streamed answers are timed by the kernel's receive time, but a read that late can find two "
+                   "chunks merged" if self.streamed else
+                   "each request's latency and decode time can include up to that much of the client's own delay")
         return (
-            f"the client's event loop lagged {summary['p99_ms']:.1f} ms at p99 (max {summary['max_ms']:.1f} ms, "
-            f"threshold {summary['threshold_ms']:.0f} ms): the client was saturated; latencies not timed at the "
-            "socket (non-streamed answers) include its own delay; lower --concurrency or run the client on a less "
-            "busy machine"
+            f"the client's event loop stalled {summary['over_threshold']} times over {summary['threshold_ms']:.0f} ms "
+            f"during the run (max {summary['max_ms']:.1f} ms, p99 {summary['p99_ms']:.1f} ms): {delayed}; "
+            "run the client on a less busy machine or lower --concurrency"
         )
 
     def merge_warning(self, chunk_gaps_s: Sequence[float]) -> str | None:
@@ -117,6 +113,7 @@ class LagMonitor:
         )
 
     def notes(self, results: Iterable[SampleResult]) -> list[str]:
-        """The end-of-run warnings about the client's own lag for a run with these results (none when it kept up)."""
+        """The end-of-run warnings about the client's own lag for a run with these results (none when it kept up):
+        the stall count, and for streamed answers whether chunks can have merged."""
         gaps = [gap for result in results if result.ok for gap in result.itl_s]
-        return [note for note in (self.warning(), self.merge_warning(gaps)) if note]
+        return [note for note in (self.warning(), self.merge_warning(gaps) if gaps else None) if note]

@@ -72,7 +72,7 @@ async def run_arms(
     """
     ensure_file_limit(sum(connections * len(arm.base_urls) for arm in arms.values()))
     stop = Stop()
-    lag = LagMonitor(progress)
+    lag = LagMonitor(progress, streamed=any(arm.config.stream for arm in arms.values()))
     concluded = {}
     with contextlib.ExitStack() as held:
         for arm in arms.values():
@@ -99,10 +99,13 @@ async def run_arms(
                     finally:
                         await lag.stop()
                     progress.finish()
+                    said: dict[str, None] = {}
                     for name, arm in arms.items():
-                        concluded[name] = await conclude_arm(
-                            arm, session.transports[name], progress, stop, lag.notes(arm.new_results)
-                        )
+                        lag_notes = lag.notes(arm.new_results)
+                        said.update(dict.fromkeys(lag_notes))
+                        concluded[name] = await conclude_arm(arm, session.transports[name], progress, stop, lag_notes)
+                    for note in said:  # one loop for every arm: each note once per run, recorded in every run file
+                        progress.message(f"speedbench: warning: {note}")
         finally:
             for arm in arms.values():
                 close_journal(arm, stop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -41,6 +42,11 @@ class SilentProgress:
         """Ignore the end."""
 
 
+ETA_AFTER_SHARE = 0.1
+ETA_AFTER_SAMPLES = 3
+"""A line gives an ETA once this share of the samples, and at least this many, are done."""
+
+
 class LineProgress:
     """Plain progress lines (for logs and pipes): at most one every `interval_s`, and one at the end."""
 
@@ -63,11 +69,19 @@ class LineProgress:
 
     def _line(self) -> str:
         elapsed = time.monotonic() - self._started
-        eta = elapsed / self._done * (self._total - self._done) if self._done else float("nan")
         return (
             f"{self._description}: {self._done}/{self._total} done, {self._failed} failed, "
-            f"elapsed {elapsed:.1f}s, eta {eta:.1f}s\n"
+            f"elapsed {elapsed:.1f}s, eta {self._eta(elapsed)}\n"
         )
+
+    def _eta(self, elapsed: float) -> str:
+        """Seconds left at the pace so far, once a tenth of the run (at least 3 samples) is done: the first
+        samples are one category's and carry the warm-up, so an earlier guess can be off by half."""
+        if self._done >= self._total:
+            return "0.0s"
+        if self._done < max(ETA_AFTER_SAMPLES, math.ceil(ETA_AFTER_SHARE * self._total)):
+            return "n/a (too early)"
+        return f"{elapsed / self._done * (self._total - self._done):.1f}s"
 
     def advance(self, result: SampleResult) -> None:
         """Count a result and print a line when the interval has passed."""

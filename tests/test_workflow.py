@@ -1,0 +1,77 @@
+"""The GitHub workflow example: its summary starts with the decision, and the gate's exit code decides the job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / "docs" / "github-workflow-regress.yml"
+SAMPLE = ROOT / "results" / "sample"
+
+
+def _steps() -> dict[str, dict]:
+    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["speedbench"]
+    return {step.get("name", step.get("uses")): step for step in job["steps"]}
+
+
+def _project(tmp_path: Path, *, swap: bool) -> Path:
+    """A checkout as the workflow sees it: speedbench in .speedbench/.venv, a reference and a candidate folder;
+    with `swap` the candidate is the slower of the two, else the reference is."""
+    bin_dir = tmp_path / ".speedbench" / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "speedbench").symlink_to(Path(sys.executable).parent / "speedbench")
+    reference = tmp_path / "benchmarks" / "reference"
+    candidate = tmp_path / "results" / "20260101T000000Z-candidate"
+    slow, fast = (candidate, reference) if swap else (reference, candidate)
+    for folder in (reference, candidate):
+        folder.mkdir(parents=True)
+    for name in ("baseline.json", "speculative.json"):
+        shutil.copy(SAMPLE / name, fast / name)
+    # the arms swapped: its "speculative" arm is the sample's baseline, slower than the other folder says
+    for name, other in (("baseline.json", "speculative.json"), ("speculative.json", "baseline.json")):
+        shutil.copy(SAMPLE / other, slow / name)
+    return tmp_path
+
+
+def _run_step(step: dict, cwd: Path, summary: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary)}
+    return subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_summary_starts_with_the_decision_and_a_regression_fails_the_job(tmp_path: Path) -> None:
+    steps = _steps()
+    report, gate = steps["Decision and report in the job summary"], steps["Gate on the committed reference comparison"]
+    names = list(steps)
+    assert names.index(report["name"]) < names.index(gate["name"])  # the decision comes first in the summary
+    assert report["if"] == "always()" and report.get("continue-on-error") is True
+    assert "continue-on-error" not in gate and "|| true" not in gate["run"]  # the gate's exit code is the job's
+    for swap, code in ((False, 0), (True, 1)):
+        project = _project(tmp_path / str(swap), swap=swap)
+        summary = project / "summary.md"
+        done = _run_step(report, project, summary)
+        assert done.returncode == 0, done.stderr
+        first = summary.read_text().splitlines()[0]
+        assert first.startswith("**ngram-mod vs baseline: decode ") if not swap else first.startswith("**baseline")
+        gated = _run_step(gate, project, summary)
+        assert gated.returncode == code, gated.stdout + gated.stderr
+        text = summary.read_text()
+        assert text.index(first) == 0 and ("REGRESSED" in text) == swap  # the gate's table follows the report
+
+
+@pytest.mark.parametrize("name", ["Benchmark baseline vs speculative", "Gate on the committed reference comparison"])
+def test_the_commands_the_workflow_runs_exist(name: str) -> None:
+    run = _steps()[name]["run"]
+    command = run.split("speedbench/.venv/bin/speedbench ", 1)[1].split()[0]
+    done = subprocess.run([str(Path(sys.executable).parent / "speedbench"), command, "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0
+    for option in (word for word in run.split() if word.startswith("--")):
+        assert option in done.stdout, f"{command} has no {option}"
