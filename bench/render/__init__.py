@@ -36,6 +36,13 @@ from bench.render._tables import (
     summary_text,
     text_table,
 )
+from bench.render._traffic_text import (
+    goodput_text,
+    rate_sweep_text,
+    throughput_line,
+    traffic_json,
+    traffic_text,
+)
 
 _LAZY = {
     "FEW_SAMPLES": "bench.render._plots",
@@ -50,6 +57,10 @@ _LAZY = {
     "decision_line": "bench.render._report",
     "decision_text": "bench.render._report",
     "RichProgress": "bench.render._rich",
+    "goodput_rate_figure": "bench.render._traffic",
+    "plot_goodput_rate": "bench.render._traffic",
+    "plot_timeline": "bench.render._traffic",
+    "timeline_figure": "bench.render._traffic",
 }
 
 __all__ = [
@@ -70,6 +81,8 @@ __all__ = [
     "format_value",
     "gate_markdown",
     "gate_text",
+    "goodput_rate_figure",
+    "goodput_text",
     "latency_figure",
     "lossless_markdown",
     "lossless_text",
@@ -78,7 +91,10 @@ __all__ = [
     "mermaid_text",
     "place_labels",
     "plot_all",
+    "plot_goodput_rate",
     "plot_sweep",
+    "plot_timeline",
+    "rate_sweep_text",
     "render_json",
     "render_markdown",
     "render_report",
@@ -96,6 +112,10 @@ __all__ = [
     "sweep_text",
     "terminal_text",
     "text_table",
+    "throughput_line",
+    "timeline_figure",
+    "traffic_json",
+    "traffic_text",
     "write_report",
     "write_sweep_report",
 ]

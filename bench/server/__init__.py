@@ -2,6 +2,8 @@
 
 from bench.server._embedded import (
     MODES,
+    RESET_BY_RESTART,
+    STATEFUL_MODES,
     EmbeddedServer,
     ServerConfig,
     ServerError,
@@ -36,8 +38,10 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODELS",
     "MODES",
+    "RESET_BY_RESTART",
     "SERVER_ENGINES",
     "SMOLLM2",
+    "STATEFUL_MODES",
     "VLLM_MODES",
     "VLLM_REQUIREMENT",
     "EmbeddedServer",
