@@ -149,7 +149,9 @@ def progress_display(quiet: bool) -> Any:
         from bench.render import RichProgress
 
         return RichProgress()
-    return LineProgress(sys.stderr.write)
+    from bench.render import terminal_text
+
+    return LineProgress(lambda text: sys.stderr.write(terminal_text(text, keep_lines=True)))
 
 
 def vet(
