@@ -92,6 +92,13 @@ def register_secret(value: str | None) -> None:
         _grams.update({size: frozenset(found) for size, found in grams.items()})
 
 
+def forget_secrets() -> None:
+    """Forget every registered secret (a process that runs several benchmarks, such as a test session)."""
+    with _lock:
+        _secrets.clear()
+        _grams.clear()
+
+
 def register_secrets(values: Iterable[str | None]) -> None:
     """Remember several secrets."""
     for value in values:

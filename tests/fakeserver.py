@@ -40,6 +40,19 @@ class FakeState:
     in_flight: int = 0
     transform: Callable[[str], str] | None = None
     margin: Callable[[int], float] = lambda position: 3.0
+    capacity: int | None = None
+    """Server slots: requests beyond this many wait inside the server, first come first served."""
+    service_s: Callable[[int], float] | None = None
+    """Exact seconds request number i occupies a slot (known service times; with `capacity`, a known queue)."""
+    gap_service_s: Callable[[float], float] | None = None
+    """Exact seconds a request takes as a function of the gap since the previous request arrived (a server that
+    slows down under load: speculation that stops paying at a known arrival rate)."""
+    last_arrival: float | None = None
+    conversation_s: dict[str, float] = field(default_factory=dict)
+    remembers: bool = False
+    """A drafter that memorises: a prompt seen before drafts and accepts far more (llama.cpp's ngram-mod)."""
+    seen: set[str] = field(default_factory=set)
+    _slots: asyncio.Semaphore | None = None
 
 
 @dataclass
@@ -106,6 +119,11 @@ def completion(state: FakeState, body: dict[str, Any], token_delay_s: float | No
     }
     drafted = 4 * predicted_n if state.drafting else 0
     accepted = 3 * predicted_n if state.drafting else 0
+    if state.drafting and state.remembers:
+        prompt = json.dumps(body.get("messages") or body.get("prompt"))
+        if prompt not in state.seen:
+            state.seen.add(prompt)
+            accepted = predicted_n // 4
     if state.drafting:
         state.drafts += predicted_n
         state.draft_tokens += drafted
@@ -250,6 +268,17 @@ class FakeServer:
         fault = self.state.fault(index, body)
         if fault is not None:
             return await self._fault(request, fault, body)
+        if self.state.service_s is not None:
+            await self._serve_slot(index)
+        if self.state.gap_service_s is not None:  # by the gap between conversations; later turns take as long
+            messages = body.get("messages") or [{"content": body.get("prompt", "")}]
+            conversation = messages[0]["content"]
+            if len(messages) == 1 or conversation not in self.state.conversation_s:
+                now = asyncio.get_running_loop().time()
+                gap = math.inf if self.state.last_arrival is None else now - self.state.last_arrival
+                self.state.last_arrival = now
+                self.state.conversation_s[conversation] = self.state.gap_service_s(gap)
+            await asyncio.sleep(self.state.conversation_s[conversation])
         token_delay = None
         self.state.in_flight += 1
         try:
@@ -267,6 +296,17 @@ class FakeServer:
         if not body.get("stream"):
             return web.json_response(data)
         return await self._stream(request, data)
+
+    async def _serve_slot(self, index: int) -> None:
+        """Hold one of `capacity` slots (unbounded without it) for the request's known service time."""
+        assert self.state.service_s is not None
+        if self.state.capacity is None:
+            await asyncio.sleep(self.state.service_s(index))
+            return
+        if self.state._slots is None:
+            self.state._slots = asyncio.Semaphore(self.state.capacity)
+        async with self.state._slots:
+            await asyncio.sleep(self.state.service_s(index))
 
     async def _stream(self, request: web.Request, data: dict[str, Any], *, done: bool = True) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -29,7 +29,7 @@ import pytest
 
 from bench import cli
 from bench._errors import BenchError
-from bench._redact import redact, redact_url, register_secret
+from bench._redact import forget_secrets, redact, redact_url, register_secret
 from bench.engines import VLLM, LlamaCpp, ResponseError, SGLang
 from bench.pipeline import PipelineConfig, run_pipeline
 from bench.prompts import PromptSet, Sample, load_prompts, rows_to_samples
@@ -38,6 +38,13 @@ from bench.runner import RunConfig, SilentProgress, SSEDecoder, normalize_base_u
 from tests.fakeserver import FakeServer, FakeState, RawServer, http_response, read_request
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    """Each test's secrets stay its own: later tests' outputs are not masked where they share 8 characters."""
+    yield
+    forget_secrets()
 
 
 def _prompts(count: int) -> PromptSet:
@@ -521,7 +528,7 @@ def test_no_gathering_future_noise_on_a_double_ctrl_c(tmp_path: Path) -> None:
 
 
 def test_port_probe_ignores_time_wait_leftovers() -> None:
-    from bench.server._embedded import _port_is_free
+    from bench.server import port_is_free as _port_is_free
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -1338,3 +1345,15 @@ def test_no_registered_secret_reaches_the_terminal_or_an_output_file(
     assert code == 0, captured.err
     _assert_no_secret(captured.out + captured.err + (tmp_path / "out.md").read_text(), secret)
     assert "a server said *** on stdout" in captured.out
+
+
+def test_a_run_shows_names_escaped_on_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "named.jsonl"
+    path.write_text("".join(json.dumps({"question_id": f"q{i}", "category": "evil\x1b]0;pwned\x07\x1b[2J",
+                                        "turns": [f"question {i}"]}) + "\n" for i in range(2)), encoding="utf-8")
+    with _fake() as server:
+        code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", str(path), "--osl", "8",
+                               "--label", "\x1b]8;;https://evil.example\x07label", "--output", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "evil\\x1b]0;pwned" in out

@@ -134,3 +134,35 @@ def test_child_failing_during_start_raises_with_log_tail(tmp_path: Path) -> None
         server.start(timeout=60)
     assert "failed to start server" in str(info.value)
     assert not server.is_running()
+
+
+_LIST_PROMPT = ("Repeat this list exactly, one item per line: apples, bread, candles, dates, eggs, figs, grapes, "
+                "honey, ink, jam, kale, lemons, milk, nuts, oats, pears.")
+
+
+def _accepted(url: str, slot: int | None = None) -> tuple[int, int]:
+    body: dict = {"messages": [{"role": "user", "content": _LIST_PROMPT}], "max_tokens": 64, "temperature": 0,
+                  "cache_prompt": False}
+    if slot is not None:
+        body["id_slot"] = slot
+    timings = json.loads(_request(url, "POST", "/v1/chat/completions", body)[1])["timings"]
+    return timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)
+
+
+@pytest.mark.e2e
+def test_ngram_mod_memory_is_server_wide_and_only_a_restart_clears_it() -> None:
+    pytest.importorskip("xllamacpp")
+    server = EmbeddedServer(ServerConfig(mode="ngram-mod", n_parallel=2, ctx_size=1024))
+    assert server.keeps_drafter_state
+    with server:
+        fresh = _accepted(server.url, slot=0)
+        other_slot = _accepted(server.url, slot=1)  # another slot already knows slot 0's output
+        assert other_slot[1] > fresh[1]
+        for slot in (0, 1):
+            status, _ = _request(server.url, "POST", f"/slots/{slot}?action=erase", {})
+            assert status == 200
+        assert _accepted(server.url, slot=0) == other_slot  # erasing every slot keeps the drafter's memory
+        url = server.url
+        server.restart()
+        assert server.url == url and server.restarts == 1
+        assert _accepted(server.url, slot=0) == fresh  # a fresh process starts from the same state

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bench.commands._common import MODEL_HELP, SERVER_ENGINES, progress_display
+from bench.commands._common import MODEL_HELP, SERVER_ENGINES, add_open_loop_options, progress_display
 
 HELP = "baseline vs speculative on the embedded server (or two URLs)"
 
@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream", action="store_true",
                        help="stream both sides: TTFT, ITL per chunk and per token, TPOT and queue wait in the "
                             "comparison (default: off, as the reference)")
+    add_open_loop_options(parser, seed=False)
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="requests per A/B block with --request-rate (default: ~5 s of arrivals, 4-30)")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -61,6 +64,16 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
         interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
-        stream=args.stream, until_decided=args.until_decided, bench=args.bench,
+        stream=args.stream, request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
+        max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,
+        until_decided=args.until_decided, bench=args.bench,
     )
+    if args.trace:
+        from bench._errors import BenchError
+
+        raise BenchError("bench --trace is not supported: use --request-rate (run replays traces)")
+    if args.slo:
+        from bench.analysis import parse_slo
+
+        parse_slo(args.slo)  # a malformed --slo fails before a server starts
     return run_pipeline(config, out=out, progress=progress_display(args.quiet))

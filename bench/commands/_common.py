@@ -83,6 +83,62 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = False, seed: bool = True) -> None:
+    """Open-loop arrivals and SLOs (`run`, `bench`, `sweep`): rate, arrival process, cap, trace, SLOs."""
+    if rates:
+        parser.add_argument("--request-rate", default=None, metavar="R1,R2,...",
+                            help="sweep arrival rates (requests/s) instead of concurrency levels (default: off)")
+    else:
+        parser.add_argument("--request-rate", type=float, default=None, metavar="R",
+                            help="open loop: requests arrive at R per second on a seeded schedule (default: closed "
+                                 "loop)")
+    parser.add_argument("--arrival", default="poisson", choices=["poisson", "gamma", "constant"],
+                        help="arrival process of --request-rate (default: poisson)")
+    parser.add_argument("--burstiness", type=float, default=1.0,
+                        help="gamma shape with --arrival gamma: < 1 burstier, > 1 more regular (default: 1)")
+    parser.add_argument("--max-concurrency", type=int, default=None,
+                        help="open loop: at most N requests in flight; a due request waits for a slot and its "
+                             "latency counts from its arrival (default: no cap)")
+    if seed:
+        parser.add_argument("--seed", type=int, default=0, help="seed of the arrival schedule (default: 0)")
+    if not rates:
+        parser.add_argument("--trace", default=None, metavar="FILE",
+                            help='replay arrivals from JSONL lines {"offset_s": 0.5, "prompt_id": "id"} '
+                                 "(prompt_id optional) (default: none)")
+    parser.add_argument("--slo", default=None, metavar="ttft=S,tpot=S,e2e=S",
+                        help="latency targets in seconds (any subset; e2e alone for non-streamed runs): adds SLO "
+                             "attainment and goodput (default: none)")
+    parser.add_argument("--slo-target", type=float, default=0.9,
+                        help="attainment a rate must reach, by its interval, to meet the SLOs (default: 0.9)")
+
+
+def traffic_report(run: Any, out: Any, *, slo_text: str | None, plot_dir: Any = None) -> None:
+    """After a run: request and token throughput with the achieved rate (every run), goodput with --slo, and for
+    an open-loop run the request timeline plot beside the run file."""
+    if not run.results:  # nothing to measure: do not load the analysis stack (an interrupted run exits at once)
+        return
+    from bench.analysis import goodput, parse_slo, request_timings, state_warnings, throughput
+    from bench.render import goodput_text, terminal_text, throughput_line
+
+    requests = request_timings(run)
+    if not requests:
+        return
+    measured = throughput(requests)
+    out("\n" + throughput_line(measured) + "\n")
+    warning = measured.warning()
+    if warning:
+        sys.stderr.write(f"speedbench: warning: {warning}\n")
+    for line in state_warnings({"run": run}):
+        sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
+    if slo_text:
+        out("\n" + goodput_text(goodput(requests, parse_slo(slo_text))))
+    if plot_dir is not None and (run.config.get("request_rate") or run.config.get("trace")):
+        from bench.render import plot_timeline
+
+        paths = plot_timeline({"run": requests}, plot_dir[0], formats=("png",), stem=plot_dir[1])
+        out(f"speedbench: wrote {paths[0]}\n")
+
+
 def progress_display(quiet: bool) -> Any:
     """Progress on stderr: a rich display on a terminal, lines otherwise, nothing with --quiet."""
     from bench.runner import LineProgress, SilentProgress
@@ -93,7 +149,9 @@ def progress_display(quiet: bool) -> Any:
         from bench.render import RichProgress
 
         return RichProgress()
-    return LineProgress(sys.stderr.write)
+    from bench.render import terminal_text
+
+    return LineProgress(lambda text: sys.stderr.write(terminal_text(text, keep_lines=True)))
 
 
 def vet(
@@ -116,6 +174,7 @@ def vet(
             "partial run: " + "; ".join(arm.message for arm in checked.partial)
             + " (finish it with --resume, or pass --allow-partial)"
         )
+    from bench.analysis import state_warnings
     from bench.render import terminal_text
 
     for line in checked.lines(allowed=allow_mismatch):
@@ -124,4 +183,6 @@ def vet(
                 continue
             said.add(line)
         sys.stderr.write(f"speedbench: {terminal_text(line)}\n")
+    for line in state_warnings({"baseline": first, "speculative": second}):
+        sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
     return checked

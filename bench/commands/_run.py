@@ -7,12 +7,13 @@ import datetime as dt
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench._redact import one_line, redact
-from bench.commands._common import add_run_options, progress_display
+from bench.commands._common import add_open_loop_options, add_run_options, progress_display, traffic_report
 
 HELP = "run a prompt set against one endpoint"
 
@@ -20,6 +21,7 @@ HELP = "run a prompt set against one endpoint"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `speedbench run`."""
     add_run_options(parser)
+    add_open_loop_options(parser)
     parser.add_argument("--output", default=None, help="run file (JSON); default: results/<UTC time>-<label>.json")
     parser.add_argument("--label", default=None, help="a name for the run, shown in progress and the default file name "
                      "(default: run)")
@@ -54,8 +56,14 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         chat_template_kwargs=args.chat_template_kwargs, max_response_bytes=args.max_response_bytes,
         logprobs=args.logprobs, workers=args.workers, loop=args.loop,
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
+        request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
+        max_concurrency=args.max_concurrency, seed=args.seed, trace=args.trace,
     )
     config.validate()
+    if args.slo:
+        from bench.analysis import parse_slo
+
+        parse_slo(args.slo)  # a malformed --slo fails before anything is sent
     shard = Shard.parse(args.shard) if args.shard is not None else None
     if config.workers > 1 and (shard is not None or args.resume or args.start_at is not None):
         raise BenchError("--workers cannot be combined with --shard, --start-at or --resume; run N shards instead")
@@ -88,6 +96,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     out(f"\nSummary (elapsed={run.info.elapsed_s or 0.0:.2f}s)\n")
     out(summary_text(run.summary))
     _extra_run_tables(run, out)
+    stem = Path(output)
+    traffic_report(run, out, slo_text=args.slo, plot_dir=(stem.parent, stem.stem + ".timeline"))
     out(f"\nspeedbench: wrote {output}\n")
     if interrupted:
         out(f"speedbench: interrupted; {len(run.results)} samples saved, continue with --resume --output {output}\n")

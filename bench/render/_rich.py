@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from bench.records import SampleResult
+from bench.render._escape import terminal_text
 
 
 class RichProgress:
@@ -34,7 +36,8 @@ class RichProgress:
         """Show the bar."""
         self._failed = 0
         self._progress.start()
-        self._task = self._progress.add_task(description, total=total, failed=0)
+        # a label is a name: never rich markup (a [link=...] would make a hyperlink), never a control sequence
+        self._task = self._progress.add_task(escape(terminal_text(description)), total=total, failed=0)
 
     def advance(self, result: SampleResult) -> None:
         """Move the bar by one sample."""
@@ -43,7 +46,7 @@ class RichProgress:
 
     def message(self, text: str) -> None:
         """Print a notice above the bar."""
-        self._progress.console.print(text, markup=False, highlight=False)
+        self._progress.console.print(terminal_text(text, keep_lines=True), markup=False, highlight=False)
 
     def finish(self) -> None:
         """Stop the bar."""

@@ -3,11 +3,24 @@
 from bench.runner._aiohttp_timing import READ_BYTES, Arrivals, StampedSocket, stamped_socket
 from bench.runner._aiohttp_timing import check_internals as aiohttp_internals_missing
 from bench.runner._arm import RunStopped, machine_info, prompts_digest
+from bench.runner._arrivals import (
+    ARRIVAL_PROCESSES,
+    TRACE,
+    ArrivalSchedule,
+    Block,
+    arrival_schedule,
+    block_offsets,
+    block_plan,
+    default_block_size,
+    inter_arrival_cv,
+    load_trace,
+)
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._lag import LagMonitor
 from bench.runner._loops import DEFAULT_LOOP, LOOP_ENV, LOOPS, choose_loop, loop_factory, loop_name
 from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
+from bench.runner._open_ab import execute_open_ab, run_open_ab
 from bench.runner._pacer import Pacer
 from bench.runner._probes import server_token_counter
 from bench.runner._progress import LineProgress, Progress, SilentProgress
@@ -21,13 +34,17 @@ from bench.runner._turns import RequestSettings, build_payload, send_turn
 from bench.runner._workers import run_workers, worker_shares
 
 __all__ = [
+    "ARRIVAL_PROCESSES",
     "DEFAULT_LOOP",
     "FULL_COLLECTIONS_HELD",
     "LOOPS",
     "LOOP_ENV",
     "READ_BYTES",
+    "TRACE",
     "ArmSpec",
+    "ArrivalSchedule",
     "Arrivals",
+    "Block",
     "ClosedLoop",
     "LagMonitor",
     "LineProgress",
@@ -49,11 +66,18 @@ __all__ = [
     "TransportError",
     "aiohttp_internals_missing",
     "arm_order",
+    "arrival_schedule",
+    "block_offsets",
+    "block_plan",
     "build_payload",
     "choose_loop",
     "chunk_token_counts",
+    "default_block_size",
     "execute",
     "execute_interleaved",
+    "execute_open_ab",
+    "inter_arrival_cv",
+    "load_trace",
     "loop_factory",
     "loop_name",
     "machine_info",
@@ -64,6 +88,7 @@ __all__ = [
     "run_benchmark",
     "run_interleaved",
     "run_loop",
+    "run_open_ab",
     "run_sample",
     "run_workers",
     "seeded_order",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -11,6 +12,7 @@ from urllib.parse import urlparse, urlsplit
 from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
 from bench.engines import ENGINE_NAMES
+from bench.runner._arrivals import ARRIVAL_PROCESSES
 from bench.runner._loops import choose_loop
 
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
@@ -79,10 +81,25 @@ class RunConfig:
     tags: Mapping[str, str] = field(default_factory=dict)
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     logprobs: bool = False
+    request_rate: float | None = None
+    """Open loop: requests per second arriving on a seeded schedule (None: closed loop of `concurrency`)."""
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    """Open loop: at most this many requests in flight (sleep until due, then wait for a slot)."""
+    seed: int = 0
+    """Seed of the arrival schedule."""
+    trace: str | None = None
+    """Open loop: a JSONL file of arrival offsets (and optional prompt ids) replayed instead of a rate."""
     workers: int = 1
     loop: str | None = None
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def open_loop(self) -> bool:
+        """Whether requests arrive on a schedule (a rate or a trace) instead of from a closed loop."""
+        return self.request_rate is not None or self.trace is not None
 
     def validate(self) -> None:
         """Refuse impossible settings with a one-line BenchError."""
@@ -111,9 +128,29 @@ class RunConfig:
                 f"--extra-inputs cannot set {', '.join(sorted(owned))}: the harness sets "
                 "(use --osl for max_tokens, --stream, --api, --model)"
             )
+        self._validate_open_loop()
         self._validate_headers()
         for url in self.urls():
             normalize_base_url(url)
+
+    def _validate_open_loop(self) -> None:
+        """Refuse open-loop settings that cannot go together or mean nothing without a schedule."""
+        if self.request_rate is not None and self.trace is not None:
+            raise BenchError("--request-rate and --trace both set the arrivals: give one")
+        if self.request_rate is not None and not (math.isfinite(self.request_rate) and self.request_rate > 0):
+            raise BenchError(f"--request-rate must be a positive number of requests/s (got {self.request_rate})")
+        if self.arrival not in ARRIVAL_PROCESSES:
+            raise BenchError(f"unknown --arrival {self.arrival!r}; available: {', '.join(ARRIVAL_PROCESSES)}")
+        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
+            raise BenchError(f"--burstiness must be a positive number (got {self.burstiness})")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise BenchError(f"--max-concurrency must be >= 1 (got {self.max_concurrency})")
+        if not self.open_loop and (self.max_concurrency is not None or self.burstiness != 1.0
+                                   or self.arrival != "poisson"):
+            raise BenchError("--arrival, --burstiness and --max-concurrency shape an open loop: "
+                             "give --request-rate or --trace")
+        if self.burstiness != 1.0 and self.arrival != "gamma":
+            raise BenchError("--burstiness is the gamma shape: use it with --arrival gamma (poisson is burstiness 1)")
 
     def _validate_headers(self) -> None:
         """Refuse header names/values and keys that would break (or smuggle into) the HTTP request."""

@@ -36,11 +36,13 @@ async def drive(
     *,
     origin: float | None = None,
     batch: int | None = None,
+    server_state: str | None = None,
 ) -> list[SampleResult]:
     """Run `jobs` (sample, repeat) as `schedule` releases them; return the results in the order they finished.
 
     `origin` is the perf_counter time records count from (the drive's start by default); `batch` (interleaved
-    arms) is recorded on every result before it is journalled. Job i goes to `settings[i % len(settings)]`.
+    arms) and `server_state` (how the server's state was set for these jobs) are recorded on every result before
+    it is journalled. Job i goes to `settings[i % len(settings)]`.
     """
     origin = time.perf_counter() if origin is None else origin
     results: list[SampleResult] = []
@@ -63,8 +65,9 @@ async def drive(
                 sub_category=sample.sub_category,
             )
         done_at = time.perf_counter()
-        if batch is not None:
-            result = replace(result, batch=batch)
+        if batch is not None or server_state is not None:
+            result = replace(result, batch=batch if batch is not None else result.batch,
+                             server_state=server_state or result.server_state)
         results.append(result)  # kept in memory first: a journal failure never loses a finished sample
         if journal is not None:
             try:

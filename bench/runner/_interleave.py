@@ -8,7 +8,7 @@ arm writes an ordinary run file with its own journal (resumable) and records `me
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.prompts import PromptSet, Sample, Shard
@@ -51,9 +51,12 @@ async def execute_interleaved(
     resume: bool = False,
     force: bool = False,
     install_signal_handlers: bool = True,
+    server_states: Mapping[str, str] | None = None,
     shard: Shard | None = None,
 ) -> tuple[dict[str, Run], bool]:
     """Run the prompt set against every arm, sample by sample in seeded random arm order; return runs by name.
+
+    `server_states` (by arm name) is recorded on every result: how the pipeline set that server's state.
 
     Each arm's output is locked for one writer; a journal that cannot be written stops every arm (the
     finished samples are kept) and raises `RunStopped` for the first arm that hit it. With `shard` each arm
@@ -87,6 +90,7 @@ async def execute_interleaved(
                 arm.new_results += await drive(
                     session.transports[name], arm.engine, left, arm.settings, lockstep.schedule(), session.stop,
                     progress, arm.journal, arm.meter, origin=session.started, batch=index,
+                    server_state=(server_states or {}).get(name),
                 )
 
     return await run_arms(
@@ -105,13 +109,14 @@ def run_interleaved(
     resume: bool = False,
     force: bool = False,
     install_signal_handlers: bool = True,
+    server_states: Mapping[str, str] | None = None,
     shard: Shard | None = None,
 ) -> tuple[dict[str, Run], bool]:
     """Synchronous wrapper of `execute_interleaved`, on the event loop the first arm's config names."""
     return run_loop(
         execute_interleaved(
             prompts, arms, seed=seed, progress=progress, resume=resume, force=force,
-            install_signal_handlers=install_signal_handlers, shard=shard,
+            install_signal_handlers=install_signal_handlers, shard=shard, server_states=server_states,
         ),
         arms[0].config.loop if arms else None,
     )

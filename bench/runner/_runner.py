@@ -10,6 +10,7 @@ from bench.runner._arm import prepare_arm, shard_run
 from bench.runner._config import RunConfig
 from bench.runner._drive import drive
 from bench.runner._lifecycle import Session, run_arms
+from bench.runner._open_loop import open_loop
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._schedule import ClosedLoop, Schedule
 from bench.runner._stop import run_loop, sleep_until
@@ -34,7 +35,8 @@ async def execute(
     schedule's arrival offsets (`Shard.arrivals`), and the run file carries the shard marker `merge` checks.
     With `start_at` (epoch seconds, the shards' shared start) the schedule starts then, after the set-up.
 
-    `schedule` releases the jobs (a closed loop of `config.concurrency` workers by default) and sizes the
+    `schedule` releases the jobs (by default an open loop when the config has a rate or a trace, else a closed
+    loop of `config.concurrency` workers) and sizes the
     connection pool (`Schedule.max_in_flight`), so no arrival waits for a connection. The output is
     locked for one writer for the whole run. A journal that cannot be written (a full disk) stops the run like
     an interrupt: the finished samples are kept and `RunStopped` is raised after the run file was written (or
@@ -45,6 +47,8 @@ async def execute(
     if start_at is not None:
         marker["start_at"] = start_at
     arm = prepare_arm(prompts, config, output, resume=resume, force=force, header_extra=marker)
+    if schedule is None and config.open_loop:
+        arm.plan.jobs, schedule, _ = open_loop(config, arm.plan.jobs)
     strategy = schedule or ClosedLoop(config.concurrency)
 
     async def timed(session: Session) -> None:

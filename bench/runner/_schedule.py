@@ -7,7 +7,8 @@ returns the perf_counter time the job was done. No job is released once `stop.re
 - `ClosedLoop(concurrency)`: that many workers; a job is due when a worker's previous job is done.
 - `OpenLoop(offsets_s, max_concurrency)`: job i is due `offsets_s[i]` seconds after the start (sleep, then the
   concurrency gate); a job held at the gate postpones every later arrival by as long as it was held, so the
-  gaps after it are kept and no burst catches up.
+  gaps after it are kept and no burst catches up. Each job is still reported due at its own offset, so
+  the hold and the postponement count in its latency.
 - `LockStep(batch, seed, names)`: interleaved arms take turns, in a seeded order, on batches of `batch` jobs;
   each turn runs as a `ClosedLoop(batch)`.
 """
@@ -120,7 +121,9 @@ class OpenLoop(Schedule):
                         break
                     if full:  # held at the gate: later arrivals keep their gaps from this one
                         shift += time.perf_counter() - before
-                started.append(asyncio.create_task(one(index, due)))
+                # recorded as due at its own offset: time held at the gate (and the postponement it causes) counts
+                # in its latency, so a capped client cannot hide the queue it builds (no coordinated omission)
+                started.append(asyncio.create_task(one(index, began + self.offsets_s[index])))
             await asyncio.gather(*started, return_exceptions=True)
         finally:
             await _cancel_all(started)

@@ -46,6 +46,7 @@ def build_params(cfg: dict[str, Any]) -> Any:
     p.endpoint_metrics = True
     p.endpoint_props = True
     p.endpoint_slots = True
+    p.slot_save_path = os.getcwd()  # the server's work folder: enables POST /slots/N?action=erase (and save/restore)
     p.ui = False
     p.n_ctx = int(cfg["ctx_size"])
     p.n_parallel = int(cfg["n_parallel"])

@@ -23,17 +23,28 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Self
 
 from bench.server._models import ModelError, resolve_model
 
-__all__ = ["MODES", "EmbeddedServer", "ServerConfig", "ServerError", "default_model_path", "model_path"]
+__all__ = [
+    "MODES", "RESET_BY_RESTART", "STATEFUL_MODES", "EmbeddedServer", "ServerConfig", "ServerError",
+    "default_model_path", "model_path",
+]
 
 log = logging.getLogger(__name__)
 
 MODES = ("baseline", "ngram-mod", "ngram-simple", "draft")
+
+STATEFUL_MODES = frozenset({"ngram-mod"})
+"""Modes whose drafter keeps state across requests on the server (shared by every slot; POST
+/slots/N?action=erase and `cache_prompt: false` leave it, only a restart clears it: docs/traffic.md)."""
+
+RESET_BY_RESTART = "restart"
+"""How an embedded server is brought back to its starting state: a fresh process (the only reset that clears
+ngram-mod's memory; it also empties the prompt cache and every slot)."""
 
 HOST = "127.0.0.1"
 GGUF_MAGIC = b"GGUF"
@@ -100,7 +111,7 @@ def _check_gguf(path: Path, what: str) -> Path:
     return path.resolve()
 
 
-def _port_is_free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
     """True if a server could listen on 127.0.0.1:port now (SO_REUSEADDR: TIME_WAIT leftovers do not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -225,6 +236,8 @@ class EmbeddedServer(ServerProcess):
         """Remember the config; nothing is spawned until start()."""
         super().__init__()
         self.config = config
+        self.restarts = 0
+        """How many times restart() brought the server back to its starting state."""
 
     def check_models(self) -> tuple[Path, Path | None]:
         """Validate the model (and draft) files before anything is spawned."""
@@ -248,7 +261,7 @@ class EmbeddedServer(ServerProcess):
         t0 = time.monotonic()
         model, draft = self.check_models()
         port = self.config.port
-        if port is not None and not _port_is_free(port):  # an explicit port is used or refused, never swapped
+        if port is not None and not port_is_free(port):  # an explicit port is used or refused, never swapped
             raise ServerError(f"port {port} is taken on {HOST}; choose another --port or omit it for a free one")
         deadline = t0 + timeout
         try:
@@ -319,6 +332,28 @@ class EmbeddedServer(ServerProcess):
     def _terminate(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
         """SIGTERM the child, SIGKILL it after `timeout`."""
         _kill_child(proc, timeout)
+
+    @property
+    def keeps_drafter_state(self) -> bool:
+        """Whether this server's drafter remembers earlier requests (so repeats and levels need a restart)."""
+        return self.config.mode in STATEFUL_MODES
+
+    def restart(self, timeout: float = 120.0) -> None:
+        """Bring the server back to its starting state: stop it and start a fresh process on the same port."""
+        port = self.config.port
+        if port is None and self._url is not None:
+            port = int(self._url.rsplit(":", 1)[1])
+        self.stop()
+        self.restarts += 1
+        if port is None:
+            self.start(timeout)
+            return
+        config = self.config
+        self.config = replace(config, port=port)
+        try:
+            self.start(timeout)
+        finally:
+            self.config = config
 
     def __repr__(self) -> str:
         """Mode, URL and state, for logs."""

@@ -1,0 +1,143 @@
+"""The rate sweep: one baseline and several speculative arms at each arrival rate, on one schedule per rate.
+
+Every rate is a folder `r<rate>/` holding ordinary run files (`baseline.json`, `<arm>.json`). At each rate every
+embedded server is started afresh (a restart: the only reset that clears llama.cpp's ngram-mod memory, see
+docs/traffic.md), so every level starts from the same state; every arm runs the same seeded arrivals and
+prompt sequence in alternating blocks. The summary (`rate_sweep.txt/.md/.json`, the goodput-vs-rate plot and
+one request timeline per rate) is written beside them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench._errors import BenchError
+from bench.analysis import (
+    DEFAULT_SLO_TARGET,
+    RateSweep,
+    compare_traffic,
+    drafter_state,
+    parse_slo,
+    rate_sweep,
+    request_timings,
+)
+from bench.pipeline._sweep import SweepConfig, _given_urls, _servers
+from bench.prompts import load_prompts
+from bench.records import BASELINE, Run, new_results_folder, plots_folder, run_file
+from bench.render import rate_sweep_text, traffic_json
+from bench.runner import ArmSpec, Progress, RunConfig, run_open_ab
+
+
+def parse_rates(text: str) -> tuple[float, ...]:
+    """`1,2,4,8` -> (1.0, 2.0, 4.0, 8.0): positive finite requests/s, distinct, ascending."""
+    try:
+        rates = tuple(sorted({float(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        rates = ()
+    if not rates or any(not math.isfinite(rate) or rate <= 0 for rate in rates):
+        raise BenchError(f"--request-rate {text!r}: give positive requests/s separated by commas, e.g. 1,2,4,8")
+    return rates
+
+
+@dataclass(frozen=True)
+class RateSweepConfig:
+    """A sweep over arrival rates: the arms and prompts of a sweep, the rates and the shape of the arrivals."""
+
+    sweep: SweepConfig
+    rates: tuple[float, ...]
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    block_size: int | None = None
+    slo: str | None = None
+    slo_target: float = DEFAULT_SLO_TARGET
+    repeat: int = 1
+
+    @property
+    def slots(self) -> int:
+        """Slots of each embedded server: the cap, else the sweep's highest concurrency level."""
+        return self.max_concurrency or max(self.sweep.levels)
+
+
+def _arm_config(config: RateSweepConfig, rate: float, name: str, url: str) -> RunConfig:
+    """The run config of one arm at one rate."""
+    sweep = config.sweep
+    return RunConfig(url=url, osl=sweep.osl, category=sweep.category, limit=sweep.limit, label=f"r{rate:g} {name}",
+                     timeout=600.0, tags={"mode": sweep.tags.get(name, name)}, request_rate=rate,
+                     arrival=config.arrival, burstiness=config.burstiness, max_concurrency=config.max_concurrency,
+                     seed=sweep.seed, repeat=config.repeat)
+
+
+def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+    """Every rate, arms in alternating blocks on one schedule, servers restarted per rate; then the summary."""
+    sweep = config.sweep
+    if sweep.resume:
+        raise BenchError("a rate sweep cannot be resumed yet: start it again")
+    slo = parse_slo(config.slo) if config.slo else None
+    prompts = load_prompts(category=sweep.category, limit=sweep.limit)
+    folder = new_results_folder(sweep.results_dir, sweep.label or "rate-sweep")
+    names = [BASELINE, *(arm.name for arm in sweep.arms)]
+    out(f"speedbench: rate sweep of {', '.join(names[1:])} against the baseline at "
+        f"{', '.join(f'{rate:g}' for rate in config.rates)} req/s ({config.arrival}); "
+        f"{len(prompts.samples) * config.repeat} requests per arm and rate, osl={sweep.osl}\n")
+    runs: dict[float, dict[str, Run]] = {}
+    level_sweep = replace(sweep, levels=(config.slots,))
+    for rate in config.rates:
+        with _servers(level_sweep, out) as urls:  # fresh servers: every rate starts from the same state
+            states = {name: "restart" for name in names if name not in _given_urls(sweep)}
+            level = folder / f"r{rate:g}"
+            level.mkdir()
+            arms = [ArmSpec(name, _arm_config(config, rate, name, urls[name]), run_file(level, name))
+                    for name in names]
+            cell, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
+                                            server_states=states)
+        runs[rate] = cell
+        if interrupted:
+            out(f"speedbench: interrupted at {rate:g} req/s; the finished rates are in {folder}\n")
+            return EXIT_INTERRUPTED
+    result = summarize_rate_sweep(runs, names[1:], slo=slo, target=config.slo_target, threshold=sweep.threshold)
+    written = write_rate_sweep(result, runs, folder)
+    out("\n" + rate_sweep_text(result))
+    out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
+    unfinished = sum(run.failed_samples + max(0, run.selected_samples - len(run.results))
+                     for cell in runs.values() for run in cell.values())
+    if unfinished:
+        out(f"speedbench: {unfinished} samples failed or did not finish; see the rate folders\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def summarize_rate_sweep(runs: dict[float, dict[str, Run]], arms: list[str], *, slo: Any, target: float,
+                         threshold: float) -> RateSweep:
+    """Each arm against the baseline at each rate, then break-even rates and SLO capacities."""
+    comparisons = []
+    for rate in sorted(runs):
+        base = runs[rate][BASELINE]
+        for arm in arms:
+            comparisons.append(compare_traffic(
+                request_timings(base), request_timings(runs[rate][arm]), names=(BASELINE, arm), slo=slo, rate=rate,
+                threshold=threshold, drafter=[drafter_state(base, BASELINE), drafter_state(runs[rate][arm], arm)],
+            ))
+    return rate_sweep(comparisons, target=target)
+
+
+def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folder: Path) -> list[Path]:
+    """rate_sweep.txt/.md/.json, the goodput-vs-rate plot (with SLOs) and one request timeline per rate."""
+    from bench.render import plot_goodput_rate, plot_timeline
+
+    files = [folder / f"rate_sweep.{kind}" for kind in ("txt", "md", "json")]
+    files[0].write_text(rate_sweep_text(result), encoding="utf-8")
+    files[1].write_text(rate_sweep_text(result, markdown=True), encoding="utf-8")
+    files[2].write_text(traffic_json(result), encoding="utf-8")
+    plots = plots_folder(folder)
+    if result.levels:
+        files += plot_goodput_rate(list(result.levels), plots, target=result.target, formats=("png",))
+    for rate, cell in runs.items():
+        files += plot_timeline({name: request_timings(run) for name, run in cell.items()}, plots, formats=("png",),
+                               stem=f"timeline_r{rate:g}", title=f"Request timeline at {rate:g} req/s")
+    return files

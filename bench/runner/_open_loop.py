@@ -1,0 +1,54 @@
+"""An open-loop run's jobs and arrival offsets: a seeded schedule over the planned jobs, or a replayed trace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench._errors import BenchError
+from bench.prompts import Sample
+from bench.runner._arrivals import ArrivalSchedule, arrival_schedule, load_trace
+from bench.runner._config import RunConfig
+from bench.runner._schedule import OpenLoop
+
+Job = tuple[Sample, int]
+
+
+def arrivals_for(config: RunConfig, count: int) -> ArrivalSchedule:
+    """The run's arrival schedule for `count` jobs: from `--trace`, or seeded at `--request-rate`."""
+    if config.trace is not None:
+        return load_trace(config.trace)
+    if config.request_rate is None:
+        raise BenchError("an open-loop run needs --request-rate or --trace")
+    return arrival_schedule(count, config.request_rate, process=config.arrival, burstiness=config.burstiness,
+                            seed=config.seed)
+
+
+def order_jobs(jobs: Sequence[Job], schedule: ArrivalSchedule) -> list[Job]:
+    """The jobs in arrival order: a trace's prompt ids pick their sample (next unused repeat), others go in order.
+
+    A trace with fewer arrivals than jobs runs only as many jobs as it has arrivals; more arrivals than jobs is
+    an error (nothing to send for them).
+    """
+    if len(schedule) > len(jobs):
+        raise BenchError(f"--trace has {len(schedule)} arrivals for {len(jobs)} requests "
+                         "(samples x --repeat); raise --repeat or --limit, or shorten the trace")
+    if schedule.prompt_ids is None:
+        return list(jobs[:len(schedule)])
+    unused = list(jobs)
+    ordered: list[Job] = []
+    for prompt_id in schedule.prompt_ids:
+        pick = next((job for job in unused if prompt_id is None or job[0].id == prompt_id), None)
+        if pick is None:
+            known = prompt_id in {job[0].id for job in jobs}
+            raise BenchError(f"--trace asks for prompt {prompt_id!r} " + (
+                "more often than samples x --repeat provide" if known else "that the selected prompts do not hold"))
+        unused.remove(pick)
+        ordered.append(pick)
+    return ordered
+
+
+def open_loop(config: RunConfig, jobs: Sequence[Job]) -> tuple[list[Job], OpenLoop, ArrivalSchedule]:
+    """The jobs in arrival order, the schedule that releases them and the arrivals it was built from."""
+    schedule = arrivals_for(config, len(jobs))
+    ordered = order_jobs(jobs, schedule)
+    return ordered, OpenLoop(schedule.offsets_s[:len(ordered)], config.max_concurrency), schedule

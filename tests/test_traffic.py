@@ -1,0 +1,110 @@
+"""Two arms at one schedule and a sweep of rates, on synthetic requests whose truth is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench._errors import BenchError
+from bench.analysis import Slo, compare_traffic, rate_sweep, request_timing
+from bench.records import SampleResult
+
+
+def _arm(rng, n, *, block_size, service, speedup=1.0, drift=0.0, tokens=32):
+    """Requests due every 0.1 s; each block's service time shares a drift; the candidate is `speedup` faster."""
+    out = []
+    block_factor = {}
+    for index in range(n):
+        block = index // block_size
+        block_factor.setdefault(block, math.exp(rng.normal(0, drift)) if drift else 1.0)
+        latency = service * block_factor[block] * math.exp(rng.normal(0, 0.2)) / speedup
+        out.append(request_timing(SampleResult(
+            id=f"s{index}", category="qa", ok=True, turns=1, latency_s=latency, ttft_s=latency / 4,
+            tpot_s=latency / tokens, completion_tokens=tokens, scheduled_s=index * 0.1, sent_s=index * 0.1,
+            batch=block, predicted_per_second=tokens / latency)))
+    return out
+
+
+@pytest.mark.parametrize("blocks", [6, 12, 24])
+def test_paired_speedup_by_block_covers_truth(blocks):
+    rng = np.random.default_rng(blocks)
+    covered = 0
+    for _ in range(150):
+        seed = int(rng.integers(1 << 30))
+        base = _arm(np.random.default_rng(seed), blocks * 8, block_size=8, service=1.0, drift=0.3)
+        spec = _arm(np.random.default_rng(seed), blocks * 8, block_size=8, service=1.0, drift=0.3, speedup=1.0)
+        spec = [request_timing(SampleResult(
+            id=r.id, category="qa", ok=True, turns=1, latency_s=r.e2e_s / 1.25 * math.exp(rng.normal(0, 0.1)),
+            ttft_s=r.ttft_s, completion_tokens=32, scheduled_s=r.scheduled_s, sent_s=r.sent_s, batch=r.block,
+            predicted_per_second=r.decode_t_s * 1.25)) for r in spec]
+        comparison = compare_traffic(base, spec, names=("baseline", "ngram"))
+        assert comparison.speedup("decode_speedup").estimate.point == pytest.approx(1.25)
+        interval = comparison.speedup("latency_speedup").by_block
+        covered += interval.low <= 1.25 <= interval.high
+    assert covered / 150 >= 0.92
+
+
+def test_compare_traffic_verdicts_and_goodput():
+    rng = np.random.default_rng(3)
+    seed = 9
+    base = _arm(np.random.default_rng(seed), 120, block_size=10, service=1.0)
+    spec = _arm(np.random.default_rng(seed), 120, block_size=10, service=1.0, speedup=1.6)
+    del rng
+    comparison = compare_traffic(base, spec, names=("baseline", "ngram"), slo=Slo(e2e_s=1.0), rate=10.0)
+    latency = comparison.speedup("latency_speedup")
+    assert latency.estimate.verdict == "better" and latency.estimate.point == pytest.approx(1.6, rel=0.02)
+    assert comparison.blocks == 12 and comparison.pairs == 120
+    assert comparison.goodput.verdict == "better"
+    assert comparison.goodput_candidate.overall.attainment.point > comparison.goodput_baseline.overall.attainment.point
+    assert comparison.warnings() == []
+
+
+def _comparison_at(rate, speedup, seed):
+    base = _arm(np.random.default_rng(seed), 120, block_size=10, service=0.5 * rate)
+    spec = _arm(np.random.default_rng(seed), 120, block_size=10, service=0.5 * rate, speedup=speedup)
+    return compare_traffic(base, spec, names=("baseline", "ngram"), slo=Slo(e2e_s=2.0), rate=rate)
+
+
+def test_rate_sweep_places_the_known_break_even():
+    # speculation's latency gain shrinks with load: 1.5x at 1 req/s, 1.3x at 2, none at 4, slower at 8
+    truth = {1.0: 1.5, 2.0: 1.3, 4.0: 1.0, 8.0: 0.8}
+    sweep = rate_sweep([_comparison_at(rate, speedup, seed=int(rate)) for rate, speedup in truth.items()])
+    (arm, crossing), = sweep.break_even
+    assert arm == "ngram" and sweep.rates == (1.0, 2.0, 4.0, 8.0)
+    assert "4" in crossing.text and "2" in crossing.text
+    # service 0.5 s x rate against e2e 2 s: baseline meets it up to 2 req/s (1 s median), not at 4 (2 s median)
+    capacity = {item.arm: item for item in sweep.capacity}
+    assert capacity["baseline"].rate == 2.0
+    assert capacity["ngram"].rate is not None and capacity["ngram"].rate >= 2.0
+    assert {level.arm for level in sweep.levels} == {"baseline", "ngram"} and len(sweep.levels) == 8
+
+
+def test_rate_sweep_needs_rates():
+    base = _arm(np.random.default_rng(1), 20, block_size=5, service=1.0)
+    with pytest.raises(BenchError, match="rate"):
+        rate_sweep([compare_traffic(base, base, names=("a", "b"))])
+    with pytest.raises(BenchError, match="pairs up"):
+        compare_traffic(base, [], names=("a", "b"))
+
+
+def test_renderings_say_every_part(tmp_path):
+    import json
+
+    from bench.render import goodput_text, rate_sweep_text, throughput_line, traffic_json, traffic_text
+
+    truth = {1.0: 1.5, 2.0: 1.3, 4.0: 1.0}
+    comparisons = [_comparison_at(rate, speedup, seed=int(rate)) for rate, speedup in truth.items()]
+    text = traffic_text(comparisons[0])
+    assert "ngram vs baseline at 1 req/s: 120 paired requests in 12 alternating blocks" in text
+    assert "latency speedup (from schedule)" in text and "attainment change (points)" in text
+    assert "achieved rate" in throughput_line(comparisons[0].throughput_baseline)
+    assert "SLO e2e=2" in goodput_text(comparisons[0].goodput_baseline)
+    markdown = traffic_text(comparisons[0], markdown=True)
+    assert "| metric |" in markdown
+    sweep = rate_sweep(comparisons)
+    rendered = rate_sweep_text(sweep)
+    assert "break-even (ngram, latency from the schedule)" in rendered and "baseline: meets the SLOs" in rendered
+    data = json.loads(traffic_json(sweep))
+    assert data["rates"] == [1.0, 2.0, 4.0] and data["break_even"][0][0] == "ngram"
