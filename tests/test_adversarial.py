@@ -528,7 +528,7 @@ def test_no_gathering_future_noise_on_a_double_ctrl_c(tmp_path: Path) -> None:
 
 
 def test_port_probe_ignores_time_wait_leftovers() -> None:
-    from bench.server._embedded import _port_is_free
+    from bench.server import port_is_free as _port_is_free
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.analysis._cache import CACHED_SHARE, cache_use, served_from_cache
+from bench.analysis import CACHED_SHARE, cache_use, served_from_cache
 from bench.records import Run, SampleResult, load_run
 
 SAMPLE = Path(__file__).resolve().parents[1] / "results" / "sample"

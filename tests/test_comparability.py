@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis._comparability import (
+from bench.analysis import (
     ERROR,
     NOTHING_CHECKED,
     WARNING,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -69,7 +70,29 @@ def test_no_module_in_the_package_is_over_450_lines_and_the_cli_under_350() -> N
     assert sizes["bench/cli.py"] < 350
 
 
-def test_tests_use_the_public_api_of_the_runner_records_pipeline_and_commands() -> None:
-    owned = re.compile(r"^\s*(?:from|import)\s+bench\.(?:runner|records|pipeline|commands)\._\w+", re.M)
-    offenders = {path.name: owned.findall(path.read_text(encoding="utf-8")) for path in (ROOT / "tests").glob("*.py")}
+def _private_imports(source: str, packages: set[str]) -> list[str]:
+    """Imports of a package's private module: `bench.<package>._x`, or `_x` taken from `bench.<package>`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if len(parts) >= 3 and parts[0] == "bench" and parts[1] in packages and parts[2].startswith("_"):
+                found.append(module)
+    return found
+
+
+def test_tests_use_the_public_api_of_every_package() -> None:
+    packages = {path.parent.name for path in (ROOT / "bench").glob("*/__init__.py")}
+    assert {"analysis", "commands", "pipeline", "records", "render", "runner", "server"} <= packages
+    assert _private_imports("from bench.server._models import x\nfrom bench.render import (a,\n _plots)", packages) \
+        == ["bench.server._models", "bench.server._models.x", "bench.render._plots"]
+    assert _private_imports("from bench.render import plot_all\nimport bench.records", packages) == []
+    offenders = {path.name: _private_imports(path.read_text(encoding="utf-8"), packages)
+                 for path in (ROOT / "tests").glob("*.py")}
     assert {name: found for name, found in offenders.items() if found} == {}

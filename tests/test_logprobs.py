@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from bench.analysis import lossless_check, pair_runs
-from bench.analysis._lossless import NEAR_TIE_MARGIN, divergence
+from bench.analysis import NEAR_TIE_MARGIN, divergence, lossless_check, pair_runs
 from bench.engines import TurnStats
 from bench.records import Run, SampleResult, decode_margins, encode_margins, result_from_dict, summarize
 from bench.runner import RunConfig, run_benchmark, server_rates

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from bench.server import _models
-from bench.server._models import (
+from bench.server import (
     DEFAULT_MODEL,
     SMOLLM2,
     ModelError,
     WheelModel,
     ensure_wheel_model,
     model_name,
+    pip_download,
     resolve_model,
 )
 
@@ -93,9 +94,9 @@ def test_pip_failure_is_a_model_error(tmp_path: Path, monkeypatch: pytest.Monkey
     class Done:
         returncode, stdout, stderr = 1, "", "ERROR: No matching distribution found for nothing-here==0"
 
-    monkeypatch.setattr(_models.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: Done())
     with pytest.raises(ModelError, match="No matching distribution"):
-        _models.pip_download("nothing-here==0", tmp_path)
+        pip_download("nothing-here==0", tmp_path)
 
 
 def test_pip_download_asks_for_the_wheel_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,8 +110,8 @@ def test_pip_download_asks_for_the_wheel_alone(tmp_path: Path, monkeypatch: pyte
         (tmp_path / "x-1.0-py3-none-any.whl").write_bytes(b"PK")
         return Done()
 
-    monkeypatch.setattr(_models.subprocess, "run", run)
-    assert _models.pip_download("x==1.0", tmp_path).name == "x-1.0-py3-none-any.whl"
+    monkeypatch.setattr(subprocess, "run", run)
+    assert pip_download("x==1.0", tmp_path).name == "x-1.0-py3-none-any.whl"
     argv = seen[0]
     assert argv[1:4] == ["-m", "pip", "download"] and "--no-deps" in argv and argv[-1] == "x==1.0"
 
@@ -119,8 +120,9 @@ def test_names_and_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert model_name("gemma-3-270m") == "gemma-3-270m" and model_name("SmolLM2") == DEFAULT_MODEL
     assert model_name(tmp_path / "model.gguf") is None
     fetched: list[str] = []
-    monkeypatch.setattr(_models, "ensure_wheel_model", lambda model: fetched.append(model.name) or tmp_path / "s")
-    monkeypatch.setattr(_models, "gemma_path", lambda: tmp_path / "g")
+    monkeypatch.setattr("bench.server._models.ensure_wheel_model",
+                        lambda model: fetched.append(model.name) or tmp_path / "s")
+    monkeypatch.setattr("bench.server._models.gemma_path", lambda: tmp_path / "g")
     assert resolve_model(None) == tmp_path / "s" and resolve_model("smollm2-135m-instruct") == tmp_path / "s"
     assert resolve_model("gemma-3-270m") == tmp_path / "g"
     assert resolve_model(str(tmp_path / "m.gguf")) == tmp_path / "m.gguf"

@@ -11,7 +11,7 @@ from matplotlib.text import Text
 
 from bench.analysis import compare
 from bench.records import load_run
-from bench.render._plots import (
+from bench.render import (
     FEW_SAMPLES,
     accept_figure,
     latency_figure,

@@ -224,7 +224,7 @@ def test_unreachable_hub_fails_at_once_without_calling_the_hub_client(
 )
 def test_no_network_and_no_dns_are_named(hub_calls: list, monkeypatch: pytest.MonkeyPatch, error: OSError,
                                          expected: str) -> None:
-    import bench.prompts._sets as sets
+    import bench.prompts as sets
 
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
     probed = []
@@ -233,7 +233,7 @@ def test_no_network_and_no_dns_are_named(hub_calls: list, monkeypatch: pytest.Mo
         probed.append((address, timeout))
         raise error
 
-    monkeypatch.setattr(sets.socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
     with pytest.raises(BenchError, match=re.escape(expected)):
         load_prompts("speed-bench", bench="qualitative")
     assert probed == [(("huggingface.co", 443), sets.HUB_PROBE_TIMEOUT_S)] and hub_calls == []
@@ -242,13 +242,13 @@ def test_no_network_and_no_dns_are_named(hub_calls: list, monkeypatch: pytest.Mo
 def test_offline_mode_skips_the_probe_and_explains_a_missing_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets
 
-    import bench.prompts._sets as sets
+    import bench.prompts as sets
 
     def no_cache(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'nvidia/SPEED-Bench' on the Hub (LocalEntryNotFoundError)\nmore")
 
     monkeypatch.setattr(datasets, "load_dataset", no_cache)
-    monkeypatch.setattr(sets.socket, "create_connection", lambda *a, **k: pytest.fail("probed in offline mode"))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("probed in offline mode"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BenchError) as caught:
         load_prompts("speed-bench", bench="qualitative")

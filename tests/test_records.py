@@ -12,7 +12,9 @@ from bench.records import (
     SCHEMA_VERSION,
     Journal,
     Run,
+    RunMeta,
     SampleResult,
+    SummaryRow,
     dumps_run,
     journal_path,
     load_run,
@@ -167,6 +169,22 @@ def test_a_version_1_file_loads_with_typed_metadata(tmp_path: Path) -> None:
     saved = tmp_path / "saved.json"
     save_run(run, saved)
     assert json.loads(saved.read_text())["schema_version"] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("name", ["results/sample/baseline.json", "results/sample/speculative.json",
+                                  "tests/data/reference_speculative.json"])
+def test_a_loaded_run_writes_back_what_it_read(name: str) -> None:
+    """Metadata and summary are read once into RunMeta and SummaryRows, which write the same keys and values."""
+    path = Path(__file__).resolve().parents[1] / name
+    original = json.loads(path.read_text())
+    original.setdefault("harness", {"name": "speed_bench.py", "version": None})  # the upgrade names a 0 file's writer
+    run = load_run(path)
+    assert isinstance(run.meta, RunMeta) and run.info is run.meta
+    assert all(isinstance(row, SummaryRow) for row in run.summary)
+    assert run.summary[-1].category == "overall" and run.summary[-1].requests == original["summary"][-1]["requests"]
+    again = json.loads(dumps_run(run))
+    assert {key: value for key, value in again.items() if key not in ("schema_version", "results")} \
+        == {key: value for key, value in original.items() if key not in ("schema_version", "results")}
 
 
 def test_results_load_with_defaults_nulls_and_number_subclasses() -> None:

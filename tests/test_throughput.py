@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from bench._errors import BenchError
-from bench.prompts import categories_dir
-from bench.prompts._throughput import (
+from bench.prompts import (
     MAX_COUNT_CALLS,
     THROUGHPUT_BENCHES,
     TIERS,
     build_throughput_prompts,
+    categories_dir,
     estimate_tokens,
 )
 

