@@ -100,3 +100,40 @@ def test_arms_from_different_server_states_are_flagged():
     assert len(lines) == 1 and "different server states" in lines[0]
     assert "baseline: restart before every repeat" in lines[0] and "repeat 1: kept" in lines[0]
     assert "unknown" in state_warnings({"a": _stated([None]), "b": _stated(["restart"])})[0]
+
+
+def _timed_run(counts, *, speed):
+    """A run with decode timings (so paired statistics compute), drafting as in `counts`."""
+    results = tuple(
+        SampleResult(id=f"s{sample}", category="qa", ok=True, turns=1, latency_s=2.0 / speed + 0.01 * sample,
+                     repeat=repeat, completion_tokens=64, predicted_per_second=32.0 * speed + sample,
+                     draft_n=drafted, draft_n_accepted=accepted)
+        for (sample, repeat), (drafted, accepted) in counts.items())
+    return Run(config={}, selected_samples=len({key[0] for key in counts}), results=results,
+               summary=tuple(summarize(list(results))))
+
+
+def test_every_comparison_output_carries_the_drafter_flag(tmp_path):
+    import json
+
+    from bench.analysis import compare
+    from bench.render import render_json, render_markdown, render_report, render_text
+
+    plain = {(sample, repeat): (0, 0) for sample in range(11) for repeat in range(3)}
+    memorising = {(sample, repeat): (4, 2) if repeat == 0 else (50, 50) for sample in range(11) for repeat in range(3)}
+    comparison = compare(_timed_run(plain, speed=1.0), _timed_run(memorising, speed=1.5),
+                         baseline_label="base", speculative_label="ngram-mod")
+    assert comparison.has_stats
+    assert [state.remembers for state in comparison.drafter] == [False, True]
+    assert len(comparison.drafter_warnings) == 1
+    flag = "speculative: the drafter remembers earlier requests"
+    assert flag in render_text(comparison)
+    assert flag in render_markdown(comparison)
+    assert flag in render_report([comparison])
+    payload = json.loads(render_json(comparison))
+    assert payload["drafter_state"]["warnings"] == list(comparison.drafter_warnings)
+    assert [arm["remembers"] for arm in payload["drafter_state"]["arms"]] == [False, True]
+
+    quiet = compare(_timed_run(plain, speed=1.0), _timed_run(plain, speed=1.5))
+    assert quiet.drafter_warnings == () and "drafter_state" not in json.loads(render_json(quiet))
+    assert "remembers" not in render_text(quiet) and "remembers" not in render_markdown(quiet)

@@ -190,6 +190,17 @@ def test_rate_sweep_on_a_fake_pair_places_the_known_break_even(tmp_path, capsys)
     assert capacity["baseline"]["possible_rate"] == 32.0 and capacity["fast"]["possible_rate"] == 8.0
     assert (folder / "plots" / "goodput_rate.png").exists() and (folder / "r16" / "fast.json").exists()
 
+    # `report --sweep` on the folder carries the rate sweep, summarised again from its run files and recorded SLOs
+    assert cli.main(["report", "--sweep", str(folder), "--out", str(tmp_path / "report"), "--title", "rates"]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert report.startswith("# rates\n") and (folder / "rate_sweep.md").read_text() in report
+    assert "fast: meets the SLOs (75% attainment, by its interval) up to 8 req/s" in report
+    assert "break-even (fast, latency from the schedule): stops paying at 16.0" in report
+    assert "`plots/goodput_rate.png`" in report
+    assert (tmp_path / "report" / "plots" / "goodput_rate.png").exists()
+    (folder / "r16" / "fast.json").unlink()
+    assert cli.main(["report", "--sweep", str(folder), "--out", str(tmp_path / "broken")]) != 0
+
 
 @pytest.mark.e2e
 def test_bench_request_rate_on_the_embedded_llama_cpp(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -108,3 +109,48 @@ def test_renderings_say_every_part(tmp_path):
     assert "break-even (ngram, latency from the schedule)" in rendered and "baseline: meets the SLOs" in rendered
     data = json.loads(traffic_json(sweep))
     assert data["rates"] == [1.0, 2.0, 4.0] and data["break_even"][0][0] == "ngram"
+
+
+def _categorised(requests, names):
+    """The same requests spread round-robin over `names` categories."""
+    return [dataclasses.replace(r, category=names[index % len(names)]) for index, r in enumerate(requests)]
+
+
+def test_category_rows_are_one_holm_family_and_overall_is_primary():
+    names = ("code", "math", "qa", "chat")
+    base = _categorised(_arm(np.random.default_rng(4), 480, block_size=10, service=1.0), names)
+    spec = _categorised(_arm(np.random.default_rng(4), 480, block_size=10, service=1.0, speedup=1.3), names)
+    comparison = compare_traffic(base, spec, names=("baseline", "ngram"), rate=10.0)
+    overall = [item for item in comparison.speedups if item.primary]
+    rows = [item for item in comparison.speedups if not item.primary]
+    assert {item.category for item in rows} == set(names) and len(rows) == 12
+    assert all(item.estimate.confidence == pytest.approx(0.95) for item in overall)
+    tested = [item for item in rows if item.estimate.has_interval]
+    levels = sorted(item.estimate.confidence for item in tested)
+    assert len(tested) == 12 and levels[0] == pytest.approx(0.95) and levels[-1] == pytest.approx(1 - 0.05 / 12)
+    assert comparison.speedup("latency_speedup").primary
+    assert comparison.speedup("latency_speedup", "qa").estimate.verdict == "better"
+    from bench.render import traffic_text
+
+    text = traffic_text(comparison)
+    assert "Holm" in text and "qa: latency speedup (from schedule)" in text and "(at " in text
+
+
+def test_category_family_keeps_false_alarms_near_five_percent():
+    names = ("a", "b", "c", "d")
+    rng = np.random.default_rng(11)
+    alarms = 0
+    trials = 200
+    for _ in range(trials):
+        seed = int(rng.integers(1 << 30))
+        base = _categorised(_arm(np.random.default_rng(seed), 240, block_size=6, service=1.0), names)
+        noise = np.random.default_rng(seed + 1)
+        spec = [dataclasses.replace(r, e2e_s=r.e2e_s * math.exp(noise.normal(0, 0.2)),
+                                    ttft_s=r.ttft_s * math.exp(noise.normal(0, 0.2)),
+                                    decode_t_s=r.decode_t_s * math.exp(noise.normal(0, 0.2)))
+                for r in base]
+        found = compare_traffic(base, spec, names=("baseline", "same"), threshold=0.0).speedups
+        p_values = [item.estimate.p_value for item in found if not item.primary and item.estimate.has_interval]
+        assert len(p_values) == 12
+        alarms += any(item.estimate.verdict in ("better", "worse") for item in found if not item.primary)
+    assert alarms / trials <= 0.09

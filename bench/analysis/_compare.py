@@ -15,6 +15,7 @@ from bench._errors import BenchError
 from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
 from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
+from bench.analysis._drafter_state import DrafterState, drafter_state, state_warnings
 from bench.analysis._family import (
     DEFAULT_TARGET_EFFECT,
     FAMILY_ALPHA,
@@ -210,6 +211,10 @@ class Comparison:
     comparability: Comparability | None = None
     cache: CacheUse | None = None
     family: Family | None = None
+    drafter: tuple[DrafterState, ...] = ()
+    """Each arm's check for a drafter that remembers earlier requests (labels "baseline", "speculative")."""
+    drafter_warnings: tuple[str, ...] = ()
+    """One line per arm whose drafter remembers, and one when the arms' recorded server states differ."""
 
     @property
     def has_stats(self) -> bool:
@@ -248,9 +253,12 @@ def compare(
         "speculative_label": speculative_label or str(speculative.path or "speculative"),
     }
     checked = comparability or check_comparable(baseline, speculative)
+    arms = {"baseline": baseline, "speculative": speculative}
+    state = {"drafter": tuple(drafter_state(run, name) for name, run in arms.items()),
+             "drafter_warnings": tuple(state_warnings(arms))}
     if not stats:
         return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
-                          **labels)
+                          **labels, **state)  # type: ignore[arg-type]
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
     try:
         rows = paired_rows(baseline, speculative, reference, threshold=threshold, min_pairs=min_pairs, paired=paired,
@@ -276,6 +284,7 @@ def compare(
         cache=cache_use(baseline, speculative),
         family=Family(HOLM_METHOD, family_size(rows), FAMILY_ALPHA, target_effect),
         **labels,
+        **state,  # type: ignore[arg-type]
     )
 
 

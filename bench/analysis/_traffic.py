@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench._constants import DEFAULT_THRESHOLD
+from bench._constants import DEFAULT_THRESHOLD, OVERALL
 from bench._errors import BenchError
 from bench.analysis._compare import Estimate
 from bench.analysis._drafter_state import DrafterState
+from bench.analysis._family import HOLM_METHOD, holm_levels
 from bench.analysis._goodput import (
     MIN_BLOCKS,
     MIN_REQUESTS,
@@ -37,7 +38,7 @@ from bench.analysis._goodput import (
     paired_goodput,
     throughput,
 )
-from bench.analysis._intervals import Metric, geomean_t_intervals, verdict
+from bench.analysis._intervals import LogMean, Metric, geomean_t_intervals, log_mean, verdict
 from bench.analysis._sweep import Crossover, crossover
 
 DECODE_SPEEDUP_PAIRED = Metric("decode_speedup", "decode speedup", True, "speedup")
@@ -60,7 +61,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class PairedSpeedup:
-    """One paired speedup at one schedule: by request and by block, with the verdict."""
+    """One paired speedup at one schedule (overall or one category): by request and by block, with the verdict."""
 
     metric: Metric
     pairs: int
@@ -68,6 +69,17 @@ class PairedSpeedup:
     by_block: Interval
     estimate: Estimate
     """The interval the verdict reads (by block when there are enough blocks) as the sweep analysis takes it."""
+    category: str = OVERALL
+
+    @property
+    def primary(self) -> bool:
+        """Whether this is an overall row (the primary result at 95%), not a category row of the Holm family."""
+        return self.category == OVERALL
+
+
+TRAFFIC_FAMILY_METHOD = (f"overall rows: primary, 95%; category rows: one family, {HOLM_METHOD} (family-wise 5%), "
+                         "each interval drawn at the level its Holm step uses (after 'at')")
+"""How the verdicts of an A/B at one schedule are controlled, named under its table."""
 
 
 @dataclass(frozen=True)
@@ -87,9 +99,11 @@ class TrafficComparison:
     goodput_candidate: Goodput | None
     drafter: tuple[DrafterState, ...] = ()
 
-    def speedup(self, key: str) -> PairedSpeedup | None:
-        """The paired speedup of one metric key, if it could be computed."""
-        return next((item for item in self.speedups if item.metric.key == key), None)
+    method: str = TRAFFIC_FAMILY_METHOD
+
+    def speedup(self, key: str, category: str = OVERALL) -> PairedSpeedup | None:
+        """The paired speedup of one metric key (overall unless a category is named), if it could be computed."""
+        return next((item for item in self.speedups if item.metric.key == key and item.category == category), None)
 
     def warnings(self) -> list[str]:
         """One line per thing that qualifies the result: a client behind schedule, a drafter that remembers."""
@@ -112,32 +126,69 @@ def _log_interval(logs: Sequence[float], minimum: int, unit: str, confidence: fl
     return Interval(point, float(low[0]), float(high[0]))
 
 
+def _paired_logs(
+    pairs: Sequence[tuple[RequestTiming, RequestTiming]], ratio: Callable[[RequestTiming, RequestTiming], float | None],
+) -> tuple[list[float], dict[int, list[float]]]:
+    """Per-request log ratios of the pairs where both arms succeeded, and the same logs grouped by block."""
+    logs: list[float] = []
+    blocks: dict[int, list[float]] = {}
+    for a, b in pairs:
+        if not (a.ok and b.ok):
+            continue
+        value = ratio(a, b)
+        if value is None:
+            continue
+        logs.append(math.log(value))
+        if a.block is not None:
+            blocks.setdefault(a.block, []).append(math.log(value))
+    return logs, blocks
+
+
+def _chosen_logs(logs: list[float], blocks: dict[int, list[float]], min_requests: int,
+                 min_blocks: int) -> LogMean | None:
+    """The t estimate the verdict reads: over block means when there are enough blocks, else over requests."""
+    means = [float(np.mean(v)) for v in blocks.values()]
+    if len(means) >= max(2, min_blocks):
+        return log_mean(means)
+    return log_mean(logs) if len(logs) >= max(2, min_requests) else None
+
+
 def paired_speedups(
     pairs: Sequence[tuple[RequestTiming, RequestTiming]], *, confidence: float = 0.95,
     threshold: float = DEFAULT_THRESHOLD, min_requests: int = MIN_REQUESTS, min_blocks: int = MIN_BLOCKS,
 ) -> tuple[PairedSpeedup, ...]:
-    """Decode, latency and TTFT speedups (candidate over baseline) of paired requests, by request and by block."""
+    """Decode, latency and TTFT speedups (candidate over baseline) of paired requests, by request and by block.
+
+    The overall rows are the primary result at `confidence`; with more than one category, each category's rows
+    follow, their verdicts one family under Holm (category x metric, family-wise 1 - `confidence`), each interval
+    drawn at its Holm step's level, as in the comparison tables."""
+    alpha = 1.0 - confidence
+    categories = sorted({a.category for a, _ in pairs})
+    groups: list[tuple[str, Sequence[tuple[RequestTiming, RequestTiming]]]] = [(OVERALL, pairs)]
+    if len(categories) > 1:
+        groups += [(name, [pair for pair in pairs if pair[0].category == name]) for name in categories]
+    found = []
+    for category, members in groups:
+        for metric, ratio in _RATIOS:
+            logs, blocks = _paired_logs(members, ratio)
+            if logs:
+                found.append((category, metric, logs, blocks, _chosen_logs(logs, blocks, min_requests, min_blocks)))
+    family = [index for index, item in enumerate(found) if item[0] != OVERALL and item[4] is not None]
+    holm = dict(zip(family, holm_levels([found[index][4].p_value() for index in family], alpha),  # type: ignore[union-attr]
+                    strict=True))
     out = []
-    for metric, ratio in _RATIOS:
-        logs: list[float] = []
-        blocks: dict[int, list[float]] = {}
-        for a, b in pairs:
-            if not (a.ok and b.ok):
-                continue
-            value = ratio(a, b)
-            if value is None:
-                continue
-            logs.append(math.log(value))
-            if a.block is not None:
-                blocks.setdefault(a.block, []).append(math.log(value))
-        if not logs:
-            continue
-        by_request = _log_interval(logs, min_requests, "paired requests", confidence)
-        by_block = _log_interval([float(np.mean(v)) for v in blocks.values()], min_blocks, "blocks", confidence)
+    for index, (category, metric, logs, blocks, chosen_logs) in enumerate(found):
+        level = alpha if category == OVERALL else holm.get(index, alpha)
+        level_confidence = 1.0 - level
+        by_request = _log_interval(logs, min_requests, "paired requests", level_confidence)
+        by_block = _log_interval([float(np.mean(v)) for v in blocks.values()], min_blocks, "blocks",
+                                 level_confidence)
         chosen = by_block if by_block.has_interval else by_request
         estimate = Estimate(metric, chosen.point, chosen.low, chosen.high,
-                            verdict(chosen.point, chosen.low, chosen.high, metric, threshold))
-        out.append(PairedSpeedup(metric, len(logs), by_request, by_block, estimate))
+                            verdict(chosen.point, chosen.low, chosen.high, metric, threshold),
+                            confidence=level_confidence,
+                            p_value=chosen_logs.p_value() if chosen_logs is not None else math.nan)
+        out.append(PairedSpeedup(metric, len(logs), by_request, by_block, estimate, category))
     return tuple(out)
 
 

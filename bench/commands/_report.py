@@ -42,9 +42,14 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     if args.sweep:
         from pathlib import Path
 
-        from bench.pipeline import load_sweep
-        from bench.render import write_sweep_report
+        from bench.pipeline import is_rate_sweep_folder, load_rate_sweep, load_sweep
+        from bench.render import write_rate_sweep_report, write_sweep_report
 
+        if is_rate_sweep_folder(args.sweep):
+            report = write_rate_sweep_report(load_rate_sweep(args.sweep, threshold=args.threshold),
+                                             Path(args.out or args.sweep), title=args.title)
+            out(f"speedbench: wrote {report}\n")
+            return EXIT_OK
         report = write_sweep_report(load_sweep(args.sweep, threshold=args.threshold), Path(args.out or args.sweep),
                                     title=args.title)
         out(f"speedbench: wrote {report}\n")

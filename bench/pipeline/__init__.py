@@ -9,7 +9,14 @@ from bench.pipeline._bench import (
     workloads,
     write_comparison,
 )
-from bench.pipeline._rate_sweep import RateSweepConfig, parse_rates, run_rate_sweep, summarize_rate_sweep
+from bench.pipeline._rate_sweep import (
+    RateSweepConfig,
+    is_rate_sweep_folder,
+    load_rate_sweep,
+    parse_rates,
+    run_rate_sweep,
+    summarize_rate_sweep,
+)
 from bench.pipeline._sweep import (
     ArmDefinition,
     SweepConfig,
@@ -27,6 +34,8 @@ __all__ = [
     "RateSweepConfig",
     "SweepConfig",
     "check_servers",
+    "is_rate_sweep_folder",
+    "load_rate_sweep",
     "load_sweep",
     "parse_embedded_arms",
     "parse_levels",

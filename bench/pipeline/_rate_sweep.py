@@ -9,6 +9,7 @@ one request timeline per rate) is written beside them.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from bench._errors import BenchError
 from bench.analysis import (
     DEFAULT_SLO_TARGET,
     RateSweep,
+    Slo,
     compare_traffic,
     drafter_state,
     parse_slo,
@@ -28,7 +30,7 @@ from bench.analysis import (
 )
 from bench.pipeline._sweep import SweepConfig, _given_urls, _servers
 from bench.prompts import load_prompts
-from bench.records import BASELINE, Run, new_results_folder, plots_folder, run_file
+from bench.records import BASELINE, Run, load_run, new_results_folder, plots_folder, run_file
 from bench.render import rate_sweep_text, traffic_json
 from bench.runner import ArmSpec, Progress, RunConfig, run_open_ab
 
@@ -141,3 +143,56 @@ def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folde
         files += plot_timeline({name: request_timings(run) for name, run in cell.items()}, plots, formats=("png",),
                                stem=f"timeline_r{rate:g}", title=f"Request timeline at {rate:g} req/s")
     return files
+
+
+def _rate_of(folder: Path) -> float | None:
+    """The rate an `r<rate>` folder name states, else None."""
+    try:
+        rate = float(folder.name[1:]) if folder.is_dir() and folder.name.startswith("r") else math.nan
+    except ValueError:
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
+def is_rate_sweep_folder(folder: str | Path) -> bool:
+    """Whether a folder holds a rate sweep (an `r<rate>/` with a baseline run file)."""
+    root = Path(folder)
+    return root.is_dir() and any(_rate_of(path) is not None and run_file(path, BASELINE).exists()
+                                 for path in root.iterdir())
+
+
+def _recorded_slo(root: Path) -> tuple[Slo | None, float]:
+    """The SLOs and attainment target the sweep ran with, as its `rate_sweep.json` states them (none: no SLO)."""
+    path = root / "rate_sweep.json"
+    if not path.exists():
+        return None, DEFAULT_SLO_TARGET
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"{path}: unreadable ({exc})") from exc
+    target = data.get("target", DEFAULT_SLO_TARGET) if isinstance(data, dict) else DEFAULT_SLO_TARGET
+    for item in data.get("comparisons", []) if isinstance(data, dict) else []:
+        recorded = (item.get("goodput_baseline") or {}).get("slo") if isinstance(item, dict) else None
+        if isinstance(recorded, dict):
+            fields = {name: recorded.get(name) for name in ("ttft_s", "tpot_s", "e2e_s")}
+            if any(isinstance(value, int | float) for value in fields.values()):
+                return Slo(**{k: float(v) for k, v in fields.items() if isinstance(v, int | float)}), float(target)
+    return None, float(target)
+
+
+def load_rate_sweep(folder: str | Path, *, threshold: float) -> RateSweep:
+    """A rate-sweep folder's runs (every `r<rate>/`), summarised again with the SLOs its `rate_sweep.json` names."""
+    root = Path(folder)
+    runs: dict[float, dict[str, Run]] = {}
+    for level in sorted(root.iterdir()) if root.is_dir() else []:
+        rate = _rate_of(level)
+        if rate is None or not run_file(level, BASELINE).exists():
+            continue
+        runs[rate] = {path.stem: load_run(path) for path in sorted(level.glob("*.json"))}
+    if not runs:
+        raise BenchError(f"{root}: not a rate-sweep folder (no r<rate>/ with baseline.json)")
+    arms = list(dict.fromkeys(name for cell in runs.values() for name in cell if name != BASELINE))
+    if not arms or any(set(arms) - set(cell) for cell in runs.values()):
+        raise BenchError(f"{root}: every r<rate>/ needs baseline.json and the same arms' run files")
+    slo, target = _recorded_slo(root)
+    return summarize_rate_sweep(runs, arms, slo=slo, target=target, threshold=threshold)

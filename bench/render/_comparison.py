@@ -60,9 +60,15 @@ def mismatch_lines(comparison: Comparison) -> list[str]:
     return [f"mismatch: {difference.message}" for difference in checked.errors] if checked else []
 
 
+def drafter_lines(comparison: Comparison) -> list[str]:
+    """The drafter-state warnings (a drafter that remembers, arms run from different server states)."""
+    return [f"warning: {line}" for line in comparison.drafter_warnings]
+
+
 def reader_lines(comparison: Comparison) -> list[str]:
     """Everything a reader should know before trusting the tables: mismatches, warnings, partial runs, notes."""
-    return comparison.comparability.lines(allowed=True) if comparison.comparability else []  # compared anyway
+    checked = comparison.comparability.lines(allowed=True) if comparison.comparability else []  # compared anyway
+    return checked + drafter_lines(comparison)
 
 
 def cache_line(comparison: Comparison) -> str | None:
@@ -80,6 +86,8 @@ def render_text(comparison: Comparison) -> str:
                                         comparison.speculative_label)
     if comparison.stats_note:
         text += f"\nspeedbench: no paired statistics: {comparison.stats_note}\n"
+    if drafter_lines(comparison):
+        text += "\n" + "".join(line + "\n" for line in drafter_lines(comparison))
     if not comparison.has_stats:
         return terminal_text(text, keep_lines=True)
     text += "\n" + stats_text(comparison.stats, comparison.threshold, comparison.family)
@@ -145,6 +153,9 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
     if comparison.cache is not None:
         payload["cache"] = {"known": comparison.cache.known, "differs": comparison.cache.differs,
                             "message": comparison.cache.message}
+    if comparison.drafter_warnings:
+        payload["drafter_state"] = {"warnings": list(comparison.drafter_warnings),
+                                    "arms": [dataclasses.asdict(state) for state in comparison.drafter]}
     if comparison.stats_note:
         payload["stats_note"] = comparison.stats_note
     if comparison.has_stats:

@@ -17,9 +17,10 @@ from bench.render._sweep import sweep_markdown
 from bench.render._tables import comparison_text, format_value, markdown_escape
 
 if TYPE_CHECKING:
-    from bench.analysis import Comparison, Estimate, StatsRow, Sweep
+    from bench.analysis import Comparison, Estimate, RateSweep, StatsRow, Sweep
 
 PLOT_TITLES = {
+    "goodput_rate": "Goodput and SLO attainment against the arrival rate, every arm, with interval bands",
     "speedup": (
         f"Decode and latency speedup per category (geometric means; 95% CI where n >= {MIN_SAMPLES_FOR_CI})"
     ),
@@ -306,4 +307,32 @@ def write_sweep_report(sweep: Sweep, out_dir: Path, *, title: str | None = None)
     plots = [path.relative_to(out_dir).as_posix() for path in plot_sweep(sweep, out_dir / "plots")]
     report = out_dir / "report.md"
     write_text_file(report, render_sweep_report(sweep, title=title, plots=plots))
+    return report
+
+
+def render_rate_sweep_report(sweep: RateSweep, *, title: str | None = None, plots: Sequence[str] = ()) -> str:
+    """A rate sweep's report: per rate and arm the paired comparison, break-even rates, SLO capacities, plots."""
+    from bench.render._traffic_text import rate_sweep_text
+
+    rates = ", ".join(f"{rate:g}" for rate in sweep.rates)
+    parts = [f"# {markdown_escape(title or 'Speculative decoding rate sweep')}\n\n",
+             f"Every arm against {markdown_escape(sweep.baseline)} at the same seeded arrival schedule, at {rates} "
+             "req/s. Latency and TTFT count from the scheduled arrival. A break-even rate is stated only when its "
+             "evidence rule establishes it; the highest rate meeting the SLOs reads the attainment interval.\n\n",
+             "## Paired comparison per rate\n\n", rate_sweep_text(sweep, markdown=True)]
+    if plots:
+        parts.append(_attachments(plots))
+    return "".join(parts).rstrip("\n") + "\n"
+
+
+def write_rate_sweep_report(sweep: RateSweep, out_dir: Path, *, title: str | None = None) -> Path:
+    """Write a rate sweep's `report.md` and its goodput/attainment-vs-rate plot into `out_dir`; return the path."""
+    from bench.render._traffic import plot_goodput_rate
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drawn = plot_goodput_rate(list(sweep.levels), out_dir / "plots", target=sweep.target, formats=("png",)) \
+        if sweep.levels else []
+    plots = [path.relative_to(out_dir).as_posix() for path in drawn]
+    report = out_dir / "report.md"
+    write_text_file(report, render_rate_sweep_report(sweep, title=title, plots=plots))
     return report

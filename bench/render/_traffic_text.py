@@ -82,9 +82,13 @@ _SPEEDUP_COLUMNS: list[Column] = [
 
 
 def _speedup_rows(comparison: TrafficComparison) -> list[dict[str, Any]]:
-    rows = [{"metric": item.metric.label, "pairs": item.pairs, "by_request": interval_cell(item.by_request, "speedup"),
-             "by_block": interval_cell(item.by_block, "speedup"), "verdict": item.estimate.verdict}
-            for item in comparison.speedups]
+    def row(item: Any) -> dict[str, Any]:
+        label = item.metric.label if item.primary else f"{item.category}: {item.metric.label}"
+        level = "" if item.primary or not item.estimate.has_interval else f" (at {item.estimate.confidence:.1%})"
+        return {"metric": label, "pairs": item.pairs, "by_request": interval_cell(item.by_request, "speedup"),
+                "by_block": interval_cell(item.by_block, "speedup"), "verdict": item.estimate.verdict + level}
+
+    rows = [row(item) for item in comparison.speedups if item.primary]
     paired = comparison.goodput
     if paired is not None:
         rows.append({"metric": "attainment change (points)", "pairs": paired.pairs,
@@ -92,7 +96,7 @@ def _speedup_rows(comparison: TrafficComparison) -> list[dict[str, Any]]:
                      "by_block": interval_cell(paired.difference_by_block, "points"), "verdict": paired.verdict})
         rows.append({"metric": "goodput ratio", "pairs": paired.pairs, "by_request": "",
                      "by_block": interval_cell(paired.goodput_ratio, "speedup"), "verdict": ""})
-    return rows
+    return rows + [row(item) for item in comparison.speedups if not item.primary]
 
 
 def traffic_text(comparison: TrafficComparison, *, markdown: bool = False) -> str:
@@ -107,6 +111,8 @@ def traffic_text(comparison: TrafficComparison, *, markdown: bool = False) -> st
     out = "\n".join(lines) + "\n\n"
     table = markdown_table if markdown else text_table
     out += table(_speedup_rows(comparison), _SPEEDUP_COLUMNS)
+    method = f"verdicts: {comparison.method}"
+    out += (markdown_escape(method) if markdown else method) + "\n"
     for result in (comparison.goodput_baseline, comparison.goodput_candidate):
         if result is not None:
             name = comparison.baseline if result is comparison.goodput_baseline else comparison.candidate
