@@ -14,7 +14,7 @@ from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
 from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
-from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, drafted_by_category
+from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, acceptance_length_by_category, drafted_by_category
 from bench.analysis._drafter_state import DrafterState, drafter_state, state_warnings
 from bench.analysis._family import (
     DEFAULT_TARGET_EFFECT,
@@ -438,22 +438,3 @@ def _disagreements(estimates: Mapping[str, Estimate], reference: ReferenceRow | 
         if (ratio - 1.0) * (point - 1.0) < 0:
             found.append(f"{name}: ratio of means {ratio:.2f}x vs geometric mean {point:.2f}x")
     return tuple(found)
-
-
-def acceptance_length_by_category(run: Run) -> dict[str, float]:
-    """Acceptance length per category: tokens per verify step, from per-sample counter deltas or engine data."""
-    sums: dict[str, list[float]] = {}
-    for result in run.results:
-        counted = result.verify_steps() if result.ok else None
-        if counted is None:
-            continue
-        tokens, steps = counted
-        for category in (result.category, OVERALL):
-            pair = sums.setdefault(category, [0.0, 0.0])
-            pair[0] += tokens
-            pair[1] += steps
-    lengths = {category: total / steps for category, (total, steps) in sums.items() if steps}
-    run_wide = run.info.acceptance
-    if OVERALL not in lengths and run_wide is not None and run_wide.acceptance_length:
-        lengths[OVERALL] = run_wide.acceptance_length
-    return lengths

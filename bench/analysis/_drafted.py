@@ -1,10 +1,11 @@
-"""How much of the speculative output came from accepted drafts, per category and overall."""
+"""How much of the speculative output came from accepted drafts, and the acceptance length, per category and overall."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bench._constants import OVERALL
 from bench.analysis._grouping import each_category_of
 from bench.records import Run, SampleResult
 
@@ -68,3 +69,22 @@ def drafted_by_category(run: Run, keys: Iterable[tuple[str, int]] | None = None)
         )
         for category, group in each_category_of(results, lambda result: result.category)
     }
+
+
+def acceptance_length_by_category(run: Run) -> dict[str, float]:
+    """Acceptance length per category: tokens per verify step, from per-sample counter deltas or engine data."""
+    sums: dict[str, list[float]] = {}
+    for result in run.results:
+        counted = result.verify_steps() if result.ok else None
+        if counted is None:
+            continue
+        tokens, steps = counted
+        for category in (result.category, OVERALL):
+            pair = sums.setdefault(category, [0.0, 0.0])
+            pair[0] += tokens
+            pair[1] += steps
+    lengths = {category: total / steps for category, (total, steps) in sums.items() if steps}
+    run_wide = run.info.acceptance
+    if OVERALL not in lengths and run_wide is not None and run_wide.acceptance_length:
+        lengths[OVERALL] = run_wide.acceptance_length
+    return lengths
