@@ -30,7 +30,17 @@ from bench.analysis import (
 )
 from bench.pipeline._sweep import SweepConfig, _given_urls, _servers
 from bench.prompts import load_prompts
-from bench.records import BASELINE, Run, load_run, new_results_folder, plots_folder, run_file
+from bench.records import (
+    BASELINE,
+    Run,
+    folder_rate,
+    load_run,
+    new_results_folder,
+    plots_folder,
+    rate_folder,
+    rate_sweep_files,
+    run_file,
+)
 from bench.render import rate_sweep_text, traffic_json
 from bench.runner import ArmSpec, Progress, RunConfig, run_open_ab
 
@@ -92,7 +102,7 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
     for rate in config.rates:
         with _servers(level_sweep, out) as urls:  # fresh servers: every rate starts from the same state
             states = {name: "restart" for name in names if name not in _given_urls(sweep)}
-            level = folder / f"r{rate:g}"
+            level = rate_folder(folder, rate)
             level.mkdir()
             arms = [ArmSpec(name, _arm_config(config, rate, name, urls[name]), run_file(level, name))
                     for name in names]
@@ -132,7 +142,7 @@ def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folde
     """rate_sweep.txt/.md/.json, the goodput-vs-rate plot (with SLOs) and one request timeline per rate."""
     from bench.render import plot_goodput_rate, plot_timeline
 
-    files = [folder / f"rate_sweep.{kind}" for kind in ("txt", "md", "json")]
+    files = rate_sweep_files(folder)
     files[0].write_text(rate_sweep_text(result), encoding="utf-8")
     files[1].write_text(rate_sweep_text(result, markdown=True), encoding="utf-8")
     files[2].write_text(traffic_json(result), encoding="utf-8")
@@ -145,25 +155,16 @@ def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folde
     return files
 
 
-def _rate_of(folder: Path) -> float | None:
-    """The rate an `r<rate>` folder name states, else None."""
-    try:
-        rate = float(folder.name[1:]) if folder.is_dir() and folder.name.startswith("r") else math.nan
-    except ValueError:
-        return None
-    return rate if math.isfinite(rate) and rate > 0 else None
-
-
 def is_rate_sweep_folder(folder: str | Path) -> bool:
     """Whether a folder holds a rate sweep (an `r<rate>/` with a baseline run file)."""
     root = Path(folder)
-    return root.is_dir() and any(_rate_of(path) is not None and run_file(path, BASELINE).exists()
+    return root.is_dir() and any(folder_rate(path) is not None and run_file(path, BASELINE).exists()
                                  for path in root.iterdir())
 
 
 def _recorded_slo(root: Path) -> tuple[Slo | None, float]:
     """The SLOs and attainment target the sweep ran with, as its `rate_sweep.json` states them (none: no SLO)."""
-    path = root / "rate_sweep.json"
+    path = rate_sweep_files(root)[2]
     if not path.exists():
         return None, DEFAULT_SLO_TARGET
     try:
@@ -185,7 +186,7 @@ def load_rate_sweep(folder: str | Path, *, threshold: float) -> RateSweep:
     root = Path(folder)
     runs: dict[float, dict[str, Run]] = {}
     for level in sorted(root.iterdir()) if root.is_dir() else []:
-        rate = _rate_of(level)
+        rate = folder_rate(level)
         if rate is None or not run_file(level, BASELINE).exists():
             continue
         runs[rate] = {path.stem: load_run(path) for path in sorted(level.glob("*.json"))}

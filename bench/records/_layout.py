@@ -10,6 +10,7 @@ New folders are `<results dir>/<UTC time>-<label>`.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 from pathlib import Path
 
@@ -23,6 +24,8 @@ RUN_SUFFIX = ".json"
 JOURNAL_SUFFIX = ".jsonl"
 LOCK_SUFFIX = ".lock"
 LEVEL_PREFIX = "c"
+RATE_PREFIX = "r"
+REPORT_FILE = "report.md"
 SAMPLE_FOLDER = "sample"
 """A results folder of this name holds a committed example, never the newest run."""
 
@@ -124,3 +127,30 @@ def sweep_cells(folder: str | os.PathLike[str]) -> list[tuple[str, str]]:
 def sweep_cell_file(folder: str | os.PathLike[str], level_name: str, arm: str) -> Path:
     """The run file of `arm` in the level folder `level_name` of a sweep folder."""
     return run_file(Path(folder) / level_name, arm)
+
+
+def report_file(folder: str | os.PathLike[str]) -> Path:
+    """A results folder's PR-ready report: `<folder>/report.md`."""
+    return Path(folder) / REPORT_FILE
+
+
+def rate_folder(folder: str | os.PathLike[str], rate: float) -> Path:
+    """A rate sweep's folder for one arrival rate: `<folder>/r<rate>`."""
+    return Path(folder) / f"{RATE_PREFIX}{rate:g}"
+
+
+def folder_rate(path: str | os.PathLike[str]) -> float | None:
+    """The arrival rate an `r<rate>` folder of a rate sweep stands for, else None."""
+    name = Path(path).name
+    if not name.startswith(RATE_PREFIX) or not Path(path).is_dir():
+        return None
+    try:
+        rate = float(name[len(RATE_PREFIX):])
+    except ValueError:
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
+def rate_sweep_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """A rate sweep's text, Markdown and JSON renderings: `rate_sweep.txt/.md/.json`."""
+    return [Path(folder) / f"rate_sweep.{kind}" for kind in ("txt", "md", "json")]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
-from bench.records import Run, write_text_file
+from bench.records import Run, report_file, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
 from bench.render._mermaid import speedup_chart, sweep_chart
 from bench.render._stats import ci_cell, lossless_markdown, stats_markdown, stream_markdown
@@ -258,7 +258,7 @@ def write_report(
         folder = out / "plots" if len(comparisons) == 1 else out / "plots" / _safe_name(workload(each))
         written += plot_all(each, folder, formats=("png", "svg"))
     relative = [path.relative_to(out).as_posix() for path in written if path.suffix == ".png"]
-    report = out / "report.md"
+    report = report_file(out)
     write_text_file(report, render_report(comparisons, title=title, plots=relative))
     return report
 
@@ -305,7 +305,7 @@ def write_sweep_report(sweep: Sweep, out_dir: Path, *, title: str | None = None)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = [path.relative_to(out_dir).as_posix() for path in plot_sweep(sweep, out_dir / "plots")]
-    report = out_dir / "report.md"
+    report = report_file(out_dir)
     write_text_file(report, render_sweep_report(sweep, title=title, plots=plots))
     return report
 
@@ -333,6 +333,6 @@ def write_rate_sweep_report(sweep: RateSweep, out_dir: Path, *, title: str | Non
     drawn = plot_goodput_rate(list(sweep.levels), out_dir / "plots", target=sweep.target, formats=("png",)) \
         if sweep.levels else []
     plots = [path.relative_to(out_dir).as_posix() for path in drawn]
-    report = out_dir / "report.md"
+    report = report_file(out_dir)
     write_text_file(report, render_rate_sweep_report(sweep, title=title, plots=plots))
     return report
