@@ -39,6 +39,7 @@ from bench.analysis._intervals import (
 from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import pair_runs, paired_log_mean, per_sample_geomean, require_pairs
 from bench.analysis._reference import compare_summaries
+from bench.analysis._sequential import Look
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv, speedup_repeat_cv
 from bench.records import Acceptance, Run, collector_paused
@@ -214,6 +215,7 @@ class Comparison:
     drafter: tuple[DrafterState, ...] = ()
     """Each arm's check for a drafter that remembers earlier requests (labels "baseline", "speculative")."""
     drafter_warnings: tuple[str, ...] = ()
+    sequential: Look | None = None  # the look that stopped sampling until decided: the overall decode verdict
     """One line per arm whose drafter remembers, and one when the arms' recorded server states differ."""
 
     @property

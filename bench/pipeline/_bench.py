@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench._redact import redact_url
-from bench.analysis import Comparison, compare
+from bench.analysis import Comparison, Look, compare
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
@@ -192,7 +192,7 @@ def _both_sides(
 
 def _until_decided(
     config: PipelineConfig, folder: Path, out: Callable[[str], Any], progress: Progress
-) -> tuple[Run, Run, bool, bool]:
+) -> tuple[Run, Run, bool, bool, Look | None]:
     """Interleaved rounds (round k adds the k-th sample of each category; its run files under `rounds/k/`, each
     kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`."""
     from bench.analysis import sample_until_decided
@@ -235,10 +235,10 @@ def _until_decided(
                                            on_look=lambda look: out(f"speedbench: {look.reason}\n"))
         except _RoundsStopped:
             baseline, speculative = (load_run(run_file(folder, side)) for side in (BASELINE, SPECULATIVE))
-            return baseline, speculative, True, False
+            return baseline, speculative, True, False, None
         died = any([_report_death(side, endpoints[side][1], out) for side, _, _ in sides])
     out(decided.message + "\n")
-    return decided.baseline, decided.speculative, False, died
+    return decided.baseline, decided.speculative, False, died, decided.last
 
 
 class _RoundsStopped(Exception):
@@ -335,8 +335,9 @@ def _run_workload(
     folder = _results_folder(config)
     out(f"speedbench: {config.bench}: {len(prompts.samples)} samples in {len(prompts.categories)} categories, "
         f"osl={config.osl}\n")
+    stopping_look = None
     if config.until_decided:
-        baseline, speculative, interrupted, died = _until_decided(config, folder, out, progress)
+        baseline, speculative, interrupted, died, stopping_look = _until_decided(config, folder, out, progress)
         if interrupted or died:
             out(f"speedbench: stopped during the rounds; finished rounds kept in {folder}\n")
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
@@ -359,6 +360,7 @@ def _run_workload(
             out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
+    comparison = replace(comparison, sequential=stopping_look)  # under optional stopping its look is the verdict
     out("\n" + render_text(comparison))
     files += write_traffic(baseline, speculative, folder, out=out, slo=config.slo, rate=config.request_rate,
                            threshold=config.threshold)

@@ -122,8 +122,13 @@ def _decision_part(comparison: Comparison) -> str:
         return f"no paired statistics ({comparison.stats_note or 'no matched samples'})"
     drafted = row.drafted_share
     share = f", {format_value(drafted, 'percent')} of the output drafted" if drafted is not None else ""
-    return (f"decode {_estimate_words(row.decode)}, latency {_estimate_words(row.latency)} "
-            f"({row.n} prompts{share})")
+    decode = _estimate_words(row.decode)
+    look = comparison.sequential
+    if look is not None:  # sampled until decided: only the stopping look's interval keeps its error rate
+        outcome = {"undecided": "undecided at the limit", "equivalent": "equivalent within the threshold"}
+        decode = (f"{ci_cell(look.point, look.low, look.high)} {outcome.get(look.decision, look.decision)} "
+                  f"(sequential test, {1 - look.level:.1%} interval)")
+    return f"decode {decode}, latency {_estimate_words(row.latency)} ({row.n} prompts{share})"
 
 
 def decision_text(comparisons: Sequence[Comparison]) -> str:
