@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench._constants import EXIT_INTERRUPTED
 from bench._errors import BenchError
 from bench.analysis import (
     DEFAULT_SLO_TARGET,
@@ -28,7 +28,7 @@ from bench.analysis import (
     rate_sweep,
     request_timings,
 )
-from bench.pipeline._sweep import SweepConfig, _given_urls, _servers
+from bench.pipeline._sweep import SweepConfig, _given_urls, _servers, finished_exit_code
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
@@ -116,12 +116,7 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
     written = write_rate_sweep(result, runs, folder)
     out("\n" + rate_sweep_text(result))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
-    unfinished = sum(run.failed_samples + max(0, run.selected_samples - len(run.results))
-                     for cell in runs.values() for run in cell.values())
-    if unfinished:
-        out(f"speedbench: {unfinished} samples failed or did not finish; see the rate folders\n")
-        return EXIT_FAILED
-    return EXIT_OK
+    return finished_exit_code(runs, out, where="the rate folders")
 
 
 def summarize_rate_sweep(runs: dict[float, dict[str, Run]], arms: list[str], *, slo: Any, target: float,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,10 +283,15 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
     written = write_sweep(sweep, folder)
     out("\n" + sweep_text(sweep))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
+    return finished_exit_code(runs, out, where="the cell folders")
+
+
+def finished_exit_code(runs: Mapping[Any, Mapping[str, Run]], out: Callable[[str], Any], *, where: str) -> int:
+    """EXIT_OK when every selected sample of every level's runs finished; else say how many did not, EXIT_FAILED."""
     unfinished = sum(run.failed_samples + max(0, run.selected_samples - len(run.results))
                      for cell in runs.values() for run in cell.values())
     if unfinished:
-        out(f"speedbench: {unfinished} samples failed or did not finish; see the cell folders\n")
+        out(f"speedbench: {unfinished} samples failed or did not finish; see {where}\n")
         return EXIT_FAILED
     return EXIT_OK
 
