@@ -1,17 +1,44 @@
-"""Worker processes: one run over N client processes, merged into one run file that compare reads unchanged."""
+"""Worker processes: one run or one comparison over N client processes, joined into one run file and journal per
+arm, measuring what one process would (the same samples, pairs, batches, arm orders and arrival offsets)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from bench._errors import BenchError
 from bench.analysis import compare
-from bench.records import load_run
-from bench.runner import RunConfig, run_benchmark, run_workers, worker_shares
+from bench.prompts import PromptSet, Sample
+from bench.records import journal_path, load_run, read_journal
+from bench.runner import (
+    PER_PROCESS_IN_FLIGHT,
+    ArmSpec,
+    RunConfig,
+    arm_order,
+    block_plan,
+    choose_workers,
+    cores,
+    run_arms_workers,
+    run_benchmark,
+    run_interleaved,
+    run_workers,
+    worker_shares,
+)
 from tests.conftest import make_prompts
-from tests.fakeserver import FakeServer
+from tests.fakeserver import FakeServer, FakeState
+
+
+def _qa(count: int) -> PromptSet:
+    samples = tuple(Sample(id=f"q{index:02d}", category="qa", turns=(f"question {index}",)) for index in range(count))
+    return PromptSet(samples=samples, source="test", bench="qualitative", categories=("qa",))
 
 
 def test_the_concurrency_is_split_over_the_workers() -> None:
@@ -24,68 +51,211 @@ def test_the_concurrency_is_split_over_the_workers() -> None:
         worker_shares(2, 0)
 
 
-def test_two_workers_send_every_sample_once_and_merge_into_one_run(fake_server: FakeServer, fake_state,
-                                                                   tmp_path: Path) -> None:
+def test_auto_keeps_one_process_until_the_measured_per_process_limit() -> None:
+    assert choose_workers(None, concurrency=1) == (1, "auto: 1 process (1 in flight against 256 per process, "
+                                                      f"{cores()} cores)")
+    assert choose_workers(None, concurrency=PER_PROCESS_IN_FLIGHT)[0] == 1
+    assert choose_workers(None, concurrency=PER_PROCESS_IN_FLIGHT + 1)[0] == min(cores(), 2)
+    assert choose_workers(None, concurrency=100 * PER_PROCESS_IN_FLIGHT)[0] == cores()
+    assert choose_workers(None, concurrency=1, request_rate=50.0, open_loop=True)[0] == 1
+    assert choose_workers(None, concurrency=1, request_rate=5.0, open_loop=True, max_concurrency=1000)[0] == min(
+        cores(), 4)
+    assert choose_workers(3, concurrency=8) == (3, None)
+    assert choose_workers(None, concurrency=4096, single="--shard")[0] == 1
+    with pytest.raises(BenchError, match="--workers 2: --until-decided runs in one process"):
+        choose_workers(2, concurrency=4, single="--until-decided")
+
+
+def test_two_workers_send_every_sample_once_and_join_into_one_run_and_one_journal(
+    fake_server: FakeServer, fake_state, tmp_path: Path
+) -> None:
     fake_state.delay_s = 0.05  # each worker's timed part lasts long enough for its loop-lag monitor to sample
     prompts = make_prompts(per_category=4)
-    config = RunConfig(url=fake_server.url, osl=8, concurrency=4, workers=2, label="w2")
+    config = RunConfig(url=fake_server.url, osl=8, concurrency=4, workers=2, label="w2", repeat=2)
     _, interrupted = run_workers(prompts, config, output=tmp_path / "w2.json")
     assert not interrupted
     loaded = load_run(tmp_path / "w2.json")
-    assert sorted(result.id for result in loaded.results) == sorted(sample.id for sample in prompts.samples)
+    expected = [(sample.id, repeat) for repeat in range(2) for sample in prompts.samples]
+    assert [(result.id, result.repeat) for result in loaded.results] == expected  # schedule order
     assert loaded.config["concurrency"] == 4 and loaded.config["workers"] == 2 and loaded.config["label"] == "w2"
     workers = loaded.meta["workers"]
     assert [worker["index"] for worker in workers] == [0, 1]
     assert all(worker["client_lag"] is not None for worker in workers)  # each worker's own loop-lag monitor
-    assert len(fake_server.state.requests) == sum(len(sample.turns) for sample in prompts.samples)
-    assert not list(tmp_path.glob(".workers-*"))  # the workers' own files are gone once merged
+    assert len(fake_server.state.requests) == 2 * sum(len(sample.turns) for sample in prompts.samples)
+    assert not list(tmp_path.glob(".workers-*"))  # the workers' own files are gone once joined
+    header, journalled = read_journal(journal_path(tmp_path / "w2.json"))  # one journal, in schedule order
+    assert [(result.id, result.repeat) for result in journalled] == expected
+    assert header["sample_ids"] == [sample.id for sample in prompts.samples] and "shard" not in header
+    assert header["config"]["concurrency"] == 4
+    starts = sorted(result.sent_s for result in loaded.results)
+    assert starts[0] < 0.05  # both workers count from one shared start, taken once both had set up
 
-    single, _ = run_benchmark(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=4), force=True)
-    comparison = compare(single, loaded)
-    assert comparison is not None
-
-
-def test_workers_with_shard_or_resume_or_beyond_the_concurrency_are_refused_in_one_line(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    for extra, message in (
-        (["--workers", "2", "--concurrency", "2", "--shard", "0/2"],
-         "--workers cannot be combined with --shard, --start-at or --resume"),
-        (["--workers", "3", "--concurrency", "2"], "--workers must be between 1 and --concurrency (2); got 3"),
-        (["--shard", "2/2"], "--shard 2/2: needs 0 <= I < N"),
-    ):
-        done = subprocess.run([sys.executable, "-m", "bench", "run", "--url", "http://127.0.0.1:9", "--quiet", *extra],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    single, _ = run_benchmark(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=4, repeat=2), force=True)
+    assert compare(single, loaded) is not None
 
 
-def test_ctrl_c_stops_every_worker_and_keeps_what_they_finished(fake_server: FakeServer, fake_state, tmp_path) -> None:
-    import json
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+def test_an_open_loop_over_workers_keeps_the_whole_runs_arrival_offsets(fake_server: FakeServer,
+                                                                       tmp_path: Path) -> None:
+    from bench.runner import arrival_schedule
 
-    fake_state.delay_s = 0.2  # 40 samples over 2 workers at concurrency 1 each: about 4 s, stopped early
+    prompts = _qa(12)
+    config = RunConfig(url=fake_server.url, osl=4, request_rate=20.0, seed=3, workers=2)
+    run, _ = run_workers(prompts, config, output=tmp_path / "open.json")
+    offsets = arrival_schedule(12, 20.0, seed=3).offsets_s
+    due = {result.id: result.scheduled_s for result in run.results}
+    first = min(due.values())
+    for position, sample in enumerate(prompts.samples):  # each request at the offset one process gives it
+        assert abs((due[sample.id] - first) - (offsets[position] - offsets[0])) < 0.02, sample.id
+
+
+def _batches(run) -> dict[int, list[float]]:
+    times: dict[int, list[float]] = defaultdict(list)
+    for result in run.results:
+        times[result.batch].extend((result.sent_s, result.sent_s + result.latency_s))
+    return times
+
+
+def test_an_interleaved_comparison_over_two_workers_keeps_the_pairs_batches_and_arm_order(tmp_path: Path) -> None:
+    prompts = _qa(10)
+    found = {}
+    for workers in (1, 2):
+        base, spec = FakeServer(FakeState(delay_s=0.02)), FakeServer(FakeState(delay_s=0.02, drafting=True))
+        base.start()
+        spec.start()
+        try:
+            arms = [ArmSpec(name, RunConfig(url=server.url, osl=4, concurrency=4, workers=workers, label=name),
+                            tmp_path / f"w{workers}" / f"{name}.json")
+                    for name, server in (("baseline", base), ("speculative", spec))]
+            run = run_arms_workers if workers > 1 else run_interleaved
+            found[workers], interrupted = run(prompts, arms, seed=5)
+        finally:
+            base.stop()
+            spec.stop()
+        assert not interrupted
+    jobs = [(sample, 0) for sample in prompts.samples]
+    for workers, runs in found.items():
+        for name, run in runs.items():
+            pairs = sorted((result.id, result.repeat, result.batch) for result in run.results)
+            assert pairs == sorted((sample.id, 0, index // 4) for index, sample in enumerate(prompts.samples)), name
+            assert run.config["concurrency"] == 4 and run.config["workers"] == workers
+        base, spec = _batches(runs["baseline"]), _batches(runs["speculative"])
+        for batch in range(3):
+            order = arm_order(5, jobs[batch * 4:batch * 4 + 4], ["baseline", "speculative"])
+            first, second = (base, spec) if order[0] == "baseline" else (spec, base)
+            assert max(first[batch]) <= min(second[batch]) + 0.002, (workers, batch)  # one arm at a time
+    header, _ = read_journal(journal_path(tmp_path / "w2" / "speculative.json"))
+    assert header["interleaved"]["batch"] == 4 and header["config"]["workers"] == 2
+
+
+def test_an_open_loop_ab_over_two_workers_keeps_the_schedule_and_blocks(fake_server: FakeServer, fake_state,
+                                                                         tmp_path: Path) -> None:
+    from bench.runner import arrival_schedule
+
+    prompts = _qa(12)
+    spec = FakeServer(FakeState(drafting=True))
+    spec.start()
+    try:
+        arms = [ArmSpec(name, RunConfig(url=server.url, osl=4, request_rate=40.0, seed=2, workers=2, label=name),
+                        tmp_path / f"{name}.json")
+                for name, server in (("baseline", fake_server), ("speculative", spec))]
+        runs, interrupted = run_arms_workers(prompts, arms, block_size=4)
+    finally:
+        spec.stop()
+    assert not interrupted
+    offsets = arrival_schedule(12, 40.0, seed=2).offsets_s
+    blocks = block_plan(12, 4, ["baseline", "speculative"], 2)
+    for name, run in runs.items():
+        due = {result.id: (result.batch, result.scheduled_s) for result in run.results}
+        assert sorted(due) == [sample.id for sample in prompts.samples]
+        for block in blocks:
+            ids = [prompts.samples[position].id for position in range(block.start, block.stop)]
+            assert {due[sample_id][0] for sample_id in ids} == {block.index}, name
+            start = due[ids[0]][1]
+            for position, sample_id in zip(range(block.start, block.stop), ids, strict=True):
+                gap = offsets[position] - offsets[block.start]
+                assert abs(due[sample_id][1] - start - gap) < 0.02, (name, sample_id)
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "--url", "http://127.0.0.1:9", "--workers", "2", "--concurrency", "2", "--shard", "0/2"],
+     "--workers 2: --shard runs in one process; drop --workers"),
+    (["run", "--url", "http://127.0.0.1:9", "--workers", "3", "--concurrency", "2"],
+     "--workers must be between 1 and --concurrency (2); got 3"),
+    (["run", "--url", "http://127.0.0.1:9", "--workers", "3", "--request-rate", "5", "--max-concurrency", "2"],
+     "--workers must be between 1 and --max-concurrency (2); got 3"),
+    (["bench", "--base-url", "http://127.0.0.1:9", "--spec-url", "http://127.0.0.1:9", "--until-decided",
+      "--workers", "2", "--concurrency", "2"], "--workers 2: --until-decided runs in one process; drop --workers"),
+    (["bench", "--base-url", "http://127.0.0.1:9", "--spec-url", "http://127.0.0.1:9", "--workers", "3",
+      "--concurrency", "2"], "--workers must be between 1 and --concurrency (2); got 3"),
+])
+def test_workers_that_cannot_hold_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    done = _cli([*args, "--quiet"], tmp_path)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def _dataset(tmp_path: Path, count: int) -> Path:
     dataset = tmp_path / "prompts.jsonl"
     dataset.write_text("".join(json.dumps({"question_id": f"q{index}", "category": "qa", "turns": [f"q {index}"]})
-                               + "\n" for index in range(40)))
+                               + "\n" for index in range(count)))
+    return dataset
+
+
+def _start(fake_server: FakeServer, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench", "run", "--url", fake_server.url, "--dataset", str(dataset), "--osl", "4",
-         "--concurrency", "2", "--workers", "2", "--quiet", "--output", "w.json"],
+        [sys.executable, "-m", "bench", "run", "--url", fake_server.url, "--dataset", str(_dataset(tmp_path, 40)),
+         "--osl", "4", "--concurrency", "2", "--workers", "2", "--quiet", "--output", "w.json", *extra],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     deadline = time.monotonic() + 60
-    while not list(tmp_path.glob(".workers-*/*.jsonl")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob(".workers-*/*/*.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.05)  # until the workers journal their first samples
     time.sleep(0.5)
+    return process
+
+
+def test_ctrl_c_stops_every_worker_keeps_what_they_finished_and_resume_completes_it(
+    fake_server: FakeServer, fake_state, tmp_path: Path
+) -> None:
+    fake_state.delay_s = 0.2  # 40 samples over 2 workers at concurrency 1 each: about 4 s, stopped early
+    process = _start(fake_server, tmp_path)
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, out + err
-    assert (tmp_path / "w.json").exists(), out + err
     run = load_run(tmp_path / "w.json")
     assert run.info.interrupted and 0 < len(run.results) < 40
     assert len({result.id for result in run.results}) == len(run.results)
-    assert "continue with --resume" in out or "interrupted" in out
+    assert "continue with --resume" in out
+    _, journalled = read_journal(journal_path(tmp_path / "w.json"))
+    assert sorted(result.id for result in journalled) == sorted(result.id for result in run.results)
+
+    fake_state.delay_s = 0.0
+    sent_before = len(fake_state.requests)
+    done = _cli(["run", "--url", fake_server.url, "--dataset", str(tmp_path / "prompts.jsonl"), "--osl", "4",
+                 "--concurrency", "2", "--workers", "2", "--quiet", "--output", "w.json", "--resume"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    resumed = load_run(tmp_path / "w.json")
+    assert sorted(result.id for result in resumed.results) == sorted(f"q{index}" for index in range(40))
+    assert len(fake_state.requests) - sent_before == 40 - len(run.results)  # only what had not finished
+
+
+def test_a_killed_worker_loses_nothing_it_finished(fake_server: FakeServer, fake_state, tmp_path: Path) -> None:
+    fake_state.delay_s = 0.1
+    process = _start(fake_server, tmp_path)
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    workers = [int(pid) for pid in children]
+    assert len(workers) == 2
+    victim_journal = next(tmp_path.glob(".workers-*/worker-0/run.json.jsonl"))
+    os.kill(workers[0], signal.SIGKILL)  # worker 0 dies without writing its run file
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2 and "worker(s) 0 of 2 failed (exit -9)" in err and "w.json" in err, out + err
+    _, recorded = read_journal(journal_path(tmp_path / "w.json"))
+    run = load_run(tmp_path / "w.json")
+    assert run.info.interrupted
+    from_victim = {result.id for result in run.results if int(result.id[1:]) % 2 == 0}
+    assert from_victim and len(run.results) > len(from_victim)  # the killed worker's journal and the other's run
+    assert sorted(result.id for result in recorded) == sorted(result.id for result in run.results)
+    assert not victim_journal.exists()  # joined into the output, the private folder removed

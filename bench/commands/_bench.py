@@ -6,7 +6,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bench.commands._common import MODEL_HELP, SERVER_ENGINES, add_open_loop_options, progress_display
+from bench.commands._common import (
+    MODEL_HELP,
+    SERVER_ENGINES,
+    WORKERS_HELP,
+    add_open_loop_options,
+    progress_display,
+    worker_count,
+)
 
 HELP = "baseline vs speculative on the embedded server (or two URLs)"
 
@@ -53,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_open_loop_options(parser, seed=False)
     parser.add_argument("--block-size", type=int, default=None,
                         help="requests per A/B block with --request-rate (default: ~5 s of arrivals, 4-30)")
+    parser.add_argument("--workers", type=worker_count, default=None, metavar="N|auto", help=WORKERS_HELP)
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -66,7 +74,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
         stream=args.stream, request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,
-        until_decided=args.until_decided, bench=args.bench,
+        until_decided=args.until_decided, bench=args.bench, workers=args.workers,
     )
     if args.trace:
         from bench._errors import BenchError

@@ -35,6 +35,24 @@ def header_pair(value: str) -> tuple[str, str]:
     return key.strip(), val.strip()
 
 
+def worker_count(value: str) -> int | None:
+    """A `--workers` argument: `auto` (None: chosen from the load, docs/scaling.md) or a count >= 1."""
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is neither 'auto' nor a number of processes") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"needs at least 1 process (got {count})")
+    return count
+
+
+WORKERS_HELP = ("client processes, each sending its slice of the samples (both arms of each), joined into one run "
+                "file and journal per arm (default: auto, one process until the load exceeds a measured "
+                "per-process limit; docs/scaling.md)")
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of a run (`speedbench run`): server, prompts, request and client settings."""
     from bench.prompts import HUB_REVISION

@@ -11,9 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from bench._errors import BenchError
 from bench._redact import one_line, redact
-from bench.commands._common import add_open_loop_options, add_run_options, progress_display, traffic_report
+from bench.commands._common import (
+    add_open_loop_options,
+    add_run_options,
+    progress_display,
+    traffic_report,
+    worker_count,
+)
 
 HELP = "run a prompt set against one endpoint"
 
@@ -34,9 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-at", type=start_time, default=None, metavar="TIME",
                         help="start sending at this wall-clock time (ISO 8601 with a zone, or epoch seconds), after "
                              "the set-up: the shards' shared start (default: at once)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="client processes sharing the run (its concurrency split over them), merged into one "
-                             "run file")
+    parser.add_argument("--workers", type=worker_count, default=None, metavar="N|auto",
+                        help="client processes sharing the run (its concurrency, or open-loop cap, split over them), "
+                             "joined into one run file and journal (default: auto, one process until the load "
+                             "exceeds a measured per-process limit; see docs/scaling.md)")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default=None,
                         help="the client's event loop (default: $SPEEDBENCH_LOOP, else asyncio)")
 
@@ -45,7 +51,12 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
     from bench.prompts import HUB_REVISION, Shard, load_prompts
     from bench.render import summary_text
-    from bench.runner import RunConfig, RunStopped, run_benchmark, run_workers
+    from bench.runner import RunConfig, RunStopped, choose_workers, run_benchmark, run_workers
+
+    single = "--shard" if args.shard is not None else "--start-at" if args.start_at is not None else None
+    workers, why = choose_workers(args.workers, concurrency=args.concurrency, request_rate=args.request_rate,
+                                  open_loop=args.request_rate is not None or args.trace is not None,
+                                  max_concurrency=args.max_concurrency, single=single)
 
     config = RunConfig(
         url=",".join(args.url or ["localhost:8080"]), model=args.model, bench=args.bench, category=args.category,
@@ -54,7 +65,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         dataset=args.dataset, revision=args.revision, repeat=args.repeat, warmup=args.warmup, stream=args.stream,
         engine=args.engine, api=args.api, retries=args.retries, label=args.label,
         chat_template_kwargs=args.chat_template_kwargs, max_response_bytes=args.max_response_bytes,
-        logprobs=args.logprobs, workers=args.workers, loop=args.loop,
+        logprobs=args.logprobs, workers=workers, workers_auto=why, loop=args.loop,
         api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header),
         request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, seed=args.seed, trace=args.trace,
@@ -65,8 +76,6 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
         parse_slo(args.slo)  # a malformed --slo fails before anything is sent
     shard = Shard.parse(args.shard) if args.shard is not None else None
-    if config.workers > 1 and (shard is not None or args.resume or args.start_at is not None):
-        raise BenchError("--workers cannot be combined with --shard, --start-at or --resume; run N shards instead")
     count_tokens = None
     if args.dataset == "categories" and args.bench.startswith("throughput_"):
         from bench.runner import server_token_counter
@@ -85,7 +94,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     try:
         if config.workers > 1:
             run, interrupted = run_workers(prompts, config, output=output, progress=progress_display(args.quiet),
-                                           force=args.force)
+                                           force=args.force, resume=args.resume)
         else:
             run, interrupted = run_benchmark(prompts, config, output=output, progress=progress_display(args.quiet),
                                              resume=args.resume, force=args.force, shard=shard,

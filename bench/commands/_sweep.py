@@ -8,7 +8,14 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
 from bench._errors import BenchError
-from bench.commands._common import MODEL_HELP, SERVER_ENGINES, add_open_loop_options, progress_display
+from bench.commands._common import (
+    MODEL_HELP,
+    SERVER_ENGINES,
+    WORKERS_HELP,
+    add_open_loop_options,
+    progress_display,
+    worker_count,
+)
 
 HELP = "speculative arms against one baseline across concurrency levels (interleaved)"
 
@@ -44,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="requests per A/B block with --request-rate (default: ~5 s of arrivals, 4-30)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="with --request-rate: send every sample N times per rate (more requests per level)")
+    parser.add_argument("--workers", type=worker_count, default=None, metavar="N|auto",
+                        help=WORKERS_HELP + "; a count above a level's concurrency gives that level one per request")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -58,7 +67,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         arms=arms, levels=parse_levels(args.concurrency), base_url=args.base_url, limit=args.limit, osl=args.osl,
         category=args.category, model=args.model, draft=args.draft, threads=args.threads,
         results_dir=args.results_dir, label=args.label, resume=args.resume, seed=args.seed,
-        threshold=args.threshold, engine=args.engine,
+        threshold=args.threshold, engine=args.engine, workers=args.workers,
     )
     if args.request_rate is not None:
         from bench.analysis import parse_slo
@@ -71,7 +80,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         if args.repeat < 1:
             raise BenchError(f"--repeat must be >= 1 (got {args.repeat})")
         RunConfig(request_rate=1.0, arrival=args.arrival, burstiness=args.burstiness,
-                  max_concurrency=args.max_concurrency).validate()
+                  max_concurrency=args.max_concurrency, workers=args.workers or 1).validate()
         rates = RateSweepConfig(
             sweep=config, rates=parse_rates(args.request_rate), arrival=args.arrival, burstiness=args.burstiness,
             max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,

@@ -1,5 +1,6 @@
 """Jobs that join the stages: `bench` (baseline against speculative) and `sweep` (arms across concurrency)."""
 
+from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.pipeline._bench import (
     PipelineConfig,
     check_servers,
@@ -7,7 +8,6 @@ from bench.pipeline._bench import (
     run_pipeline,
     validate,
     workloads,
-    write_comparison,
 )
 from bench.pipeline._rate_sweep import (
     RateSweepConfig,
@@ -50,4 +50,5 @@ __all__ = [
     "workloads",
     "write_comparison",
     "write_sweep",
+    "write_traffic",
 ]

@@ -14,23 +14,32 @@ from urllib.parse import urlsplit
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench._redact import redact_url
-from bench.analysis import Comparison, Look, compare
+from bench.analysis import Comparison, Look
+from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
     SPECULATIVE,
     Run,
-    comparison_files,
     has_journal,
     journal_path,
     load_run,
     new_results_folder,
-    plots_folder,
     run_file,
-    write_text_file,
 )
-from bench.render import render_json, render_markdown, render_text
-from bench.runner import ArmSpec, Progress, RunConfig, normalize_base_url, run_benchmark, run_interleaved, run_open_ab
+from bench.render import render_text
+from bench.runner import (
+    ArmSpec,
+    Progress,
+    RunConfig,
+    choose_workers,
+    normalize_base_url,
+    run_arms_workers,
+    run_benchmark,
+    run_interleaved,
+    run_open_ab,
+    run_workers,
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,8 @@ class PipelineConfig:
     """Requests per A/B block of an open-loop comparison (None: about 5 s of arrivals, 4-30 requests)."""
     slo: str | None = None
     """SLO targets (`ttft=0.5,e2e=20`): adds paired attainment and goodput."""
+    workers: int | None = None
+    """Client processes, each sending both arms' requests for its slice of the samples (None: auto)."""
 
     @property
     def slots(self) -> int:
@@ -127,11 +138,15 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     tags = {"mode": mode}
     if server is not None:
         tags.update(server_tags(server))
+    workers, why = choose_workers(config.workers, concurrency=config.concurrency, request_rate=config.request_rate,
+                                  open_loop=config.request_rate is not None, max_concurrency=config.max_concurrency,
+                                  single="--until-decided" if config.until_decided else None)
     return RunConfig(
         url=endpoint, bench=config.bench, osl=config.osl, category=config.category, limit=config.limit,
         concurrency=config.concurrency, label=side, timeout=600.0, tags=tags, logprobs=config.logprobs,
         stream=config.stream, request_rate=config.request_rate, arrival=config.arrival,
         burstiness=config.burstiness, max_concurrency=config.max_concurrency, seed=config.seed,
+        workers=workers, workers_auto=why,
     )
 
 
@@ -157,8 +172,12 @@ def _one_side(
     output = run_file(folder, side)
     with _endpoint(url, mode, config, out) as (endpoint, server):
         run_config = _run_config(side, endpoint, mode, config, server)
-        run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress,
-                                         resume=_resuming(config, output))
+        if run_config.workers > 1:
+            run, interrupted = run_workers(prompts, run_config, output=output, progress=progress,
+                                           resume=_resuming(config, output))
+        else:
+            run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress,
+                                             resume=_resuming(config, output))
         died = _report_death(side, server, out)
     return run, interrupted, died
 
@@ -177,7 +196,13 @@ def _both_sides(
         resume = all(_resuming(config, Path(arm.output)) for arm in arms if arm.output is not None)
         # an embedded server starts fresh for this comparison: its drafter and prompt cache hold nothing earlier
         states = {side: "restart" for side, server in servers.items() if server is not None}
-        if config.request_rate is not None:
+        workers = arms[0].config.workers
+        if workers > 1:
+            out(f"speedbench: {workers} client processes, each sending both arms' requests for its slice of the "
+                f"samples, in step (seed {config.seed})\n")
+            runs, interrupted = run_arms_workers(prompts, arms, seed=config.seed, block_size=config.block_size,
+                                                 progress=progress, resume=resume, server_states=states)
+        elif config.request_rate is not None:
             out(f"speedbench: both arms on one seeded {config.arrival} schedule at {config.request_rate:g} req/s, "
                 f"alternating blocks ABBA (seed {config.seed})\n")
             runs, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
@@ -388,57 +413,3 @@ def _results_folder(config: PipelineConfig) -> Path:
 
     label = config.label or folder_prefix(config.engine) + (config.spec if not config.spec_url else "external")
     return new_results_folder(config.results_dir, label)
-
-
-def write_traffic(
-    baseline: Run, speculative: Run, folder: Path, *, out: Callable[[str], Any], slo: str | None,
-    rate: float | None, threshold: float = DEFAULT_THRESHOLD,
-) -> list[Path]:
-    """Throughput of both arms (every comparison); for an open-loop pair also the paired comparison at the
-    schedule (traffic.txt/.md/.json) and the request timeline; drafter-state warnings on stderr."""
-    import sys
-
-    from bench.analysis import compare_traffic, drafter_state, parse_slo, request_timings, state_warnings
-    from bench.render import terminal_text, throughput_line, traffic_json, traffic_text
-
-    runs = {BASELINE: baseline, SPECULATIVE: speculative}
-    for line in state_warnings(runs):
-        sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
-    requests = {side: request_timings(run) for side, run in runs.items()}
-    if not all(requests.values()):
-        return []
-    if rate is None and not baseline.config.get("trace"):
-        from bench.analysis import throughput
-
-        for side, timings in requests.items():
-            out(f"{side}: {throughput_line(throughput(timings))}\n")
-        return []
-    comparison = compare_traffic(
-        requests[BASELINE], requests[SPECULATIVE], names=(BASELINE, SPECULATIVE),
-        slo=parse_slo(slo) if slo else None, rate=rate, threshold=threshold,
-        drafter=[drafter_state(run, side) for side, run in runs.items()],
-    )
-    out("\n" + traffic_text(comparison))
-    paths = [folder / "traffic.txt", folder / "traffic.md", folder / "traffic.json"]
-    paths[0].write_text(traffic_text(comparison), encoding="utf-8")
-    paths[1].write_text(traffic_text(comparison, markdown=True), encoding="utf-8")
-    paths[2].write_text(traffic_json(comparison), encoding="utf-8")
-    from bench.render import plot_timeline
-
-    paths += plot_timeline(requests, plots_folder(folder), formats=("png",))
-    return paths
-
-
-def write_comparison(
-    baseline: Run, speculative: Run, folder: Path, *, threshold: float = DEFAULT_THRESHOLD
-) -> tuple[Comparison, list[Path]]:
-    """Compare two runs once; write comparison.txt/.md/.json and the plots into `folder`; return both."""
-    comparison = compare(baseline, speculative, threshold=threshold)
-    files = comparison_files(folder)
-    write_text_file(files[0], render_text(comparison))
-    write_text_file(files[1], render_markdown(comparison))
-    write_text_file(files[2], render_json(comparison))
-    from bench.render import plot_all
-
-    files += plot_all(comparison, plots_folder(folder), formats=("png",))
-    return comparison, files

@@ -42,7 +42,7 @@ from bench.records import (
     run_file,
 )
 from bench.render import rate_sweep_text, traffic_json
-from bench.runner import ArmSpec, Progress, RunConfig, run_open_ab
+from bench.runner import ArmSpec, Progress, RunConfig, choose_workers, run_arms_workers, run_open_ab
 
 
 def parse_rates(text: str) -> tuple[float, ...]:
@@ -79,10 +79,12 @@ class RateSweepConfig:
 def _arm_config(config: RateSweepConfig, rate: float, name: str, url: str) -> RunConfig:
     """The run config of one arm at one rate."""
     sweep = config.sweep
+    workers, why = choose_workers(sweep.workers, concurrency=1, request_rate=rate, open_loop=True,
+                                  max_concurrency=config.max_concurrency)
     return RunConfig(url=url, osl=sweep.osl, category=sweep.category, limit=sweep.limit, label=f"r{rate:g} {name}",
                      timeout=600.0, tags={"mode": sweep.tags.get(name, name)}, request_rate=rate,
                      arrival=config.arrival, burstiness=config.burstiness, max_concurrency=config.max_concurrency,
-                     seed=sweep.seed, repeat=config.repeat)
+                     seed=sweep.seed, repeat=config.repeat, workers=workers, workers_auto=why)
 
 
 def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
@@ -106,8 +108,12 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
             level.mkdir()
             arms = [ArmSpec(name, _arm_config(config, rate, name, urls[name]), run_file(level, name))
                     for name in names]
-            cell, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
-                                            server_states=states)
+            if arms[0].config.workers > 1:
+                cell, interrupted = run_arms_workers(prompts, arms, block_size=config.block_size, progress=progress,
+                                                     server_states=states)
+            else:
+                cell, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
+                                                server_states=states)
         runs[rate] = cell
         if interrupted:
             out(f"speedbench: interrupted at {rate:g} req/s; the finished rates are in {folder}\n")

@@ -35,7 +35,7 @@ from bench.records import (
     write_text_file,
 )
 from bench.render import plot_sweep, sweep_json, sweep_markdown, sweep_text
-from bench.runner import ArmSpec, Progress, RunConfig, run_interleaved
+from bench.runner import ArmSpec, Progress, RunConfig, choose_workers, run_arms_workers, run_interleaved
 
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]*$")
 
@@ -70,6 +70,8 @@ class SweepConfig:
     threshold: float = DEFAULT_THRESHOLD
     tags: dict[str, str] = field(default_factory=dict)
     engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
+    workers: int | None = None
+    """Client processes per level (None: auto); never more than the level's concurrency."""
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
@@ -205,9 +207,14 @@ def _folder(config: SweepConfig) -> Path:
 
 
 def _arm_config(config: SweepConfig, level: int, name: str, url: str) -> RunConfig:
-    """The run config of one arm at one level."""
+    """The run config of one arm at one level (`--workers N` gives a level of concurrency c at most c workers)."""
+    if config.workers is not None and config.workers > level:
+        workers, why = level, f"--workers {config.workers}: {level} at concurrency {level}, one per request"
+    else:
+        workers, why = choose_workers(config.workers, concurrency=level)
     return RunConfig(url=url, osl=config.osl, category=config.category, limit=config.limit, concurrency=level,
-                     label=f"c{level} {name}", timeout=600.0, tags={"mode": config.tags.get(name, name)})
+                     label=f"c{level} {name}", timeout=600.0, tags={"mode": config.tags.get(name, name)},
+                     workers=workers, workers_auto=why)
 
 
 def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) -> None:
@@ -271,8 +278,9 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
                 arms = [ArmSpec(name, _arm_config(config, level, name, urls[name]), run_file(cell_dir, name))
                         for name in names]
                 states = {name: "restart" for name in names if name not in _given_urls(config)}
-                cell_runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=display,
-                                                         resume=resume, force=not resume, server_states=states)
+                interleave = run_arms_workers if arms[0].config.workers > 1 else run_interleaved
+                cell_runs, interrupted = interleave(prompts, arms, seed=config.seed, progress=display,
+                                                    resume=resume, force=not resume, server_states=states)
             runs[level] = cell_runs
             if interrupted:
                 out(f"speedbench: interrupted at concurrency {level}; continue with --resume {folder}\n")

@@ -68,11 +68,13 @@ SAME_CONFIG_EXCEPT = frozenset({"label"})
 """Config keys shards may differ in (a label only names a file)."""
 
 
-def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCEPT, part: str = "shard") -> Run:
+def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCEPT, part: str = "shard",
+                 allow_missing: bool = False) -> Run:
     """The one run of which `runs` are the N shards; a one-line BenchError when they are not exactly that.
 
     `vary` names the config keys the parts may differ in; `part` names them in the merged meta (`meta.shards`,
-    or `meta.workers` for one run's worker processes) and its warnings.
+    or `meta.workers` for one run's worker processes) and its warnings. `allow_missing` joins the slices there
+    are (a worker that died before it recorded anything), so what the others finished is kept.
     """
     if not runs:
         raise BenchError("merge needs the shard run files to join")
@@ -88,7 +90,7 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
                              f"{name(run)}")
         by_index[marker.index] = run
     missing = [f"{index}/{first_marker.count}" for index in range(first_marker.count) if index not in by_index]
-    if missing:
+    if missing and not allow_missing:
         raise BenchError(f"missing shard(s) {', '.join(missing)} of {first_marker.count}: a merged run must hold "
                          "every slice")
     owner: dict[str, int] = {}

@@ -29,16 +29,27 @@ from bench.runner._sample import run_sample
 from bench.runner._schedule import ClosedLoop, LockStep, OpenLoop, Schedule, seeded_order
 from bench.runner._sse import SSEDecoder
 from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
+from bench.runner._team import Team
 from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
 from bench.runner._turns import RequestSettings, build_payload, send_turn
-from bench.runner._workers import run_workers, worker_shares
+from bench.runner._worker_count import (
+    AUTO,
+    PER_PROCESS_IN_FLIGHT,
+    PER_PROCESS_REQUESTS_PER_S,
+    choose_workers,
+    cores,
+)
+from bench.runner._workers import run_arms_workers, run_workers, spread, worker_shares
 
 __all__ = [
     "ARRIVAL_PROCESSES",
+    "AUTO",
     "DEFAULT_LOOP",
     "FULL_COLLECTIONS_HELD",
     "LOOPS",
     "LOOP_ENV",
+    "PER_PROCESS_IN_FLIGHT",
+    "PER_PROCESS_REQUESTS_PER_S",
     "READ_BYTES",
     "TRACE",
     "ArmSpec",
@@ -62,6 +73,7 @@ __all__ = [
     "StampedSocket",
     "Stop",
     "StreamEvent",
+    "Team",
     "Transport",
     "TransportError",
     "aiohttp_internals_missing",
@@ -71,7 +83,9 @@ __all__ = [
     "block_plan",
     "build_payload",
     "choose_loop",
+    "choose_workers",
     "chunk_token_counts",
+    "cores",
     "default_block_size",
     "execute",
     "execute_interleaved",
@@ -85,6 +99,7 @@ __all__ = [
     "per_token_itl",
     "prompts_digest",
     "retry_after_seconds",
+    "run_arms_workers",
     "run_benchmark",
     "run_interleaved",
     "run_loop",
@@ -96,6 +111,7 @@ __all__ = [
     "server_rates",
     "server_root",
     "server_token_counter",
+    "spread",
     "stamped_socket",
     "worker_shares",
 ]

@@ -92,6 +92,9 @@ class RunConfig:
     trace: str | None = None
     """Open loop: a JSONL file of arrival offsets (and optional prompt ids) replayed instead of a rate."""
     workers: int = 1
+    """Client processes sharing the run (`--workers`); their concurrency (or open-loop cap) split among them."""
+    workers_auto: str | None = None
+    """Why `--workers auto` chose `workers` (None: the count was given)."""
     loop: str | None = None
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -117,8 +120,7 @@ class RunConfig:
             raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
         if self.api not in ("chat", "completions"):
             raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
-        if self.workers < 1 or self.workers > self.concurrency:
-            raise BenchError(f"--workers must be between 1 and --concurrency ({self.concurrency}); got {self.workers}")
+        self._validate_workers()
         choose_loop(self.loop)
         if self.max_response_bytes < 1024:
             raise BenchError(f"--max-response-bytes must be >= 1024 (got {self.max_response_bytes})")
@@ -132,6 +134,15 @@ class RunConfig:
         self._validate_headers()
         for url in self.urls():
             normalize_base_url(url)
+
+    def _validate_workers(self) -> None:
+        """Each worker needs a request in flight: at most --concurrency workers (an open loop: its cap, if any)."""
+        if self.open_loop:
+            if self.workers < 1 or (self.max_concurrency is not None and self.workers > self.max_concurrency):
+                raise BenchError(f"--workers must be between 1 and --max-concurrency ({self.max_concurrency}); "
+                                 f"got {self.workers}")
+        elif self.workers < 1 or self.workers > self.concurrency:
+            raise BenchError(f"--workers must be between 1 and --concurrency ({self.concurrency}); got {self.workers}")
 
     def _validate_open_loop(self) -> None:
         """Refuse open-loop settings that cannot go together or mean nothing without a schedule."""

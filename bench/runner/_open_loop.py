@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bench._errors import BenchError
-from bench.prompts import Sample
+from bench.prompts import PromptSet, Sample, Shard
 from bench.runner._arrivals import ArrivalSchedule, arrival_schedule, load_trace
 from bench.runner._config import RunConfig
 from bench.runner._schedule import OpenLoop
@@ -52,3 +52,20 @@ def open_loop(config: RunConfig, jobs: Sequence[Job]) -> tuple[list[Job], OpenLo
     schedule = arrivals_for(config, len(jobs))
     ordered = order_jobs(jobs, schedule)
     return ordered, OpenLoop(schedule.offsets_s[:len(ordered)], config.max_concurrency), schedule
+
+
+def shard_open_loop(
+    config: RunConfig, prompts: PromptSet, shard: Shard, left: Sequence[Job]
+) -> tuple[list[Job], OpenLoop]:
+    """A shard's jobs still to send (`left`), in the full run's arrival order, each at the full schedule's offset.
+
+    The schedule is drawn over every job of the whole run, as one process would draw it, so the shards of a run
+    together offer exactly its arrivals (the same seed, the same offsets, the same prompt at each).
+    """
+    every = [(sample, repeat) for repeat in range(config.repeat) for sample in prompts.samples]
+    ordered, schedule, _ = open_loop(config, every)
+    own = {sample.id for sample in shard.select(prompts.samples)}
+    wanted = {(sample.id, repeat) for sample, repeat in left}
+    picked = [(job, offset) for job, offset in zip(ordered, schedule.offsets_s, strict=True)
+              if job[0].id in own and (job[0].id, job[1]) in wanted]
+    return [job for job, _ in picked], OpenLoop([offset for _, offset in picked], config.max_concurrency)

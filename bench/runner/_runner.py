@@ -10,10 +10,11 @@ from bench.runner._arm import prepare_arm, shard_run
 from bench.runner._config import RunConfig
 from bench.runner._drive import drive
 from bench.runner._lifecycle import Session, run_arms
-from bench.runner._open_loop import open_loop
+from bench.runner._open_loop import open_loop, shard_open_loop
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._schedule import ClosedLoop, Schedule
 from bench.runner._stop import run_loop, sleep_until
+from bench.runner._team import Team
 
 
 async def execute(
@@ -28,12 +29,15 @@ async def execute(
     schedule: Schedule | None = None,
     shard: Shard | None = None,
     start_at: float | None = None,
+    team: Team | None = None,
 ) -> tuple[Run, bool]:
     """Run the prompt set; return the run and whether it was interrupted. Results are journalled as they finish.
 
     With `shard` only that slice of the run is sent (`Shard.prompts`), an open-loop schedule keeps the full
     schedule's arrival offsets (`Shard.arrivals`), and the run file carries the shard marker `merge` checks.
     With `start_at` (epoch seconds, the shards' shared start) the schedule starts then, after the set-up.
+    With `team` (worker processes of one run) every worker starts its schedule at the same moment, after all
+    of them set up, and records times from it.
 
     `schedule` releases the jobs (by default an open loop when the config has a rate or a trace, else a closed
     loop of `config.concurrency` workers) and sizes the
@@ -43,20 +47,29 @@ async def execute(
     could not be).
     """
     progress = progress or SilentProgress()
+    full = prompts
     prompts, schedule, marker = shard_run(prompts, config, schedule, shard)
     if start_at is not None:
         marker["start_at"] = start_at
     arm = prepare_arm(prompts, config, output, resume=resume, force=force, header_extra=marker)
     if schedule is None and config.open_loop:
-        arm.plan.jobs, schedule, _ = open_loop(config, arm.plan.jobs)
+        if shard is None:
+            arm.plan.jobs, schedule, _ = open_loop(config, arm.plan.jobs)
+        else:  # the whole run's schedule, of which this shard sends its own arrivals
+            arm.plan.jobs, schedule = shard_open_loop(config, full, shard, arm.plan.jobs)
     strategy = schedule or ClosedLoop(config.concurrency)
 
     async def timed(session: Session) -> None:
+        origin: float | None = session.started
+        if team is not None:
+            origin = await team.turn(session.stop)
+            if origin is None:
+                return
         if start_at is not None:
             await sleep_until(start_at, session.stop)
         arm.new_results = await drive(
             session.transports["run"], arm.engine, arm.plan.jobs, arm.settings, strategy, session.stop,
-            progress, arm.journal, arm.meter, origin=session.started,
+            progress, arm.journal, arm.meter, origin=origin,
         )
 
     runs, interrupted = await run_arms(
@@ -79,12 +92,14 @@ def run_benchmark(
     schedule: Schedule | None = None,
     shard: Shard | None = None,
     start_at: float | None = None,
+    team: Team | None = None,
 ) -> tuple[Run, bool]:
     """Synchronous wrapper of `execute`, on the event loop `config.loop` names."""
     return run_loop(
         execute(
             prompts, config, output=output, progress=progress, resume=resume, force=force,
             install_signal_handlers=install_signal_handlers, schedule=schedule, shard=shard, start_at=start_at,
+            team=team,
         ),
         config.loop,
     )

@@ -1,30 +1,47 @@
-"""Worker processes: one run spread over N client processes on this machine, merged into one run file.
+"""Worker processes: one run, or one interleaved comparison, spread over N client processes on this machine.
 
-Each worker is a shard of the run (`Shard(i, N)`: samples i, i + N, ... with all their repeats) with its own
-event loop, connections and kernel receive times, on the machine's one monotonic clock. The run's closed-loop
-concurrency is split over the workers (C // N each, the first C % N one more), so the run keeps C requests in
-flight. Every worker journals to its own file beside the output; when all have finished their run files are
-merged (`merge_shards`) into the output, which `compare` reads like any run. `meta.workers` keeps each
-worker's own record: its loop lag, times and acceptance counters.
+Each worker is a shard of the run (`Shard(i, N)`: samples i, i + N, ... with all their repeats, and in a
+comparison both arms' requests for them, so every pair stays in one process) with its own event loop,
+connections, kernel receive times and loop-lag monitor, on the machine's one monotonic clock. The workers
+move in step (`Team`): they start together after their set-up, and in a comparison they run the whole run's
+lock-step batches or open-loop blocks in its order, one arm at a time, each sending its own part. A closed
+loop's concurrency is split over them (C // N each, the first C % N one more); an open loop keeps the whole
+run's seeded schedule (each request at its offset) and splits its cap, if any, the same way.
+
+Every worker journals to its own files in a private folder beside the output; when all have ended, however
+they ended, each output is joined from them with one journal in schedule order (`join_outputs`), which
+`compare` reads like any run and `--resume` continues with any number of workers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
 import signal
+import sys
 import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
 from bench.prompts import PromptSet, Shard
-from bench.records import Run, load_run, merge_shards, save_run
+from bench.records import Run, journal_path, output_lock
 from bench.runner._config import RunConfig
+from bench.runner._interleave import DEFAULT_SEED, ArmSpec, run_interleaved
+from bench.runner._open_ab import run_open_ab
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._runner import run_benchmark
+from bench.runner._team import Team
+from bench.runner._worker_files import join_outputs, split_journal, worker_file
+
+Body = Callable[[Shard, Team, list[ArmSpec]], None]
+"""What one worker process runs: its shard, the team and its own arm specs (configs with its share, files)."""
 
 
 def worker_shares(concurrency: int, workers: int) -> list[int]:
@@ -37,10 +54,128 @@ def worker_shares(concurrency: int, workers: int) -> list[int]:
     return [concurrency // workers + (1 if index < concurrency % workers else 0) for index in range(workers)]
 
 
-def _worker(prompts: PromptSet, config: RunConfig, shard: Shard, output: str) -> None:
-    """One worker process: its shard of the run, written to `output`; SIGINT/SIGTERM stop it as they stop a run."""
-    run_benchmark(prompts, config, output=output, progress=SilentProgress(), install_signal_handlers=True,
-                  force=True, shard=shard)
+def _worker_config(config: RunConfig, share: int | None) -> RunConfig:
+    """One worker's config: its share of the concurrency (an open loop: of its cap), one process."""
+    if config.open_loop:
+        return replace(config, max_concurrency=share, workers=1)
+    return replace(config, concurrency=share or 1, workers=1)
+
+
+def _shares(config: RunConfig, workers: int) -> list[int | None]:
+    """Each worker's share: of the closed loop's concurrency, or of the open loop's cap (None: uncapped)."""
+    if config.open_loop:
+        if config.max_concurrency is None:
+            return [None] * workers
+        return list(worker_shares(config.max_concurrency, workers))
+    return list(worker_shares(config.concurrency, workers))
+
+
+def _child(index: int, body: Callable[[], None]) -> None:
+    """A worker process: out of the terminal's process group (the parent forwards one stop), errors in one line."""
+    os.setpgid(0, 0)
+    try:
+        body()
+    except BenchError as exc:
+        sys.stderr.write(f"speedbench: error: worker {index}: {exc}\n")
+        sys.exit(2)
+
+
+def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress, title: str,
+            total: int) -> tuple[list[int | None], bool]:
+    """Start one process per body and wait for all; (exit codes, whether the parent was asked to stop).
+
+    SIGINT/SIGTERM to this process are forwarded to every worker as one SIGTERM (a second one stops them at
+    once); a worker that fails breaks the team's barrier, so the others stop at their next turn.
+    """
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=_child, args=(index, body), daemon=True) for index, body in enumerate(bodies)]
+    asked = {"stop": False}
+
+    def forward(signum: int, frame: Any) -> None:
+        asked["stop"] = True
+        for process in processes:
+            if process.pid is not None and process.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        for process in processes:
+            process.start()
+        progress.start(total, title)
+        alive = list(processes)
+        while alive:
+            ready = multiprocessing.connection.wait([process.sentinel for process in alive])
+            for process in [process for process in alive if process.sentinel in ready]:
+                process.join()
+                alive.remove(process)
+                if process.exitcode != 0:
+                    team.abort()
+        progress.finish()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return [process.exitcode for process in processes], asked["stop"]
+
+
+def spread(
+    prompts: PromptSet, specs: Sequence[ArmSpec], workers: int, body: Body, *, progress: Progress | None = None,
+    resume: bool = False, force: bool = False, batch: int = 1, title: str = "speedbench",
+) -> tuple[dict[str, Run], bool]:
+    """Run `body` in `workers` processes, each on its shard, and join each arm's files into its output.
+
+    Returns the runs by arm name and whether the run was interrupted. What finished is kept in the outputs
+    however the workers end; a worker that failed is then a one-line BenchError naming it.
+    """
+    progress = progress or SilentProgress()
+    config = specs[0].config
+    if len(prompts.samples) < workers:
+        raise BenchError(f"--workers {workers}: {len(prompts.samples)} samples cannot fill that many workers")
+    shares = _shares(config, workers)
+    outputs = [spec.output for spec in specs if spec.output is not None]
+    for output in outputs:
+        if resume and not journal_path(output).exists():
+            raise BenchError(f"{journal_path(output)}: no journal to resume from")
+        if not resume and not force and (Path(output).exists() or journal_path(output).exists()):
+            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(outputs[0]).parent if outputs else None))
+    shards = [Shard(index, workers) for index in range(workers)]
+    own = [[ArmSpec(spec.name, _worker_config(spec.config, share), str(worker_file(folder, index, spec.name)))
+            for spec in specs] for index, share in enumerate(shares)]
+    team = Team.create(workers, batch)
+    with contextlib.ExitStack() as held:
+        for output in outputs:
+            held.enter_context(output_lock(output))
+        if resume:
+            for position, spec in enumerate(specs):
+                if spec.output is not None:
+                    split_journal(spec.output, prompts, spec.config, shards, [mine[position].config for mine in own],
+                                  [Path(str(mine[position].output)) for mine in own])
+        codes, stopped = _launch(
+            [lambda shard=shard, mine=mine: body(shard, team, mine) for shard, mine in zip(shards, own, strict=True)],
+            team, progress, f"{title} ({workers} workers)", len(prompts.samples) * config.repeat * len(specs),
+        )
+        try:
+            runs = {spec.name: join_outputs([Path(str(mine[position].output)) for mine in own], spec.output, prompts,
+                                            spec.config, interrupted=stopped)
+                    for position, spec in enumerate(specs)}
+        except BenchError as exc:
+            raise BenchError(f"{exc}; the workers' own files are kept in {folder}") from None
+    shutil.rmtree(folder, ignore_errors=True)
+    said: dict[str, None] = {}
+    for run in runs.values():
+        said.update(dict.fromkeys(run.info.warnings if run is not None else ()))
+    for note in said:
+        progress.message(f"speedbench: warning: {note}")
+    failed = [index for index, code in enumerate(codes) if code != 0]
+    if failed or any(run is None for run in runs.values()):
+        kept = f"; what finished is in {', '.join(map(str, outputs))}" if outputs else ""
+        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {workers} failed (exit "
+                         f"{codes[failed[0]] if failed else 0}){kept}")
+    done = {name: run for name, run in runs.items() if run is not None}
+    return done, stopped or any(run.info.interrupted for run in done.values())
 
 
 def run_workers(
@@ -50,52 +185,42 @@ def run_workers(
     output: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    resume: bool = False,
 ) -> tuple[Run, bool]:
-    """Run the prompt set over `config.workers` processes and merge their runs; (run, interrupted)."""
-    progress = progress or SilentProgress()
-    shares = worker_shares(config.concurrency, config.workers)
-    if len(prompts.samples) < config.workers:
-        raise BenchError(f"--workers {config.workers}: {len(prompts.samples)} samples cannot fill that many workers")
-    if output is not None and Path(output).exists() and not force:
-        raise BenchError(f"{output}: exists; pass --force to overwrite it")
-    if output is not None:
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(output).parent if output is not None else None))
-    context = multiprocessing.get_context("fork")
-    paths = [str(folder / f"worker-{index}.json") for index in range(config.workers)]
-    processes = [
-        context.Process(target=_worker, args=(prompts, replace(config, concurrency=share, workers=1),
-                                              Shard(index, config.workers), path), daemon=True)
-        for index, (share, path) in enumerate(zip(shares, paths, strict=True))
-    ]
-    progress.start(len(prompts.samples) * config.repeat, f"{config.label or 'speedbench'} ({config.workers} workers)")
-    interrupted = False
-    try:
-        for process in processes:
-            process.start()
-        for process in processes:
-            process.join()
-    except KeyboardInterrupt:  # each worker stops as an interrupted run does: what finished is written
-        interrupted = True
-        for process in processes:
-            if process.pid is not None and process.exitcode is None:
-                os.kill(process.pid, signal.SIGTERM)
-        for process in processes:
-            process.join()
-    progress.finish()
-    failed = [index for index, process in enumerate(processes) if process.exitcode != 0]
-    if failed:
-        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {config.workers} failed (exit "
-                         f"{processes[failed[0]].exitcode}); their journals are in {folder}")
-    merged = merge_shards([load_run(path) for path in paths], vary=frozenset({"label", "concurrency"}), part="worker")
-    meta: dict[str, Any] = dict(merged.meta)
-    meta["interrupted"] = bool(meta.get("interrupted")) or interrupted
-    config_out = {**merged.config, "workers": config.workers}
-    if config.label is not None:
-        config_out["label"] = config.label
-    run = Run(config=config_out, selected_samples=merged.selected_samples, results=merged.results,
-              summary=merged.summary, meta=meta, path=str(output) if output is not None else None)
-    if output is not None:
-        save_run(run, output, force=True)
-    shutil.rmtree(folder, ignore_errors=True)
-    return run, bool(meta["interrupted"])
+    """Run the prompt set over `config.workers` processes started together; (the joined run, interrupted)."""
+
+    def body(shard: Shard, team: Team, mine: list[ArmSpec]) -> None:
+        run_benchmark(prompts, mine[0].config, output=mine[0].output, progress=SilentProgress(), force=True,
+                      resume=resume, shard=shard, team=team)
+
+    runs, interrupted = spread(prompts, [ArmSpec("run", config, output)], config.workers, body, progress=progress,
+                               resume=resume, force=force, title=config.label or "speedbench")
+    return runs["run"], interrupted
+
+
+def run_arms_workers(
+    prompts: PromptSet,
+    arms: Sequence[ArmSpec],
+    *,
+    seed: int = DEFAULT_SEED,
+    block_size: int | None = None,
+    progress: Progress | None = None,
+    resume: bool = False,
+    force: bool = False,
+    server_states: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Run], bool]:
+    """An interleaved comparison over `arms[0].config.workers` processes: lock-step batches at the concurrency,
+    or with a rate (or trace) the open-loop A/B's blocks of one schedule; (runs by arm name, interrupted)."""
+    config = arms[0].config
+
+    def body(shard: Shard, team: Team, mine: list[ArmSpec]) -> None:
+        if config.open_loop:
+            run_open_ab(prompts, mine, block_size=block_size, resume=resume, force=True, server_states=server_states,
+                        shard=shard, team=team)
+        else:
+            run_interleaved(prompts, mine, seed=seed, resume=resume, force=True, server_states=server_states,
+                            shard=shard, team=team)
+
+    names = " vs ".join(arm.name for arm in arms)
+    return spread(prompts, arms, config.workers, body, progress=progress, resume=resume, force=force,
+                  batch=config.concurrency, title=("open loop " if config.open_loop else "interleaved ") + names)

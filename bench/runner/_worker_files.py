@@ -1,0 +1,124 @@
+"""The files of worker processes: each worker's run files joined into the run's one run file and one journal.
+
+Each worker writes ordinary shard run files (with journals) in a private folder beside the output. When the
+workers end, however they end, `join_outputs` builds each output from them: a worker's run file, or its journal
+when it was killed before it wrote one, so no finished sample is lost. The output's journal is written anew
+with every result in the run's schedule order under a header of the whole run, so `--resume` continues it with
+any number of processes: `split_journal` cuts it into one journal per worker again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.prompts import PromptSet, Shard
+from bench.records import (
+    SHARD_KEY,
+    Journal,
+    Run,
+    journal_path,
+    load_run,
+    merge_shards,
+    read_journal,
+    save_run,
+    shard_marker,
+)
+from bench.runner._arm import _check_resumable, prompts_digest
+from bench.runner._config import RunConfig
+
+WORKER_VARY = frozenset({"label", "concurrency", "max_concurrency"})
+"""Config keys a run's workers differ in: each has its share of the concurrency (or open-loop cap)."""
+
+
+def worker_file(folder: Path, index: int, name: str) -> Path:
+    """Worker `index`'s run file of arm `name` in the workers' private folder."""
+    return folder / f"worker-{index}" / f"{name}.json"
+
+
+def _gather(paths: Sequence[Path]) -> list[Run]:
+    """Each worker's run: its run file, or its journal (then interrupted) when it ended before writing one."""
+    runs: list[Run] = []
+    for path in paths:
+        if path.exists():
+            runs.append(load_run(path))
+        elif journal_path(path).exists():
+            recovered = load_run(journal_path(path))
+            runs.append(replace(recovered, meta={**recovered.meta, "interrupted": True}, path=str(path)))
+    engine = next((run.meta.get("engine") for run in runs if run.meta.get("engine")), None)
+    return [run if run.meta.get("engine") or engine is None else replace(run, meta={**run.meta, "engine": engine})
+            for run in runs]
+
+
+def join_outputs(
+    paths: Sequence[Path], output: str | os.PathLike[str] | None, prompts: PromptSet, config: RunConfig, *,
+    interrupted: bool,
+) -> Run | None:
+    """The run the workers' files of one output make (None when no worker recorded anything), saved with its
+    journal at `output`. Its config is the whole run's (`config`), with the workers' count."""
+    runs = _gather(paths)
+    if not runs:
+        return None
+    merged = merge_shards(runs, vary=WORKER_VARY, part="worker", allow_missing=True)
+    meta: dict[str, Any] = dict(merged.meta)
+    meta["interrupted"] = bool(meta.get("interrupted")) or interrupted or len(runs) < len(paths)
+    run = Run(config={**config.recorded(), "workers": len(paths)}, selected_samples=merged.selected_samples,
+              results=merged.results, summary=merged.summary, meta=meta,
+              path=str(output) if output is not None else None)
+    if output is not None:
+        _write_journal(run, paths, output, [sample.id for sample in prompts.samples])
+        save_run(run, output, force=True)
+    return run
+
+
+def _write_journal(run: Run, paths: Sequence[Path], output: str | os.PathLike[str], sample_ids: list[str]) -> None:
+    """The output's one journal: a header of the whole run, then every result in schedule order; atomically."""
+    header: dict[str, Any] = {}
+    for path in paths:
+        if journal_path(path).exists():
+            header = read_journal(journal_path(path))[0]
+            break
+    header = {key: value for key, value in header.items() if key not in ("type", "schema_version", SHARD_KEY)}
+    header.update(config=run.config, selected_samples=run.selected_samples, prompts_sha256=run.meta["prompts_sha256"],
+                  sample_ids=sample_ids, started_at=run.meta.get("started_at"))
+    target = journal_path(output)
+    building = target.with_name(target.name + ".joining")
+    journal = Journal(building, header)
+    try:
+        for result in run.results:
+            journal.append(result)
+    finally:
+        journal.close()
+    os.replace(building, target)
+
+
+def split_journal(
+    output: str | os.PathLike[str], prompts: PromptSet, config: RunConfig, shards: Sequence[Shard],
+    configs: Sequence[RunConfig], paths: Sequence[Path],
+) -> None:
+    """Continue `output`'s journal with these workers: checked against the whole run asked for now, then cut into
+    one journal per worker (its own samples' results, under a header of its slice) for each to resume."""
+    source = journal_path(output)
+    header, previous = read_journal(source)
+    _check_resumable(header, prompts, config, str(source))
+    for shard, own_config, path in zip(shards, configs, paths, strict=True):
+        own = shard.prompts(prompts)
+        ids = [sample.id for sample in own.samples]
+        own_header = {key: value for key, value in header.items() if key not in ("type", "schema_version")}
+        own_header.update(
+            config=own_config.recorded(), sample_ids=ids,
+            prompts_sha256=prompts_digest(own), selected_samples=len(own.samples) * config.repeat,
+        )
+        own_header[SHARD_KEY] = shard_marker(shard.index, shard.count, prompts_digest(prompts),
+                                             len(prompts.samples) * config.repeat, ids)
+        own_ids = set(ids)
+        journal = Journal(journal_path(path), own_header)
+        try:
+            for result in previous:
+                if result.id in own_ids:
+                    journal.append(result)
+        finally:
+            journal.close()
