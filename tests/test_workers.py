@@ -259,3 +259,57 @@ def test_a_killed_worker_loses_nothing_it_finished(fake_server: FakeServer, fake
     assert from_victim and len(run.results) > len(from_victim)  # the killed worker's journal and the other's run
     assert sorted(result.id for result in recorded) == sorted(result.id for result in run.results)
     assert not victim_journal.exists()  # joined into the output, the private folder removed
+
+
+def test_each_workers_lag_note_is_said_once_naming_the_worker(fake_server: FakeServer, monkeypatch,
+                                                              tmp_path: Path) -> None:
+    from bench.runner import LagMonitor, LineProgress
+
+    monkeypatch.setattr(LagMonitor, "warning", lambda self: "the client's event loop stalled (as if)")  # forked on
+    said: list[str] = []
+    config = RunConfig(url=fake_server.url, osl=4, concurrency=2, workers=2)
+    arms = [ArmSpec(name, config, tmp_path / f"{name}.json") for name in ("baseline", "speculative")]
+    runs, _ = run_arms_workers(make_prompts(), arms, progress=LineProgress(said.append))
+    for index in (0, 1):
+        note = f"speedbench: warning: worker {index}/2: the client's event loop stalled (as if)\n"
+        assert said.count(note) == 1, said  # once for both arms: one monitor per worker process
+        assert all(note.split("warning: ")[1].strip() in run.info.warnings for run in runs.values())
+
+
+def _fake_pair() -> tuple[FakeServer, FakeServer]:
+    servers = FakeServer(FakeState(delay_s=0.01)), FakeServer(FakeState(delay_s=0.01, drafting=True))
+    for server in servers:
+        server.start()
+    return servers
+
+
+def test_bench_and_sweep_with_workers_write_the_usual_folders(tmp_path: Path, capsys) -> None:
+    from bench.cli import main
+
+    base, spec = _fake_pair()
+    try:
+        code = main(["bench", "--base-url", base.url, "--spec-url", spec.url, "--limit", "1", "--osl", "4",
+                     "--concurrency", "2", "--workers", "2", "--no-logprobs", "--results-dir", str(tmp_path / "b"),
+                     "--quiet"])
+        printed = capsys.readouterr().out
+        assert code == 0, printed
+        assert "2 client processes, each sending both arms' requests for its slice" in printed
+        (folder,) = (tmp_path / "b").iterdir()
+        for side in ("baseline", "speculative"):
+            run = load_run(folder / f"{side}.json")
+            assert run.config["workers"] == 2 and len(run.meta["workers"]) == 2
+            assert read_journal(journal_path(folder / f"{side}.json"))[1]  # one journal per arm
+        assert (folder / "comparison.json").exists() and not list(folder.glob(".workers-*"))
+        assert main(["compare", "--baseline", str(folder / "baseline.json"),
+                     "--speculative", str(folder / "speculative.json")]) == 0
+        capsys.readouterr()
+        code = main(["sweep", "--base-url", base.url, "--spec-url", f"fast={spec.url}", "--concurrency", "1,2",
+                     "--category", "coding,qa", "--limit", "2", "--osl", "4", "--workers", "2",
+                     "--results-dir", str(tmp_path / "s"), "--quiet"])
+        assert code == 0, capsys.readouterr().out
+        (sweep,) = (tmp_path / "s").iterdir()
+        assert load_run(sweep / "c1" / "fast.json").config["workers"] == 1  # a level of 1 has one request
+        assert load_run(sweep / "c2" / "fast.json").config["workers"] == 2
+    finally:
+        base.stop()
+        spec.stop()
