@@ -274,6 +274,7 @@ def test_each_workers_lag_note_is_said_once_naming_the_worker(fake_server: FakeS
         note = f"speedbench: warning: worker {index}/2: the client's event loop stalled (as if)\n"
         assert said.count(note) == 1, said  # once for both arms: one monitor per worker process
         assert all(note.split("warning: ")[1].strip() in run.info.warnings for run in runs.values())
+    assert any(line.startswith("interleaved baseline vs speculative (2 workers): 8/8 done, 0 failed") for line in said)
 
 
 def _fake_pair() -> tuple[FakeServer, FakeServer]:
@@ -313,3 +314,24 @@ def test_bench_and_sweep_with_workers_write_the_usual_folders(tmp_path: Path, ca
     finally:
         base.stop()
         spec.stop()
+
+
+def test_a_joined_journal_resumes_with_one_process_or_another_count(fake_server: FakeServer, fake_state,
+                                                                    tmp_path: Path) -> None:
+    prompts = _qa(9)
+    output = tmp_path / "run.json"
+    run_workers(prompts, RunConfig(url=fake_server.url, osl=4, concurrency=3, workers=3), output=output)
+    journal = journal_path(output)
+    lines = journal.read_text().splitlines(keepends=True)
+    for kept, config in ((7, RunConfig(url=fake_server.url, osl=4, concurrency=3)),
+                         (4, RunConfig(url=fake_server.url, osl=4, concurrency=3, workers=2))):
+        journal.write_text("".join(lines[:1 + kept]))  # the header and the first results: as if interrupted
+        sent = len(fake_state.requests)
+        resume = run_workers if config.workers > 1 else run_benchmark
+        run, interrupted = resume(prompts, config, output=output, resume=True)
+        assert not interrupted and len(fake_state.requests) - sent == 9 - kept
+        assert sorted(result.id for result in run.results) == [sample.id for sample in prompts.samples]
+    with pytest.raises(BenchError, match="cannot resume: .*osl"):
+        run_workers(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=3, workers=3), output=output,
+                    resume=True)
+    assert not list(tmp_path.glob(".workers-*"))  # a refused resume leaves nothing behind

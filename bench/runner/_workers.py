@@ -31,7 +31,7 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench.prompts import PromptSet, Shard
-from bench.records import Run, journal_path, output_lock
+from bench.records import Run, SampleResult, journal_path, output_lock
 from bench.runner._config import RunConfig
 from bench.runner._interleave import DEFAULT_SEED, ArmSpec, run_interleaved
 from bench.runner._open_ab import run_open_ab
@@ -40,8 +40,11 @@ from bench.runner._runner import run_benchmark
 from bench.runner._team import Team
 from bench.runner._worker_files import join_outputs, split_journal, worker_file
 
-Body = Callable[[Shard, Team, list[ArmSpec]], None]
-"""What one worker process runs: its shard, the team and its own arm specs (configs with its share, files)."""
+Body = Callable[[Shard, Team, list[ArmSpec], Progress], None]
+"""What one worker process runs: its shard, the team, its own arm specs (configs with its share, files) and the
+progress it reports to."""
+SHOW_EVERY_S = 0.5
+"""How often the parent shows what the workers finished."""
 
 
 def worker_shares(concurrency: int, workers: int) -> list[int]:
@@ -70,6 +73,39 @@ def _shares(config: RunConfig, workers: int) -> list[int | None]:
     return list(worker_shares(config.concurrency, workers))
 
 
+class _Tally:
+    """A worker's progress: finished and failed counts in memory shared with the parent, which shows them."""
+
+    def __init__(self, counts: Any, index: int) -> None:
+        """Count into slots 2 * index (finished) and 2 * index + 1 (failed) of `counts`."""
+        self.counts, self.slot = counts, 2 * index
+
+    def start(self, total: int, description: str) -> None:
+        """The parent shows the whole run."""
+
+    def advance(self, result: SampleResult) -> None:
+        """One sample of this worker finished."""
+        self.counts[self.slot] += 1
+        self.counts[self.slot + 1] += 0 if result.ok else 1
+
+    def message(self, text: str) -> None:
+        """Notices are recorded in the worker's run file and said by the parent once the files are joined."""
+
+    def finish(self) -> None:
+        """The parent ends the display."""
+
+
+def _show(counts: Any, shown: list[int], progress: Progress) -> None:
+    """Advance the parent's display by what the workers finished since it was last shown."""
+    for index in range(0, len(shown), 2):
+        done, failed = counts[index], counts[index + 1]
+        for _ in range(done - shown[index]):
+            ok = failed <= shown[index + 1]
+            shown[index + 1] += 0 if ok else 1
+            progress.advance(SampleResult(id=f"worker {index // 2}", category="", ok=ok, turns=0, latency_s=0.0))
+        shown[index] = done
+
+
 def _child(index: int, body: Callable[[], None]) -> None:
     """A worker process: out of the terminal's process group (the parent forwards one stop), errors in one line."""
     os.setpgid(0, 0)
@@ -80,8 +116,8 @@ def _child(index: int, body: Callable[[], None]) -> None:
         sys.exit(2)
 
 
-def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress, title: str,
-            total: int) -> tuple[list[int | None], bool]:
+def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress, title: str, total: int,
+            counts: Any) -> tuple[list[int | None], bool]:
     """Start one process per body and wait for all; (exit codes, whether the parent was asked to stop).
 
     SIGINT/SIGTERM to this process are forwarded to every worker as one SIGTERM (a second one stops them at
@@ -105,8 +141,10 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
             process.start()
         progress.start(total, title)
         alive = list(processes)
+        shown = [0] * len(counts)
         while alive:
-            ready = multiprocessing.connection.wait([process.sentinel for process in alive])
+            ready = multiprocessing.connection.wait([process.sentinel for process in alive], timeout=SHOW_EVERY_S)
+            _show(counts, shown, progress)
             for process in [process for process in alive if process.sentinel in ready]:
                 process.join()
                 alive.remove(process)
@@ -145,17 +183,24 @@ def spread(
     own = [[ArmSpec(spec.name, _worker_config(spec.config, share), str(worker_file(folder, index, spec.name)))
             for spec in specs] for index, share in enumerate(shares)]
     team = Team.create(workers, batch)
+    counts = multiprocessing.get_context("fork").Array("q", 2 * workers, lock=False)
     with contextlib.ExitStack() as held:
         for output in outputs:
             held.enter_context(output_lock(output))
         if resume:
-            for position, spec in enumerate(specs):
-                if spec.output is not None:
-                    split_journal(spec.output, prompts, spec.config, shards, [mine[position].config for mine in own],
-                                  [Path(str(mine[position].output)) for mine in own])
+            try:
+                for position, spec in enumerate(specs):
+                    if spec.output is not None:
+                        split_journal(spec.output, prompts, spec.config, shards,
+                                      [mine[position].config for mine in own],
+                                      [Path(str(mine[position].output)) for mine in own])
+            except BenchError:
+                shutil.rmtree(folder, ignore_errors=True)  # nothing ran: the output's journal is as it was
+                raise
         codes, stopped = _launch(
-            [lambda shard=shard, mine=mine: body(shard, team, mine) for shard, mine in zip(shards, own, strict=True)],
-            team, progress, f"{title} ({workers} workers)", len(prompts.samples) * config.repeat * len(specs),
+            [lambda shard=shard, mine=mine: body(shard, team, mine, _Tally(counts, shard.index))
+             for shard, mine in zip(shards, own, strict=True)],
+            team, progress, f"{title} ({workers} workers)", len(prompts.samples) * config.repeat * len(specs), counts,
         )
         try:
             runs = {spec.name: join_outputs([Path(str(mine[position].output)) for mine in own], spec.output, prompts,
@@ -189,8 +234,8 @@ def run_workers(
 ) -> tuple[Run, bool]:
     """Run the prompt set over `config.workers` processes started together; (the joined run, interrupted)."""
 
-    def body(shard: Shard, team: Team, mine: list[ArmSpec]) -> None:
-        run_benchmark(prompts, mine[0].config, output=mine[0].output, progress=SilentProgress(), force=True,
+    def body(shard: Shard, team: Team, mine: list[ArmSpec], tally: Progress) -> None:
+        run_benchmark(prompts, mine[0].config, output=mine[0].output, progress=tally, force=True,
                       resume=resume, shard=shard, team=team)
 
     runs, interrupted = spread(prompts, [ArmSpec("run", config, output)], config.workers, body, progress=progress,
@@ -213,13 +258,13 @@ def run_arms_workers(
     or with a rate (or trace) the open-loop A/B's blocks of one schedule; (runs by arm name, interrupted)."""
     config = arms[0].config
 
-    def body(shard: Shard, team: Team, mine: list[ArmSpec]) -> None:
+    def body(shard: Shard, team: Team, mine: list[ArmSpec], tally: Progress) -> None:
         if config.open_loop:
-            run_open_ab(prompts, mine, block_size=block_size, resume=resume, force=True, server_states=server_states,
-                        shard=shard, team=team)
+            run_open_ab(prompts, mine, block_size=block_size, progress=tally, resume=resume, force=True,
+                        server_states=server_states, shard=shard, team=team)
         else:
-            run_interleaved(prompts, mine, seed=seed, resume=resume, force=True, server_states=server_states,
-                            shard=shard, team=team)
+            run_interleaved(prompts, mine, seed=seed, progress=tally, resume=resume, force=True,
+                            server_states=server_states, shard=shard, team=team)
 
     names = " vs ".join(arm.name for arm in arms)
     return spread(prompts, arms, config.workers, body, progress=progress, resume=resume, force=force,
