@@ -331,7 +331,37 @@ def test_a_joined_journal_resumes_with_one_process_or_another_count(fake_server:
         run, interrupted = resume(prompts, config, output=output, resume=True)
         assert not interrupted and len(fake_state.requests) - sent == 9 - kept
         assert sorted(result.id for result in run.results) == [sample.id for sample in prompts.samples]
-    with pytest.raises(BenchError, match="cannot resume: .*osl"):
+    with pytest.raises(BenchError, match=r"cannot resume: .*osl"):
         run_workers(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=3, workers=3), output=output,
                     resume=True)
     assert not list(tmp_path.glob(".workers-*"))  # a refused resume leaves nothing behind
+
+
+def test_an_interrupted_comparison_over_workers_keeps_both_arms_and_resumes(tmp_path: Path) -> None:
+    import threading
+
+    prompts = _qa(16)
+    base, spec = FakeServer(FakeState(delay_s=0.15)), FakeServer(FakeState(delay_s=0.15, drafting=True))
+    base.start()
+    spec.start()
+    try:
+        arms = [ArmSpec(name, RunConfig(url=server.url, osl=4, concurrency=2, workers=2, label=name),
+                        tmp_path / f"{name}.json") for name, server in (("baseline", base), ("speculative", spec))]
+        threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C reaches the parent only
+        runs, interrupted = run_arms_workers(prompts, arms, seed=1)
+        assert interrupted
+        finished = {name: {result.id for result in run.results} for name, run in runs.items()}
+        assert all(0 < len(ids) < 16 for ids in finished.values()), finished
+        for name in finished:
+            assert {r.id for r in read_journal(journal_path(tmp_path / f"{name}.json"))[1]} == finished[name]
+        sent = len(base.state.requests) + len(spec.state.requests)
+        runs, interrupted = run_arms_workers(prompts, arms, seed=1, resume=True)
+    finally:
+        base.stop()
+        spec.stop()
+    assert not interrupted
+    assert len(base.state.requests) + len(spec.state.requests) - sent == 32 - sum(map(len, finished.values()))
+    for run in runs.values():
+        assert sorted(result.id for result in run.results) == [sample.id for sample in prompts.samples]
+        assert sorted((result.id, result.batch) for result in run.results) == sorted(
+            (sample.id, index // 2) for index, sample in enumerate(prompts.samples))  # the batches of one process

@@ -214,7 +214,8 @@ def spread(
         said.update(dict.fromkeys(run.info.warnings if run is not None else ()))
     for note in said:
         progress.message(f"speedbench: warning: {note}")
-    failed = [index for index, code in enumerate(codes) if code != 0]
+    # a worker ended by the stop this process forwarded (before its own handlers were up) was interrupted
+    failed = [index for index, code in enumerate(codes) if code != 0 and not (stopped and code == -signal.SIGTERM)]
     if failed or any(run is None for run in runs.values()):
         kept = f"; what finished is in {', '.join(map(str, outputs))}" if outputs else ""
         raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {workers} failed (exit "
