@@ -71,7 +71,7 @@ async def execute_open_ab(
     elapsed = dict.fromkeys(names, 0.0)
 
     async def turn(session: Session, name: str, left: list[tuple[tuple[Sample, int], float]], index: int) -> bool:
-        """One arm's turn on one block; False when the run stopped at a worker's turn barrier."""
+        """One arm's turn on one block; False when the team stopped the run at the turn's start or end."""
         began = time.perf_counter() if team is None else await team.turn(session.stop)
         if began is None:
             return False

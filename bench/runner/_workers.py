@@ -120,8 +120,8 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
             counts: Any) -> tuple[list[int | None], bool]:
     """Start one process per body and wait for all; (exit codes, whether the parent was asked to stop).
 
-    SIGINT/SIGTERM to this process are forwarded to every worker as one SIGTERM (a second one stops them at
-    once); a worker that fails breaks the team's barrier, so the others stop at their next turn.
+    This process keeps the team's turns. SIGINT/SIGTERM to it are forwarded to every worker as one SIGTERM (a
+    second one stops them at once); a worker that fails stops the team, so the others stop at their next turn.
     """
     context = multiprocessing.get_context("fork")
     processes = [context.Process(target=_child, args=(index, body), daemon=True) for index, body in enumerate(bodies)]
@@ -143,7 +143,9 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
         alive = list(processes)
         shown = [0] * len(counts)
         while alive:
-            ready = multiprocessing.connection.wait([process.sentinel for process in alive], timeout=SHOW_EVERY_S)
+            ready = multiprocessing.connection.wait([*team.connections(), *(process.sentinel for process in alive)],
+                                                    timeout=SHOW_EVERY_S)
+            team.handle(ready)
             _show(counts, shown, progress)
             for process in [process for process in alive if process.sentinel in ready]:
                 process.join()
@@ -178,15 +180,15 @@ def spread(
         if not resume and not force and (Path(output).exists() or journal_path(output).exists()):
             raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
         Path(output).parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(outputs[0]).parent if outputs else None))
     shards = [Shard(index, workers) for index in range(workers)]
-    own = [[ArmSpec(spec.name, _worker_config(spec.config, share), str(worker_file(folder, index, spec.name)))
-            for spec in specs] for index, share in enumerate(shares)]
     team = Team.create(workers, batch)
     counts = multiprocessing.get_context("fork").Array("q", 2 * workers, lock=False)
     with contextlib.ExitStack() as held:
         for output in outputs:
             held.enter_context(output_lock(output))
+        folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(outputs[0]).parent if outputs else None))
+        own = [[ArmSpec(spec.name, _worker_config(spec.config, share), str(worker_file(folder, index, spec.name)))
+                for spec in specs] for index, share in enumerate(shares)]
         if resume:
             try:
                 for position, spec in enumerate(specs):
@@ -198,7 +200,7 @@ def spread(
                 shutil.rmtree(folder, ignore_errors=True)  # nothing ran: the output's journal is as it was
                 raise
         codes, stopped = _launch(
-            [lambda shard=shard, mine=mine: body(shard, team, mine, _Tally(counts, shard.index))
+            [lambda shard=shard, mine=mine: body(shard, team.member(shard.index), mine, _Tally(counts, shard.index))
              for shard, mine in zip(shards, own, strict=True)],
             team, progress, f"{title} ({workers} workers)", len(prompts.samples) * config.repeat * len(specs), counts,
         )
@@ -216,10 +218,11 @@ def spread(
         progress.message(f"speedbench: warning: {note}")
     # a worker ended by the stop this process forwarded (before its own handlers were up) was interrupted
     failed = [index for index, code in enumerate(codes) if code != 0 and not (stopped and code == -signal.SIGTERM)]
-    if failed or any(run is None for run in runs.values()):
+    if failed:
         kept = f"; what finished is in {', '.join(map(str, outputs))}" if outputs else ""
-        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {workers} failed (exit "
-                         f"{codes[failed[0]] if failed else 0}){kept}")
+        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {workers} failed (exit {codes[failed[0]]}){kept}")
+    if any(run is None for run in runs.values()):
+        raise BenchError(f"none of the {workers} workers recorded anything")
     done = {name: run for name, run in runs.items() if run is not None}
     return done, stopped or any(run.info.interrupted for run in done.values())
 
