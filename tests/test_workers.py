@@ -365,3 +365,42 @@ def test_an_interrupted_comparison_over_workers_keeps_both_arms_and_resumes(tmp_
         assert sorted(result.id for result in run.results) == [sample.id for sample in prompts.samples]
         assert sorted((result.id, result.batch) for result in run.results) == sorted(
             (sample.id, index // 2) for index, sample in enumerate(prompts.samples))  # the batches of one process
+
+
+def test_a_worker_killed_while_waiting_for_its_turn_stops_the_team_without_hanging_anyone() -> None:
+    import asyncio
+    import multiprocessing
+    import multiprocessing.connection
+
+    from bench.runner import Stop, Team
+
+    team = Team.create(2)
+    context = multiprocessing.get_context("fork")
+    outcome = context.Value("d", -1.0)
+
+    def member(index: int) -> None:
+        async def wait() -> None:
+            stop = Stop()
+            began = await team.member(index).turn(stop)
+            outcome.value = -2.0 if began is None and stop.requested.is_set() else 1.0
+
+        asyncio.run(wait())
+
+    def serve_until(process) -> None:
+        while process.exitcode is None:
+            ready = multiprocessing.connection.wait([*team.connections(), process.sentinel], timeout=5)
+            assert ready, "nothing moved within 5 s"
+            team.handle(ready)
+            process.join(0)
+
+    waiting = context.Process(target=member, args=(0,))
+    waiting.start()
+    multiprocessing.connection.wait(team.connections(), timeout=10)
+    team.handle(team.connections()[:1])  # worker 0 arrived; worker 1 is not there yet
+    waiting.kill()
+    waiting.join()
+    team.abort()  # what the parent does when a worker dies: returns at once
+    late = context.Process(target=member, args=(1,))
+    late.start()
+    serve_until(late)
+    assert late.exitcode == 0 and outcome.value == -2.0  # told to stop, as a stop request of its own
