@@ -311,6 +311,12 @@ def test_bench_and_sweep_with_workers_write_the_usual_folders(tmp_path: Path, ca
         (sweep,) = (tmp_path / "s").iterdir()
         assert load_run(sweep / "c1" / "fast.json").config["workers"] == 1  # a level of 1 has one request
         assert load_run(sweep / "c2" / "fast.json").config["workers"] == 2
+        code = main(["sweep", "--base-url", base.url, "--spec-url", f"fast={spec.url}", "--request-rate", "20",
+                     "--category", "coding,qa", "--limit", "2", "--osl", "4", "--workers", "2",
+                     "--results-dir", str(tmp_path / "r"), "--quiet"])
+        assert code == 0, capsys.readouterr().out
+        (rates,) = (tmp_path / "r").iterdir()
+        assert load_run(rates / "r20" / "fast.json").config["workers"] == 2
     finally:
         base.stop()
         spec.stop()
