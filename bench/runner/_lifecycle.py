@@ -25,9 +25,10 @@ FILES_BESIDES_CONNECTIONS = 64
 """Open files a run needs besides its connections: journals, locks, probes, the interpreter's own."""
 
 
-def ensure_file_limit(connections: int) -> None:
+def ensure_file_limit(connections: int, *, workers: int = 1, whole: int | None = None) -> None:
     """Make sure the process may open `connections` sockets and its own files: raise the soft limit on open files
     up to the hard one when needed; when even that is too low, a one-line BenchError before anything is sent.
+    With `workers` (processes that inherit the limit) `connections` is each one's and `whole` the run's.
 
     Without this, the sockets past the limit fail as "Too many open files" and are recorded as the server's
     connect errors.
@@ -39,10 +40,12 @@ def ensure_file_limit(connections: int) -> None:
     if hard == resource.RLIM_INFINITY or hard >= needed:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
         return
+    spread = f", up to {connections} in each of its {workers} client processes" if workers > 1 else ""
     raise BenchError(
-        f"this run opens up to {connections} connections at once (--concurrency, times each --url), about {needed} "
-        f"files with its own, but this process may open only {soft} (ulimit -n, hard limit {hard}): raise the "
-        f"limit (ulimit -n {needed}) or lower --concurrency"
+        f"this run opens up to {whole or connections} connections at once (--concurrency, times each --url"
+        f"{', times each arm' if workers > 1 else ''}){spread}, about {needed} files "
+        f"{'each ' if workers > 1 else ''}with its own, but a process may open only {soft} (ulimit -n, hard limit "
+        f"{hard}): raise the limit (ulimit -n {needed}) or lower --concurrency"
     )
 
 

@@ -34,6 +34,7 @@ from bench.prompts import PromptSet, Shard
 from bench.records import Run, SampleResult, journal_path, output_lock
 from bench.runner._config import RunConfig
 from bench.runner._interleave import DEFAULT_SEED, ArmSpec, run_interleaved
+from bench.runner._lifecycle import ensure_file_limit
 from bench.runner._open_ab import run_open_ab
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._runner import run_benchmark
@@ -173,6 +174,10 @@ def spread(
     if len(prompts.samples) < workers:
         raise BenchError(f"--workers {workers}: {len(prompts.samples)} samples cannot fill that many workers")
     shares = _shares(config, workers)
+    if not config.open_loop or config.max_concurrency is not None:  # else each worker checks its own arrivals
+        per_run = len(config.urls()) * len(specs)
+        ensure_file_limit(max(share or 1 for share in shares) * per_run, workers=workers,
+                          whole=(config.max_concurrency if config.open_loop else config.concurrency) * per_run)
     outputs = [spec.output for spec in specs if spec.output is not None]
     for output in outputs:
         if resume and not journal_path(output).exists():
