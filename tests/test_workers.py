@@ -105,7 +105,7 @@ def test_an_open_loop_over_workers_keeps_the_whole_runs_arrival_offsets(fake_ser
     due = {result.id: result.scheduled_s for result in run.results}
     first = min(due.values())
     for position, sample in enumerate(prompts.samples):  # each request at the offset one process gives it
-        assert abs((due[sample.id] - first) - (offsets[position] - offsets[0])) < 0.02, sample.id
+        assert abs((due[sample.id] - first) - (offsets[position] - offsets[0])) < 0.001, sample.id
 
 
 def _batches(run) -> dict[int, list[float]]:
@@ -173,7 +173,7 @@ def test_an_open_loop_ab_over_two_workers_keeps_the_schedule_and_blocks(fake_ser
             start = due[ids[0]][1]
             for position, sample_id in zip(range(block.start, block.stop), ids, strict=True):
                 gap = offsets[position] - offsets[block.start]
-                assert abs(due[sample_id][1] - start - gap) < 0.02, (name, sample_id)
+                assert abs(due[sample_id][1] - start - gap) < 0.001, (name, sample_id)  # due times, not send times
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -353,7 +353,18 @@ def test_an_interrupted_comparison_over_workers_keeps_both_arms_and_resumes(tmp_
     try:
         arms = [ArmSpec(name, RunConfig(url=server.url, osl=4, concurrency=2, workers=2, label=name),
                         tmp_path / f"{name}.json") for name, server in (("baseline", base), ("speculative", spec))]
-        threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C reaches the parent only
+        def interrupt_once_both_arms_finished_some() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                lines = {name: sum(path.read_text().count('"type": "result"')
+                                   for path in tmp_path.glob(f".workers-*/*/{name}.json.jsonl"))
+                         for name in ("baseline", "speculative")}
+                if all(lines.values()):
+                    break
+                time.sleep(0.02)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the parent only
+
+        threading.Thread(target=interrupt_once_both_arms_finished_some, daemon=True).start()
         runs, interrupted = run_arms_workers(prompts, arms, seed=1)
         assert interrupted
         finished = {name: {result.id for result in run.results} for name, run in runs.items()}

@@ -79,7 +79,8 @@ async def execute_open_ab(
         if left:
             arm.new_results += await drive(
                 session.transports[name], arm.engine, [job for job, _ in left], arm.settings,
-                OpenLoop([offset for _, offset in left], arm.config.max_concurrency), session.stop, progress,
+                OpenLoop([offset for _, offset in left], arm.config.max_concurrency, start=began), session.stop,
+                progress,
                 arm.journal, arm.meter, origin=began - elapsed[name], batch=index,
                 server_state=(server_states or {}).get(name),
             )

@@ -12,7 +12,7 @@ from bench.runner._drive import drive
 from bench.runner._lifecycle import Session, run_arms
 from bench.runner._open_loop import open_loop, shard_open_loop
 from bench.runner._progress import Progress, SilentProgress
-from bench.runner._schedule import ClosedLoop, Schedule
+from bench.runner._schedule import ClosedLoop, OpenLoop, Schedule
 from bench.runner._stop import run_loop, sleep_until
 from bench.runner._team import Team
 
@@ -61,14 +61,17 @@ async def execute(
 
     async def timed(session: Session) -> None:
         origin: float | None = session.started
+        releases = strategy
         if team is not None:
             origin = await team.turn(session.stop)
             if origin is None:
                 return
+            if isinstance(strategy, OpenLoop):  # every worker's arrivals count from the shared start
+                releases = OpenLoop(strategy.offsets_s, strategy.max_concurrency, start=origin)
         if start_at is not None:
             await sleep_until(start_at, session.stop)
         arm.new_results = await drive(
-            session.transports["run"], arm.engine, arm.plan.jobs, arm.settings, strategy, session.stop,
+            session.transports["run"], arm.engine, arm.plan.jobs, arm.settings, releases, session.stop,
             progress, arm.journal, arm.meter, origin=origin,
         )
 

@@ -77,8 +77,10 @@ class ClosedLoop(Schedule):
 class OpenLoop(Schedule):
     """Jobs released at precomputed offsets (seconds since the start), optionally at most `max_concurrency` at once."""
 
-    def __init__(self, offsets_s: Sequence[float], max_concurrency: int | None = None) -> None:
-        """Check the offsets (finite, >= 0, non-decreasing) and the cap (>= 1 or None)."""
+    def __init__(self, offsets_s: Sequence[float], max_concurrency: int | None = None,
+                 start: float | None = None) -> None:
+        """Check the offsets (finite, >= 0, non-decreasing) and the cap (>= 1 or None); `start` is the perf_counter
+        time the offsets count from (None: when `run` begins), such as a start shared by worker processes."""
         offsets = [float(offset) for offset in offsets_s]
         if any(not math.isfinite(offset) or offset < 0 for offset in offsets):
             raise ValueError("arrival offsets must be finite and >= 0")
@@ -88,6 +90,7 @@ class OpenLoop(Schedule):
             raise ValueError(f"max_concurrency must be >= 1 (got {max_concurrency})")
         self.offsets_s = tuple(offsets)
         self.max_concurrency = max_concurrency
+        self.start = start
 
     def max_in_flight(self, count: int) -> int:
         """The cap, or every job when there is none (arrivals never wait for a connection)."""
@@ -97,7 +100,7 @@ class OpenLoop(Schedule):
         """Sleep until each job's arrival, pass the gate, start it; then wait for every started job."""
         if count > len(self.offsets_s):
             raise ValueError(f"{count} jobs but only {len(self.offsets_s)} arrival offsets")
-        began = time.perf_counter()
+        began = time.perf_counter() if self.start is None else self.start
         gate = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
         shift = 0.0
         started: list[asyncio.Task[Any]] = []
