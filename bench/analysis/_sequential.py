@@ -206,6 +206,14 @@ def stopping_look(stop: SequentialStop, estimate: LogMean | None) -> tuple[Seque
     return dataclasses.replace(stop, looks=(*stop.looks, look)), (note,)
 
 
+def stopping_level(stop: SequentialStop) -> float:
+    """The error budget the stopping look spends: a finished test's last look's, else what is left (`stopping_look`)."""
+    if stop.finished:
+        assert stop.last is not None
+        return stop.last.level
+    return max(stop.alpha - sum(look.level for look in stop.looks), 0.0)
+
+
 LOOK_VERDICTS = {FASTER: "better", SLOWER: "worse", EQUIVALENT: EQUIVALENT, UNDECIDED: UNDECIDED}
 """The stopping look's decision as an estimate's verdict (`better`/`worse` read as faster/slower)."""
 

@@ -194,8 +194,8 @@ def _until_decided(
     config: PipelineConfig, folder: Path, out: Callable[[str], Any], progress: Progress
 ) -> tuple[Run, Run, bool, bool]:
     """Interleaved rounds (round k adds the k-th sample of each category; its run files under `rounds/k/`, each
-    kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`.
-    Both run files carry the test's record (its looks so far) after every look."""
+    kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`; both
+    run files carry the test's record (its looks so far)."""
     from bench.analysis import sample_until_decided, with_record
     from bench.records import save_run, summarize
 
@@ -222,8 +222,7 @@ def _until_decided(
                 results = tuple(done[side])
                 whole = Run(config={**runs[side].config, "limit": k}, selected_samples=len(results), results=results,
                             summary=tuple(summarize(results)), meta=runs[side].meta)
-                if state["stop"] is not None:  # the looks so far: an interrupted run is never read as fixed-size
-                    whole = with_record(whole, state["stop"])
+                whole = with_record(whole, state["stop"]) if state["stop"] else whole  # an interrupted run too
                 save_run(whole, run_file(folder, side))  # finished rounds are never lost
                 merged.append(whole)
             if interrupted:
