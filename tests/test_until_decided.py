@@ -148,3 +148,14 @@ def test_runs_that_disagree_about_the_record_say_so() -> None:
     comparison = compare(_without_record(decided.baseline), decided.speculative)
     assert comparison.sequential == decided.stop
     assert comparison.sequential_notes and "the baseline run has none" in comparison.sequential_notes[0]
+
+
+def test_files_that_changed_since_the_stopping_look_keep_its_recorded_interval_and_say_so() -> None:
+    decided = sample_until_decided(_rounds(1.5, 1), rounds=10, per_round=11)
+    fewer = dataclasses.replace(decided.speculative, results=decided.speculative.results[:-3])
+    comparison = compare(decided.baseline, fewer, threshold=0.05)
+    overall = comparison.stats[-1]
+    assert (overall.decode.low, overall.decode.high) == (decided.last.low, decided.last.high)
+    notes = " ".join(comparison.sequential_notes)
+    assert f"read {decided.last.n} samples and these files hold {decided.last.n - 3}" in notes
+    assert "its own threshold (2%); the other rows use 5%" in notes

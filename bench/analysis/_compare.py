@@ -277,7 +277,7 @@ def compare(
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
     stop, notes = recorded_stop(baseline, speculative)
     if stop is not None:
-        stop, more = stopping_look(stop, paired_log_mean(paired, "decode_speedup") if len(paired) else None)
+        stop, more = stopping_look(stop, paired_log_mean(paired, "decode_speedup") if len(paired) else None, threshold)
         notes += more
     look = stop.last if stop is not None else None
     alpha = look.level if look is not None else FAMILY_ALPHA

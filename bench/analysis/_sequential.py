@@ -190,20 +190,26 @@ def recorded_stop(baseline: Run, speculative: Run) -> tuple[SequentialStop | Non
     return stop, ("the two runs carry different sequential records: the speculative run's is applied",)
 
 
-def stopping_look(stop: SequentialStop, estimate: LogMean | None) -> tuple[SequentialStop, tuple[str, ...]]:
+def stopping_look(stop: SequentialStop, estimate: LogMean | None,
+                  threshold: float | None = None) -> tuple[SequentialStop, tuple[str, ...]]:
     """The record with the look a comparison reads last, and notes: a finished test's own last look; an interrupted
-    one (its last look said continue) gets a final look on the samples kept, spending what is left of the budget."""
+    one (its last look said continue) gets a final look on the samples kept, spending what is left of the budget.
+    A `threshold` other than the test's is named: the look decided with its own."""
     n = estimate.n if estimate is not None else 0
+    notes: tuple[str, ...] = ()
+    if threshold is not None and math.isfinite(stop.threshold) and not math.isclose(threshold, stop.threshold):
+        notes = (f"the sequential test decided with its own threshold ({stop.threshold:.0%}); the other rows use "
+                 f"{threshold:.0%}",)
     if stop.finished:
         last = stop.last
         assert last is not None
         shown = f"the stopping look read {last.n} samples and these files hold {n}: its recorded interval is shown"
-        return stop, (() if last.n == n else (shown,))
+        return stop, notes + (() if last.n == n else (shown,))
     test = SequentialTest.resumed(stop)
     look = test.look(estimate, final=True)
     note = (f"sampling was interrupted after {len(stop.looks)} look(s) before the sequential test decided; a final "
             f"look on the {n} samples kept spends what was left of its error budget ({look.level:.2%})")
-    return dataclasses.replace(stop, looks=(*stop.looks, look)), (note,)
+    return dataclasses.replace(stop, looks=(*stop.looks, look)), (*notes, note)
 
 
 def stopping_level(stop: SequentialStop) -> float:
