@@ -40,7 +40,8 @@ class Look:
     @property
     def reason(self) -> str:
         """Why sampling stopped or goes on, in one sentence."""
-        interval = f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}] at {self.confidence:.4%}"
+        interval = (f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}] at {self.confidence:.4%}"
+                    if self.has_interval else "no interval at this look (too few samples)")
         if self.decision in (FASTER, SLOWER):
             return f"decided {self.decision} after {self.n} samples: {interval} excludes 1.00x"
         if self.decision == EQUIVALENT:
