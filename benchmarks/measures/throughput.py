@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,14 @@ def run_runner(
 
 @dataclass
 class Series:
-    """What a series of runner runs leaves behind: per-run elapsed_s, wall time and content chunks; latencies."""
+    """What a series of runner runs leaves behind: per-run elapsed_s, wall time and content chunks; latencies;
+    per-run request windows (first request sent to last answer done)."""
 
     elapsed: list[float]
     walls: list[float]
     chunks: list[int]
     latencies: list[float]
+    windows: list[float] = field(default_factory=list)
 
     def rate(self, count: int) -> float:
         """Median requests per second over the runs' elapsed_s."""
@@ -68,6 +70,12 @@ class Series:
     def wall_rate(self, count: int) -> float:
         """Median requests per second over the runs' wall time (writing the run file included)."""
         return statistics.median(count / wall for wall in self.walls)
+
+
+def request_window(results: list[Any]) -> float:
+    """Seconds from the first request sent to the last answer done, over the results that have both times."""
+    timed = [result for result in results if result.sent_s is not None]
+    return max(result.sent_s + result.latency_s for result in timed) - min(result.sent_s for result in timed)
 
 
 def runner_series(
@@ -82,6 +90,7 @@ def runner_series(
         series.walls.append(wall)
         series.chunks.append(sum(result.completion_tokens for result in run.results))
         series.latencies.extend(result.latency_s for result in run.results)
+        series.windows.append(request_window(run.results))
         del run
     return series
 
