@@ -36,13 +36,19 @@ class Journal:
             self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **redact_tree(dict(header))})
             self._sync_beside()
 
-    def _write_line(self, payload: Mapping[str, Any]) -> None:
+    def _write_line(self, payload: Mapping[str, Any], flush: bool = True) -> None:
         try:
             line = _ENCODE(payload)
         except ValueError:
             line = _ENCODE(finite(dict(payload)))
         self._handle.write(line + "\n")
-        self._handle.flush()
+        if flush:
+            self._handle.flush()
+
+    def flush(self) -> None:
+        """Hand every appended line to the OS (from then on it survives the process); nothing once closed."""
+        if not self._handle.closed:
+            self._handle.flush()
 
     def _sync_beside(self) -> None:
         """fsync in a helper thread (os.fsync releases the GIL), unless one is still running."""
@@ -51,16 +57,17 @@ class Journal:
             self._syncing = threading.Thread(target=os.fsync, args=(self._handle.fileno(),), daemon=True)
             self._syncing.start()
 
-    def append(self, result: SampleResult) -> None:
-        """Append one finished sample and flush; fsync at most once a second, in a helper thread.
+    def append(self, result: SampleResult, *, flush: bool = True) -> None:
+        """Append one finished sample and flush (or leave that to `flush`); fsync at most once a second, beside.
 
         The line is in the OS's hands once flushed (it survives the process); fsync (2-100 ms on a busy
         VM) only guards against the machine going down, and on the runner's event loop it would stall
-        every stream being timed, so it runs beside the loop, as does the header's.
+        every stream being timed, so it runs beside the loop in a helper thread, as does the header's.
+        The runner flushes once per event-loop iteration, for every sample that finished in it.
         """
         line = redacted_result(result)
         line["type"] = "result"
-        self._write_line(line)
+        self._write_line(line, flush)
         if time.monotonic() - self._last_sync >= 1.0:
             self._sync_beside()
 

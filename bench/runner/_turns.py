@@ -201,8 +201,9 @@ async def _stream_turn(
                     raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data!r}") from None
                 if type(chunk) is not dict:
                     raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
-                if isinstance(chunk.get("error"), Mapping | str):
-                    raise SampleFailure("http_5xx", f"stream error: {chunk['error']}")
+                error = chunk.get("error")
+                if error is not None and isinstance(error, Mapping | str):  # None skips the ABC check
+                    raise SampleFailure("http_5xx", f"stream error: {error}")
                 if isinstance(chunk.get("choices"), list):
                     chunks += 1
                 text, thought, finish = _delta_text(chunk)
