@@ -163,6 +163,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="keep N cores busy with busy-loop processes during the streaming load (a loaded "
                              "machine; default: 0)")
+    parser.add_argument("--stream-workers", type=int, default=1, metavar="N",
+                        help="speedbench's worker processes (`run --workers N`) in the streaming load rows "
+                             "(default: 1)")
     parser.add_argument("--loop", choices=LOOPS, default=None,
                         help="the event loop of the in-process runs (default: the runner's own choice)")
     parser.add_argument("--compare-loops", action="store_true", help="the same as --only loops")
@@ -171,6 +174,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.busy < 0:
         parser.error(f"--busy must be >= 0 (got {args.busy})")
+    if args.stream_workers < 1:
+        parser.error(f"--stream-workers must be >= 1 (got {args.stream_workers})")
     aliases = [name for name, given in (("--streaming-only", args.streaming_only),
                                         ("--compare-loops", args.compare_loops)) if given]
     if len(aliases) > 1 or (aliases and args.only is not None):
@@ -220,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         measured = measure(sizes, parts, not args.no_reference, loop)
         if "streaming" in parts:
             with tempfile.TemporaryDirectory(prefix="speedbench-perf-") as temp:
-                streaming = measure_streaming(sizes, Path(temp), args.busy, **loop_settings(loop))
+                workers = {"workers": args.stream_workers} if args.stream_workers > 1 else {}
+                streaming = measure_streaming(sizes, Path(temp), args.busy, **loop_settings(loop), **workers)
     if "loops" in parts:
         with busy_cores(args.busy):
             loops_text = loops_report(sizes, LOOPS)
@@ -230,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"streaming load measured with {args.busy} busy-loop processes beside it (--busy {args.busy})")
     if args.loop:
         notes.append(f"event loop of the in-process runs: {args.loop} (--loop)")
+    if args.stream_workers > 1 and "streaming" in parts:
+        notes.append(f"streaming load: speedbench over {args.stream_workers} worker processes (--stream-workers; "
+                     "CPU cores count them all)")
     print(first_line)
     if rows:
         print(render(rows), end="")

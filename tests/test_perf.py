@@ -84,7 +84,8 @@ def test_only_selects_row_groups_in_the_tables_order_and_refuses_unknown_ones(pe
 
 
 @pytest.mark.parametrize("argv", [["--only", "nothing"], ["--only", "requests", "--streaming-only"],
-                                  ["--streaming-only", "--compare-loops"], ["--busy", "-1"]])
+                                  ["--streaming-only", "--compare-loops"], ["--busy", "-1"],
+                                  ["--stream-workers", "0"]])
 def test_bad_row_selections_are_usage_errors(perf, argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as info:
         perf.parse_args(argv)
