@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from bench.analysis import INCONCLUSIVE, NON_INFERIOR, REGRESSED, accept_rate_log_mean, gate
+from bench.analysis import INCONCLUSIVE, NON_INFERIOR, REGRESSED, accept_rate_log_mean, gate, sample_until_decided
 from bench.cli import main
 from bench.records import Run, save_run, summarize
 from bench.render import gate_markdown, gate_text
 from tests.test_family import synthetic_runs
+from tests.test_sequential import _rounds
 
 
 def _without(run: Run, keep) -> Run:
@@ -147,3 +148,18 @@ def test_regress_cli_takes_a_folder_of_reference_runs(tmp_path, capsys) -> None:
     assert main(["regress", "--reference", str(tmp_path / "refs"), "--candidate", str(tmp_path / "new.json"),
                  "--allow-mismatch"]) == 0
     assert "drift between runs from 3 reference runs" in capsys.readouterr().out
+
+
+def test_a_candidate_sampled_until_decided_is_gated_at_the_share_its_stopping_look_spent() -> None:
+    decided = sample_until_decided(_rounds(1.05, 1), rounds=10, per_round=11)
+    reference = synthetic_runs(np.random.default_rng(13), 10, 1.05)
+    plain = gate(reference, (decided.baseline, decided.speculative))  # records carried: the note and the level
+    stripped = [replace(run, meta=replace(run.meta, sequential=None)) for run in (decided.baseline,
+                                                                                   decided.speculative)]
+    fixed = gate(reference, tuple(stripped))
+    assert not fixed.notes and any("the candidate was sampled until decided" in note for note in plain.notes)
+    share = decided.last.level / 0.05
+    assert f"{share:.1%} of its 5%" in gate_text(plain)
+    overall = {row.metric.key: row for row in plain.rows if row.category == "overall"}
+    before = {row.metric.key: row for row in fixed.rows if row.category == "overall"}
+    assert overall["decode_speedup"].confidence > before["decode_speedup"].confidence  # a wider interval

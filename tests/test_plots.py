@@ -161,3 +161,16 @@ def test_plot_all_keeps_its_files(tmp_path: Path) -> None:
     assert [path.name for path in files] == ["speedup.png", "accept_vs_speedup.png", "latency.png",
                                             "position_acceptance.png"]
     assert all(path.stat().st_size > 5_000 for path in files)
+
+
+def test_the_whiskers_of_a_run_sampled_until_decided_name_the_stopping_looks_level() -> None:
+    from bench.analysis import compare, sample_until_decided
+    from bench.render import interval_label
+    from tests.test_sequential import _rounds
+
+    decided = sample_until_decided(_rounds(1.05, 1), rounds=10, per_round=11)
+    comparison = compare(decided.baseline, decided.speculative)
+    label = interval_label(comparison)
+    assert label == f"CI at the sequential stopping look ({decided.last.confidence:.1%} overall)"
+    figure = speedup_figure([row.as_cells() for row in comparison.stats], interval=label)
+    assert label in figure.axes[0].get_title() and "95%" not in figure.axes[0].get_title()

@@ -11,9 +11,11 @@ from bench._errors import BenchError
 from bench.records import (
     SCHEMA_VERSION,
     Journal,
+    Look,
     Run,
     RunMeta,
     SampleResult,
+    SequentialStop,
     SummaryRow,
     dumps_run,
     journal_path,
@@ -236,3 +238,25 @@ def test_latest_is_the_last_attempt_per_sample_in_first_seen_order() -> None:
               results=(result("a", False), result("b", True), result("a", True), result("a", False, repeat=1)))
     assert run.latest == (result("a", True), result("b", True), result("a", False, repeat=1))
     assert run.latest is run.latest
+
+
+def test_a_sequential_record_survives_the_run_file_and_a_version_2_file_has_none(tmp_path: Path) -> None:
+    looks = (Look(11, 0.0, 1.2, 0.9, 1.6, "continue"), Look(22, 0.004, 1.3, 1.1, 1.5, "faster"),
+             Look(5, 0.0, 1.0, 0.0, float("inf"), "continue"))
+    stop = SequentialStop(method="group-sequential", metric="decode_speedup", alpha=0.05, threshold=0.02,
+                          max_samples=110, rounds=10, per_round=11, looks=looks)
+    run = Run(config={}, selected_samples=0, results=(), summary=(), meta=RunMeta(sequential=stop))
+    save_run(run, tmp_path / "run.json")
+    assert load_run(tmp_path / "run.json").info.sequential == stop  # an unbounded interval comes back unbounded
+    data = json.loads((tmp_path / "run.json").read_text())
+    assert data["schema_version"] == SCHEMA_VERSION >= 3 and data["sequential"]["looks"][1]["decision"] == "faster"
+    del data["sequential"]
+    data["schema_version"] = 2
+    (tmp_path / "v2.json").write_text(json.dumps(data))
+    old = load_run(tmp_path / "v2.json")
+    assert old.schema_version == 2 and old.info.sequential is None  # sampled at a fixed size
+    data["sequential"] = {"looks": [{"n": "x"}, {"n": 3, "level": 0.01, "point": 1, "low": 0.9, "high": 1.1,
+                                    "decision": "faster"}, "junk"], "alpha": 7}
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    read = load_run(tmp_path / "bad.json").info.sequential
+    assert read is not None and len(read.looks) == 1 and read.alpha == 0.05 and read.finished

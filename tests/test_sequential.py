@@ -5,8 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
-from bench.analysis import SequentialTest, log_mean, spent_alpha
+from bench.analysis import (
+    DECODE_SPEEDUP,
+    LATENCY_SPEEDUP,
+    LogMean,
+    SequentialTest,
+    holm_levels,
+    log_mean,
+    spent_alpha,
+    verdict,
+)
 
 
 def _simulate(truth: float, trials: int, *, categories: int = 11, limit: int = 10, seed: int = 0):
@@ -84,3 +94,43 @@ def test_sample_until_decided_runs_to_the_limit_when_nothing_changed() -> None:
     decided = sample_until_decided(_rounds(1.0, 2), rounds=10, per_round=11)
     assert decided.last.decision in ("undecided", "equivalent") and decided.last.n == 110
     assert len(decided.baseline.results) == 110
+
+
+def _stopped_a_a(rng: np.random.Generator, *, categories: int = 11, limit: int = 10):
+    """One A/A run sampled until decided, latency tied to decode: (stopping look, per-category decode and latency
+    logs); each round adds one sample per category, as `bench --until-decided` does."""
+    test = SequentialTest(max_samples=categories * limit)
+    decode = np.empty((categories, 0))
+    for k in range(1, limit + 1):
+        decode = np.hstack([decode, rng.normal(0.0, 0.2, (categories, 1))])
+        look = test.look(log_mean(decode.ravel()), final=k == limit)
+        if test.decided:
+            break
+    return look, decode, decode + rng.normal(0.0, 0.05, decode.shape)
+
+
+def _false(estimate: LogMean, level: float, metric) -> bool:
+    return verdict(*estimate.interval(1.0 - level), metric, DEFAULT_THRESHOLD) in ("better", "worse")
+
+
+def test_after_optional_stopping_rows_at_the_stopping_looks_level_keep_5_percent_and_fixed_95_do_not() -> None:
+    """The levels a comparison of a sequentially stopped run uses, on synthetic truth (1.00x, latency following
+    decode): the overall latency row and the category family at the stopping look's level stay under 5% false
+    verdicts; the same rows at a fixed 95% (what a table of a fixed-size run prints) exceed it for overall rows."""
+    rng = np.random.default_rng(7)
+    trials = 1000
+    counts = {"latency at look": 0, "latency at 95%": 0, "decode at 95%": 0, "categories at look": 0}
+    for _ in range(trials):
+        look, decode, latency = _stopped_a_a(rng)
+        overall = log_mean(latency.ravel())
+        counts["latency at look"] += look.level > 0 and _false(overall, look.level, LATENCY_SPEEDUP)
+        counts["latency at 95%"] += _false(overall, 0.05, LATENCY_SPEEDUP)
+        counts["decode at 95%"] += _false(log_mean(decode.ravel()), 0.05, DECODE_SPEEDUP)
+        if look.level > 0 and decode.shape[1] >= MIN_SAMPLES_FOR_CI:
+            rows = [log_mean(values) for values in (*decode, *latency)]
+            levels = holm_levels([row.p_value() for row in rows], look.level)
+            counts["categories at look"] += any(_false(row, level, DECODE_SPEEDUP)
+                                                for row, level in zip(rows, levels, strict=True))
+    rates = {name: count / trials for name, count in counts.items()}
+    assert rates["latency at look"] <= 0.05 and rates["categories at look"] <= 0.05, rates
+    assert rates["latency at 95%"] > 0.05 and rates["decode at 95%"] > 0.05, rates  # what the fixed row would claim

@@ -116,9 +116,13 @@ from bench.analysis._sequential import (
     Decided,
     Look,
     SequentialTest,
+    look_estimate,
     overall_decode,
+    recorded_stop,
     sample_until_decided,
     spent_alpha,
+    stopping_look,
+    with_record,
 )
 from bench.analysis._stats import paired_stats
 from bench.analysis._stream import stream_latency_stats
@@ -257,6 +261,7 @@ __all__ = [
     "goodput",
     "holm_levels",
     "log_mean",
+    "look_estimate",
     "lossless_check",
     "lost_samples",
     "overall_decode",
@@ -267,6 +272,7 @@ __all__ = [
     "parse_slo",
     "rate_sweep",
     "recorded_states",
+    "recorded_stop",
     "regress",
     "repeat_cv",
     "repeat_log_mean",
@@ -280,6 +286,7 @@ __all__ = [
     "slo_capacity",
     "spent_alpha",
     "state_warnings",
+    "stopping_look",
     "stream_latency_stats",
     "summarize_sweep",
     "summary_only",
@@ -289,5 +296,6 @@ __all__ = [
     "throughput",
     "verdict",
     "wilson_interval",
+    "with_record",
     "yuen_log_mean",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,8 +22,8 @@ from bench.analysis._family import (
     FAMILY_ALPHA,
     HOLM_METHOD,
     Outlier,
+    category_outliers,
     detectable_log_effect,
-    flag_outliers,
     holm_levels,
     samples_needed,
 )
@@ -39,10 +40,10 @@ from bench.analysis._intervals import (
 from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import pair_runs, paired_log_mean, per_sample_geomean, require_pairs
 from bench.analysis._reference import compare_summaries
-from bench.analysis._sequential import Look
+from bench.analysis._sequential import look_estimate, recorded_stop, stopping_look
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv, speedup_repeat_cv
-from bench.records import Acceptance, Run, collector_paused
+from bench.records import Acceptance, Run, SequentialStop, collector_paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,11 @@ class Estimate:
         return self.robust_verdict is not None and self.robust_verdict != self.verdict
 
 
+def _percent(share: float) -> str:
+    """`5%`, `98.1%`: a share as a percentage with the digits it needs."""
+    return f"{share:.1%}".replace(".0%", "%")
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     """How a table's category verdicts are controlled as one family."""
@@ -120,9 +126,10 @@ class Family:
     @property
     def text(self) -> str:
         """One line naming the method, the family and its level."""
-        return (f"category rows: {self.method} ({self.size} tests, family-wise false-alarm rate {self.alpha:.0%}); "
-                f"each category interval is drawn at the level its Holm step uses (shown after 'at'); "
-                f"overall row: the primary result, plain {1 - self.alpha:.0%} interval")
+        return (f"category rows: {self.method} ({self.size} tests, family-wise false-alarm rate "
+                f"{_percent(self.alpha)}); each category interval is drawn at the level its Holm step uses "
+                "(shown after 'at'); "
+                f"overall row: the primary result, plain {_percent(1 - self.alpha)} interval")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +222,11 @@ class Comparison:
     drafter: tuple[DrafterState, ...] = ()
     """Each arm's check for a drafter that remembers earlier requests (labels "baseline", "speculative")."""
     drafter_warnings: tuple[str, ...] = ()
-    sequential: Look | None = None  # the look that stopped sampling until decided: the overall decode verdict
     """One line per arm whose drafter remembers, and one when the arms' recorded server states differ."""
+    sequential: SequentialStop | None = None
+    """Sampled until decided: the stopping rule and its looks, the last one the look every verdict is drawn at."""
+    sequential_notes: tuple[str, ...] = ()
+    """What a reader must know about that record: an interrupted test, runs that disagree, samples added since."""
 
     @property
     def has_stats(self) -> bool:
@@ -248,7 +258,10 @@ def compare(
     comparability: Comparability | None = None,
     target_effect: float = DEFAULT_TARGET_EFFECT,
 ) -> Comparison:
-    """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld."""
+    """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld.
+
+    Runs sampled until decided (a sequential record in their files) are compared at the stopping look: every
+    interval and verdict is drawn at the level that look spent, and the overall decode row is the look itself."""
     reference = reference_rows(baseline, speculative)
     labels = {
         "baseline_label": baseline_label or str(baseline.path or "baseline"),
@@ -262,9 +275,18 @@ def compare(
         return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
                           **labels, **state)  # type: ignore[arg-type]
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
+    stop, notes = recorded_stop(baseline, speculative)
+    if stop is not None:
+        stop, more = stopping_look(stop, paired_log_mean(paired, "decode_speedup") if len(paired) else None, threshold)
+        notes += more
+    look = stop.last if stop is not None else None
+    alpha = look.level if look is not None else FAMILY_ALPHA
     try:
         rows = paired_rows(baseline, speculative, reference, threshold=threshold, min_pairs=min_pairs, paired=paired,
-                           target_effect=target_effect)
+                           target_effect=target_effect, alpha=alpha)
+        if look is not None:
+            rows = tuple(replace(row, decode=look_estimate(row.decode, look))
+                         if row.primary and not row.nothing_drafted else row for row in rows)
         note = None
     except BenchError as exc:
         if strict:
@@ -284,7 +306,9 @@ def compare(
         speedup_variation=tuple(speedup_repeat_cv(baseline, speculative, paired=paired)),
         comparability=checked,
         cache=cache_use(baseline, speculative),
-        family=Family(HOLM_METHOD, family_size(rows), FAMILY_ALPHA, target_effect),
+        family=Family(HOLM_METHOD, family_size(rows), alpha, target_effect),
+        sequential=stop,
+        sequential_notes=notes,
         **labels,
         **state,  # type: ignore[arg-type]
     )
@@ -299,11 +323,13 @@ def paired_rows(
     min_pairs: int,
     paired: pd.DataFrame | None = None,
     target_effect: float = DEFAULT_TARGET_EFFECT,
+    alpha: float = FAMILY_ALPHA,
 ) -> tuple[StatsRow, ...]:
     """Per category and overall: geometric-mean decode and latency speedups with intervals and verdicts.
 
-    The category rows' verdicts are one family (Holm over category x metric); the overall row is the primary
-    result at 95%. `paired` is `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already."""
+    The category rows' verdicts are one family (Holm over category x metric at `alpha`); the overall row is the
+    primary result at 1 - `alpha`; with `alpha` 0 (a stopping look with no interval) no row gets one. `paired` is
+    `pair_runs(baseline, speculative, min_pairs=0)` when the caller has it already."""
     if paired is None:
         paired = pair_runs(baseline, speculative, min_pairs=0)
     require_pairs(paired, baseline, speculative, min_pairs)
@@ -316,7 +342,8 @@ def paired_rows(
             for category, group in groups for metric in metrics}
     outliers = {category: category_outliers(group) for category, group in groups if category != OVERALL}
     outliers[OVERALL] = tuple(item for category, found in outliers.items() for item in found)
-    estimates = family_estimates(logs, threshold=threshold, target_effect=target_effect,
+    estimates = family_estimates(logs, threshold=threshold, target_effect=target_effect, alpha=alpha,
+                                 min_samples=MIN_SAMPLES_FOR_CI if alpha > 0 else sys.maxsize,
                                  robust={key: robust_log_mean(group, key[1]) for category, group in groups
                                          for key in ((category, metric.key) for metric in metrics)})
     drafted = drafted_by_category(speculative, zip(paired["id"], paired["repeat"], strict=True))
@@ -405,26 +432,6 @@ def family_estimates(
 def robust_log_mean(group: pd.DataFrame, column: str) -> LogMean | None:
     """Yuen's trimmed estimate over the per-sample logs of a paired column."""
     return yuen_log_mean(np.log(per_sample_geomean(group, column)))
-
-
-def category_outliers(group: pd.DataFrame) -> tuple[Outlier, ...]:
-    """Samples of one category whose decode or latency log ratio lies far from the category's median, per arm."""
-    frame = group.copy()
-    found: list[Outlier] = []
-    for metric, base_column, spec_column, sign in (("decode", "pred_t_s_base", "pred_t_s_spec", 1.0),
-                                                   ("latency", "latency_s_base", "latency_s_spec", -1.0)):
-        column = f"{metric}_speedup"
-        keep = frame[(frame[column] > 0) & (frame[base_column] > 0) & (frame[spec_column] > 0)]
-        if keep.empty:
-            continue
-        per_sample = keep.assign(
-            ratio=np.log(keep[column].astype(float)),
-            base=sign * np.log(keep[base_column].astype(float)),
-            spec=sign * np.log(keep[spec_column].astype(float)),
-        ).groupby("id", sort=False)[["ratio", "base", "spec"]].mean()
-        found += flag_outliers(list(per_sample.index), per_sample["ratio"].to_numpy(), per_sample["base"].to_numpy(),
-                               per_sample["spec"].to_numpy(), metric=metric)
-    return tuple(found)
 
 
 def _disagreements(estimates: Mapping[str, Estimate], reference: ReferenceRow | None) -> tuple[str, ...]:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bench.analysis._intervals import LogMean, t_quantile
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FAMILY_ALPHA = 0.05
 """Family-wise false-alarm rate of a table's category rows (and the level of the primary overall row)."""
@@ -120,3 +124,23 @@ def flag_outliers(ids: Sequence[str], logs: np.ndarray, base_logs: np.ndarray, s
         arm = "speculative" if spec_part >= base_part else "baseline"
         flagged.append(Outlier(str(ids[index]), metric, arm, float(math.exp(logs[index])), float(distances[index])))
     return flagged
+
+
+def category_outliers(group: pd.DataFrame) -> tuple[Outlier, ...]:
+    """Samples of one category whose decode or latency log ratio lies far from the category's median, per arm."""
+    frame = group.copy()
+    found: list[Outlier] = []
+    for metric, base_column, spec_column, sign in (("decode", "pred_t_s_base", "pred_t_s_spec", 1.0),
+                                                   ("latency", "latency_s_base", "latency_s_spec", -1.0)):
+        column = f"{metric}_speedup"
+        keep = frame[(frame[column] > 0) & (frame[base_column] > 0) & (frame[spec_column] > 0)]
+        if keep.empty:
+            continue
+        per_sample = keep.assign(
+            ratio=np.log(keep[column].astype(float)),
+            base=sign * np.log(keep[base_column].astype(float)),
+            spec=sign * np.log(keep[spec_column].astype(float)),
+        ).groupby("id", sort=False)[["ratio", "base", "spec"]].mean()
+        found += flag_outliers(list(per_sample.index), per_sample["ratio"].to_numpy(), per_sample["base"].to_numpy(),
+                               per_sample["spec"].to_numpy(), metric=metric)
+    return tuple(found)

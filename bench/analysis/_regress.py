@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,8 @@ from bench.analysis._intervals import (
     log_mean,
 )
 from bench.analysis._paired import pair_runs, results_frame
-from bench.records import Run
+from bench.analysis._sequential import recorded_stop, stopping_level
+from bench.records import Run, SequentialStop
 
 GateSide = Run | tuple[Run, Run] | list[Run]
 """One side of the gate: a run, a (baseline, speculative) comparison, or (reference) a list of runs."""
@@ -312,8 +313,29 @@ def gate(
         raise BenchError("give one candidate run (several reference runs are allowed)")
     if ref_kind != new_kind:
         raise BenchError(f"cannot gate a {new_kind} against a {ref_kind}: give two comparison folders or two runs")
-    return gate_frames(ref_kind, ref_frame, new_frame, ref_runs, thresholds=thresholds,
-                       gate_categories=gate_categories, alpha=alpha)
+    spent, notes = alpha, []
+    for name, side in (("reference", reference), ("candidate", candidate)):
+        for stop in _stops(side):
+            share = stopping_level(stop) / stop.alpha
+            spent *= share
+            notes.append(f"the {name} was sampled until decided (a sequential test on its own decode speedup, "
+                         f"{len(stop.looks)} look(s), {stop.last.n if stop.last else 0} samples): its sample size was "
+                         f"chosen by looking at the data, so a fixed level would not hold; the gate's family is tested "
+                         f"at {share:.1%} of its {alpha:.0%}, the share of the error budget the stopping look spent "
+                         "(union bound over looks: an unchanged build still fails at most "
+                         f"{alpha:.0%}); gate runs of a fixed --limit for full power")
+    result = gate_frames(ref_kind, ref_frame, new_frame, ref_runs, thresholds=thresholds,
+                         gate_categories=gate_categories, alpha=spent)
+    return replace(result, notes=(*result.notes, *notes)) if notes else result
+
+
+def _stops(side: GateSide) -> list[SequentialStop]:
+    """The sequential records one side of the gate carries (none for runs of a fixed size)."""
+    if isinstance(side, tuple):
+        stop = recorded_stop(*side)[0]
+        return [stop] if stop is not None else []
+    runs = side if isinstance(side, list) else [side]
+    return [run.info.sequential for run in runs if run.info.sequential is not None]
 
 
 def gate_frames(

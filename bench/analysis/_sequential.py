@@ -19,47 +19,24 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
 from bench.analysis._family import FAMILY_ALPHA
 from bench.analysis._intervals import DECODE_SPEEDUP, LogMean, Metric, verdict
 from bench.analysis._paired import pair_runs, paired_log_mean
-from bench.records import Run
+from bench.records import LOOK_DECISIONS, Look, Run, SequentialStop
 
 SEQUENTIAL_METHOD = "group-sequential t-tests, Lan-DeMets Pocock-type alpha spending, union bound over looks"
 
-FASTER, SLOWER, EQUIVALENT, CONTINUE, UNDECIDED = "faster", "slower", "equivalent", "continue", "undecided"
+FASTER, SLOWER, EQUIVALENT, CONTINUE, UNDECIDED = LOOK_DECISIONS
 
 
 def spent_alpha(share: float, alpha: float = FAMILY_ALPHA) -> float:
     """Error budget spent once `share` (0..1) of the maximum sample count has been looked at."""
     share = min(max(share, 0.0), 1.0)
     return alpha * math.log1p((math.e - 1.0) * share)
-
-
-@dataclass(frozen=True, slots=True)
-class Look:
-    """One look: samples so far, the level spent on it, the interval it read and what it decided."""
-
-    n: int
-    level: float
-    point: float
-    low: float
-    high: float
-    decision: str
-
-    @property
-    def reason(self) -> str:
-        """Why sampling stopped or goes on, in one sentence."""
-        interval = f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}] at {1 - self.level:.4%}"
-        if self.decision in (FASTER, SLOWER):
-            return f"decided {self.decision} after {self.n} samples: {interval} excludes 1.00x"
-        if self.decision == EQUIVALENT:
-            return f"decided equivalent after {self.n} samples: {interval} lies inside the threshold"
-        if self.decision == UNDECIDED:
-            return f"undecided at the limit of {self.n} samples: {interval}"
-        return f"continuing after {self.n} samples: {interval}"
 
 
 @dataclass
@@ -78,17 +55,34 @@ class SequentialTest:
             raise BenchError(f"sampling until decided needs a limit of at least {MIN_SAMPLES_FOR_CI} samples overall "
                              f"(got {self.max_samples})")
 
+    @classmethod
+    def resumed(cls, stop: SequentialStop) -> SequentialTest:
+        """The test as a record left it: its design, its looks and the budget they spent."""
+        test = cls(max_samples=max(stop.max_samples, MIN_SAMPLES_FOR_CI), alpha=stop.alpha,
+                   threshold=stop.threshold if math.isfinite(stop.threshold) else DEFAULT_THRESHOLD,
+                   looks=list(stop.looks))
+        test._spent = sum(look.level for look in stop.looks)
+        return test
+
     @property
     def decided(self) -> bool:
         """Whether the last look stopped the run."""
         return bool(self.looks) and self.looks[-1].decision != CONTINUE
 
-    def look(self, estimate: LogMean | None) -> Look:
-        """Look at the estimate after a round: spend this look's alpha and decide, continue, or stop at the limit."""
+    def record(self, *, rounds: int, per_round: int) -> SequentialStop:
+        """The test as a run file records it: the design and every look so far."""
+        return SequentialStop(method=SEQUENTIAL_METHOD, metric=self.metric.key, alpha=self.alpha,
+                              threshold=self.threshold, max_samples=self.max_samples, rounds=rounds,
+                              per_round=per_round, looks=tuple(self.looks))
+
+    def look(self, estimate: LogMean | None, *, final: bool = False) -> Look:
+        """Look at the estimate after a round: spend this look's alpha and decide, continue, or stop at the limit.
+
+        `final` (or reaching the maximum sample count) makes this the last look: it spends what is left."""
         if self.decided:
             raise BenchError("the sequential test already stopped")
         n = estimate.n if estimate is not None else 0
-        final = n >= self.max_samples
+        final = final or n >= self.max_samples
         if estimate is None or n < MIN_SAMPLES_FOR_CI:
             found = Look(n, 0.0, math.nan, math.nan, math.nan, UNDECIDED if final else CONTINUE)
             self.looks.append(found)
@@ -124,11 +118,16 @@ def overall_decode(baseline: Run, speculative: Run) -> LogMean | None:
 
 @dataclass(frozen=True, slots=True)
 class Decided:
-    """How sampling until decided ended: the last runs, every look and the one that stopped it."""
+    """How sampling until decided ended: the last runs (each carrying the record) and the test's record."""
 
     baseline: Run
     speculative: Run
-    looks: tuple[Look, ...]
+    stop: SequentialStop
+
+    @property
+    def looks(self) -> tuple[Look, ...]:
+        """Every look, in order."""
+        return self.stop.looks
 
     @property
     def last(self) -> Look:
@@ -141,6 +140,11 @@ class Decided:
         return f"speedbench: {self.last.reason} ({SEQUENTIAL_METHOD}; {len(self.looks)} look(s))"
 
 
+def with_record(run: Run, stop: SequentialStop) -> Run:
+    """The run with the sequential record in its metadata (what its run file then carries)."""
+    return dataclasses.replace(run, meta=dataclasses.replace(run.meta, sequential=stop))
+
+
 def sample_until_decided(
     run_round: Callable[[int], tuple[Run, Run]],
     *,
@@ -148,22 +152,86 @@ def sample_until_decided(
     per_round: int,
     threshold: float = DEFAULT_THRESHOLD,
     on_look: Callable[[Look], object] | None = None,
+    on_record: Callable[[Run, Run], object] | None = None,
 ) -> Decided:
     """Run rounds (`run_round(k)` runs round k and returns both arms' runs so far) until the overall decode verdict
-    is decided or `rounds` rounds ran; `per_round` samples join each round (one per selected category)."""
+    is decided or `rounds` rounds ran; `per_round` samples join each round (one per selected category).
+
+    After each look both runs carry the record so far (`with_record`); `on_record` gets them to save."""
     if rounds < 1 or per_round < 1:
         raise BenchError(f"sampling until decided needs at least one round of one sample (got {rounds} x {per_round})")
     test = SequentialTest(max_samples=max(rounds * per_round, MIN_SAMPLES_FOR_CI), threshold=threshold)
     baseline = speculative = None
     for index in range(1, rounds + 1):
         baseline, speculative = run_round(index)
-        estimate = overall_decode(baseline, speculative)
-        if index == rounds and estimate is not None:
-            estimate = dataclasses.replace(estimate, n=max(estimate.n, test.max_samples))  # the last look spends all
-        look = test.look(estimate)
+        look = test.look(overall_decode(baseline, speculative), final=index == rounds)  # the last look spends all
+        stop = test.record(rounds=rounds, per_round=per_round)
+        baseline, speculative = with_record(baseline, stop), with_record(speculative, stop)
         if on_look is not None:
             on_look(look)
+        if on_record is not None:
+            on_record(baseline, speculative)
         if test.decided:
             break
     assert baseline is not None and speculative is not None
-    return Decided(baseline, speculative, tuple(test.looks))
+    return Decided(baseline, speculative, test.record(rounds=rounds, per_round=per_round))
+
+
+def recorded_stop(baseline: Run, speculative: Run) -> tuple[SequentialStop | None, tuple[str, ...]]:
+    """The sequential record two runs carry (None: sampled at a fixed size), and a note when the arms disagree."""
+    records = {"baseline": baseline.info.sequential, "speculative": speculative.info.sequential}
+    stop = records["speculative"] or records["baseline"]
+    if stop is None or records["baseline"] == records["speculative"]:
+        return stop, ()
+    alone = [name for name, record in records.items() if record is None]
+    if alone:
+        return stop, (f"only one run carries a sequential record (the {alone[0]} run has none): its stopping rule "
+                      "is applied to the pair",)
+    return stop, ("the two runs carry different sequential records: the speculative run's is applied",)
+
+
+def stopping_look(stop: SequentialStop, estimate: LogMean | None,
+                  threshold: float | None = None) -> tuple[SequentialStop, tuple[str, ...]]:
+    """The record with the look a comparison reads last, and notes: a finished test's own last look; an interrupted
+    one (its last look said continue) gets a final look on the samples kept, spending what is left of the budget.
+    A `threshold` other than the test's is named: the look decided with its own."""
+    n = estimate.n if estimate is not None else 0
+    notes: tuple[str, ...] = ()
+    if threshold is not None and math.isfinite(stop.threshold) and not math.isclose(threshold, stop.threshold):
+        notes = (f"the sequential test decided with its own threshold ({stop.threshold:.0%}); the other rows use "
+                 f"{threshold:.0%}",)
+    if stop.finished:
+        last = stop.last
+        assert last is not None
+        shown = f"the stopping look read {last.n} samples and these files hold {n}: its recorded interval is shown"
+        return stop, notes + (() if last.n == n else (shown,))
+    test = SequentialTest.resumed(stop)
+    look = test.look(estimate, final=True)
+    note = (f"sampling was interrupted after {len(stop.looks)} look(s) before the sequential test decided; a final "
+            f"look on the {n} samples kept spends what was left of its error budget ({look.level:.2%})")
+    return dataclasses.replace(stop, looks=(*stop.looks, look)), (*notes, note)
+
+
+def stopping_level(stop: SequentialStop) -> float:
+    """The error budget the stopping look spends: a finished test's last look's, else what is left (`stopping_look`)."""
+    if stop.finished:
+        assert stop.last is not None
+        return stop.last.level
+    return max(stop.alpha - sum(look.level for look in stop.looks), 0.0)
+
+
+LOOK_VERDICTS = {FASTER: "better", SLOWER: "worse", EQUIVALENT: EQUIVALENT, UNDECIDED: UNDECIDED}
+"""The stopping look's decision as an estimate's verdict (`better`/`worse` read as faster/slower)."""
+
+
+def look_estimate(estimate: Any, look: Look) -> Any:
+    """An estimate (`Estimate`) that shows the stopping look: its interval, level and decision, not a fixed 95%."""
+    decided = LOOK_VERDICTS.get(look.decision, UNDECIDED)
+    robust = estimate.robust_verdict
+    if robust == "no significant change" and decided in (EQUIVALENT, UNDECIDED):
+        robust = decided  # neither interval decides: no disagreement to report
+    if not look.has_interval:
+        return dataclasses.replace(estimate, low=math.nan, high=math.nan, verdict=decided, robust_verdict=None,
+                                   confidence=look.confidence)
+    return dataclasses.replace(estimate, point=look.point, low=look.low, high=look.high, verdict=decided,
+                               confidence=look.confidence, robust_verdict=robust)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
-from bench.analysis._compare import paired_rows, reference_rows
+from bench.analysis._compare import compare
 from bench.records import Run
 
 
@@ -16,8 +16,7 @@ def paired_stats(
     threshold: float = DEFAULT_THRESHOLD,
     min_pairs: int = 1,
 ) -> list[dict[str, Any]]:
-    """Per category and overall: the comparison's paired statistics rows as flat mappings."""
-    reference = reference_rows(baseline, speculative)
-    rows = paired_rows(baseline, speculative, reference, threshold=threshold,
-                       min_pairs=min_pairs)
-    return [row.as_cells() for row in rows]
+    """Per category and overall: the comparison's paired statistics rows as flat mappings (a run sampled until
+    decided is read at its stopping look, as every output of the comparison is)."""
+    comparison = compare(baseline, speculative, threshold=threshold, min_pairs=min_pairs, strict=True)
+    return [row.as_cells() for row in comparison.stats]

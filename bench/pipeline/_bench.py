@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench._redact import redact_url
-from bench.analysis import Comparison, Look, compare
+from bench.analysis import Comparison, compare
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
@@ -192,16 +192,17 @@ def _both_sides(
 
 def _until_decided(
     config: PipelineConfig, folder: Path, out: Callable[[str], Any], progress: Progress
-) -> tuple[Run, Run, bool, bool, Look | None]:
+) -> tuple[Run, Run, bool, bool]:
     """Interleaved rounds (round k adds the k-th sample of each category; its run files under `rounds/k/`, each
-    kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`."""
-    from bench.analysis import sample_until_decided
+    kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`; both
+    run files carry the test's record (its looks so far)."""
+    from bench.analysis import sample_until_decided, with_record
     from bench.records import save_run, summarize
 
     sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
     everything = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
     done: dict[str, list[Any]] = {BASELINE: [], SPECULATIVE: []}
-    state = {"interrupted": False, "runs": {}}
+    state: dict[str, Any] = {"interrupted": False, "stop": None}
     with contextlib.ExitStack() as stack:
         endpoints = {side: stack.enter_context(_endpoint(url, mode, config, out)) for side, url, mode in sides}
 
@@ -221,24 +222,31 @@ def _until_decided(
                 results = tuple(done[side])
                 whole = Run(config={**runs[side].config, "limit": k}, selected_samples=len(results), results=results,
                             summary=tuple(summarize(results)), meta=runs[side].meta)
+                whole = with_record(whole, state["stop"]) if state["stop"] else whole  # an interrupted run too
                 save_run(whole, run_file(folder, side))  # finished rounds are never lost
                 merged.append(whole)
             if interrupted:
                 raise _RoundsStopped
             return merged[0], merged[1]
 
+        def save_record(baseline: Run, speculative: Run) -> None:
+            state["stop"] = speculative.info.sequential
+            for side, run in ((BASELINE, baseline), (SPECULATIVE, speculative)):
+                save_run(run, run_file(folder, side))
+
         out(f"speedbench: sampling until decided: rounds of one sample per category ({len(everything.categories)} "
             f"categories), at most {config.limit} rounds\n")
         try:
             decided = sample_until_decided(run_round, rounds=config.limit, per_round=len(everything.categories),
                                            threshold=config.threshold,
-                                           on_look=lambda look: out(f"speedbench: {look.reason}\n"))
+                                           on_look=lambda look: out(f"speedbench: {look.reason}\n"),
+                                           on_record=save_record)
         except _RoundsStopped:
             baseline, speculative = (load_run(run_file(folder, side)) for side in (BASELINE, SPECULATIVE))
-            return baseline, speculative, True, False, None
+            return baseline, speculative, True, False
         died = any([_report_death(side, endpoints[side][1], out) for side, _, _ in sides])
     out(decided.message + "\n")
-    return decided.baseline, decided.speculative, False, died, decided.last
+    return decided.baseline, decided.speculative, False, died
 
 
 class _RoundsStopped(Exception):
@@ -335,9 +343,8 @@ def _run_workload(
     folder = _results_folder(config)
     out(f"speedbench: {config.bench}: {len(prompts.samples)} samples in {len(prompts.categories)} categories, "
         f"osl={config.osl}\n")
-    stopping_look = None
     if config.until_decided:
-        baseline, speculative, interrupted, died, stopping_look = _until_decided(config, folder, out, progress)
+        baseline, speculative, interrupted, died = _until_decided(config, folder, out, progress)
         if interrupted or died:
             out(f"speedbench: stopped during the rounds; finished rounds kept in {folder}\n")
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
@@ -360,7 +367,6 @@ def _run_workload(
             out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
-    comparison = replace(comparison, sequential=stopping_look)  # under optional stopping its look is the verdict
     out("\n" + render_text(comparison))
     files += write_traffic(baseline, speculative, folder, out=out, slo=config.slo, rate=config.request_rate,
                            threshold=config.threshold)

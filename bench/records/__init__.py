@@ -52,6 +52,7 @@ from bench.records._run import (
     save_run,
 )
 from bench.records._schema import SCHEMA_VERSION, finite
+from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop
 from bench.records._summary import SUMMARY_KEYS, SummaryRow, summarize, summarize_group
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "COMPARED_AS_ERROR",
     "COMPARED_AS_WARNING",
     "COUNTER_KEYS",
+    "LOOK_DECISIONS",
     "MAX_LABEL_LENGTH",
     "SCHEMA_VERSION",
     "SELECTION_KEYS",
@@ -67,12 +69,14 @@ __all__ = [
     "SUMMARY_KEYS",
     "Acceptance",
     "Journal",
+    "Look",
     "Mismatch",
     "Run",
     "RunIdentity",
     "RunMeta",
     "RunSettings",
     "SampleResult",
+    "SequentialStop",
     "ServerDescription",
     "ShardMarker",
     "SummaryRow",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.records._schema import SCHEMA_VERSION
+from bench.records._sequential import SequentialStop
 
 MAX_META_NUMBER = 1e15
 """Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
@@ -105,7 +106,7 @@ class ServerDescription:
 _KNOWN_KEYS = frozenset({
     "schema_version", "harness", "started_at", "finished_at", "elapsed_s", "engine", "server", "server_description",
     "acceptance", "interrupted", "warnings", "machine", "prompts_sha256", "client_lag", "dataset", "interleaved",
-    "served_models",
+    "served_models", "sequential",
 })
 
 
@@ -140,6 +141,7 @@ class RunMeta(Mapping[str, Any]):
     dataset: Mapping[str, Any] | None = None  # where the prompts came from: source, bench, skipped rows
     interleaved: Mapping[str, Any] | None = None  # an interleaved arm's seed, partner(s) and lock-step batch
     served_models: tuple[str, ...] = ()  # the models that answered, as the responses named them
+    sequential: SequentialStop | None = None  # sampled until decided: the stopping rule and its looks
     extra: Mapping[str, Any] = field(default_factory=dict)
     written: frozenset[str] = _KNOWN_KEYS  # the known keys `to_dict` writes: all, or those a file read back had
 
@@ -181,12 +183,14 @@ class RunMeta(Mapping[str, Any]):
             dataset=_mapping(meta.get("dataset")),
             interleaved=_mapping(meta.get("interleaved")),
             served_models=tuple(str(item) for item in served) if isinstance(served, list | tuple) else (),
+            sequential=SequentialStop.from_mapping(meta.get("sequential")),
             extra={key: value for key, value in meta.items() if key not in _KNOWN_KEYS},
             written=_KNOWN_KEYS.intersection(meta),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The run file's metadata keys as written: every key of `written` (`interleaved` only when set)."""
+        """The run file's metadata keys as written: every key of `written` (`interleaved` only when set), and
+        `sequential` whenever set."""
         known = {
             "harness": {"name": self.harness_name, "version": self.harness_version},
             "started_at": self.started_at,
@@ -207,8 +211,9 @@ class RunMeta(Mapping[str, Any]):
         }
         if self.interleaved is None:
             del known["interleaved"]
+        sequential = {"sequential": self.sequential.to_dict()} if self.sequential is not None else {}
         return {**self.extra, "schema_version": self.schema_version,
-                **{key: value for key, value in known.items() if key in self.written}}
+                **{key: value for key, value in known.items() if key in self.written}, **sequential}
 
     def __getitem__(self, key: str) -> Any:
         """The value of one metadata key as the run file writes it."""

@@ -13,6 +13,8 @@ other's files. Format history (`schema_version`):
 - 2: speedbench 0.2. Adds `server_description` (engine, build, model file name, slots, as the
   engine's adapter describes the server). Every 1 file is a valid 2 file: the upgrade only
   renumbers it, and readers treat the new keys as absent.
+- 3: speedbench 0.3. Adds `sequential` (a run sampled until decided: the stopping rule and every look). A 2 file
+  has none: it was sampled at a fixed size, so the upgrade only renumbers it.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -26,7 +28,7 @@ from typing import Any
 
 from bench._errors import BenchError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def finite(value: Any) -> Any:

@@ -90,7 +90,8 @@ def render_text(comparison: Comparison) -> str:
         text += "\n" + "".join(line + "\n" for line in drafter_lines(comparison))
     if not comparison.has_stats:
         return terminal_text(text, keep_lines=True)
-    text += "\n" + stats_text(comparison.stats, comparison.threshold, comparison.family)
+    text += "\n" + stats_text(comparison.stats, comparison.threshold, comparison.family,
+                              sequential=comparison.sequential, sequential_notes=comparison.sequential_notes)
     if cache_line(comparison):
         text += f"{cache_line(comparison)}\n"
     text += "\n" + lossless_text(comparison.lossless)
@@ -119,7 +120,8 @@ def render_markdown(comparison: Comparison) -> str:
         parts.append(f"\nNo paired statistics: {markdown_escape(comparison.stats_note)}\n")
     if comparison.has_stats:
         parts += ["\n### Paired statistics\n\n",
-                  stats_markdown(comparison.stats, comparison.threshold, comparison.family)]
+                  stats_markdown(comparison.stats, comparison.threshold, comparison.family,
+                                 sequential=comparison.sequential, sequential_notes=comparison.sequential_notes)]
         if cache_line(comparison):
             parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
         parts += ["\n### Lossless check\n\n", lossless_markdown(comparison.lossless)]
@@ -165,6 +167,8 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
                                  "alpha": comparison.family.alpha, "target_effect": comparison.family.target_effect,
                                  "primary": "overall"}
         payload["stats"] = [row.as_cells() for row in comparison.stats]
+        if comparison.sequential is not None:
+            payload["sequential"] = sequential_payload(comparison)
         payload["lossless"] = [dict(row) for row in comparison.lossless]
         payload["repeat_cv"] = {name: [dict(row) for row in rows] for name, rows in comparison.variation.items()}
         payload["speedup_repeat_cv"] = [dict(row) for row in comparison.speedup_variation]
@@ -172,6 +176,32 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
         acceptance = comparison.run_acceptance
         payload["acceptance"] = dataclasses.asdict(acceptance) if acceptance is not None else None
     return payload
+
+
+def sequential_payload(comparison: Comparison) -> dict[str, Any]:
+    """The stopping look every verdict of a comparison sampled until decided is drawn at, with the design."""
+    stop = comparison.sequential
+    assert stop is not None
+    look = stop.last
+    verdict = None
+    if look is not None:
+        verdict = {"faster": "faster", "slower": "slower", "equivalent": "equivalent"}.get(look.decision, "undecided")
+    return {
+        **stop.to_dict(),
+        "decision": look.decision if look is not None else None,
+        "verdict": verdict,
+        "point": look.point if look is not None else None,
+        "low": look.low if look is not None else None,
+        "high": look.high if look is not None else None,
+        "level": look.level if look is not None else None,
+        "confidence": look.confidence if look is not None else None,
+        "looks_used": len(stop.looks),
+        "samples": look.n if look is not None else 0,
+        "limit_samples": stop.max_samples,
+        "limit_rounds": stop.rounds,
+        "table_level": comparison.family.alpha if comparison.family is not None else None,
+        "notes": list(comparison.sequential_notes),
+    }
 
 
 def render_json(comparison: Comparison) -> str:

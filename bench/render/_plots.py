@@ -63,8 +63,10 @@ def _names(names: Sequence[str], limit: int = 12) -> str:
     return ", ".join(shown) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> Any:
-    """The speedup bar chart as a matplotlib figure (whiskers only where an interval exists, and it says where)."""
+def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", interval: str = "95% CI") -> Any:
+    """The speedup bar chart as a matplotlib figure (whiskers only where an interval exists, and it says where).
+
+    `interval` names the intervals the whiskers draw (`95% CI`, or the level of a sequential test's stopping look)."""
     rows = [row for row in stats if _finite(row.get("decode_speedup"))]
     dropped = [_label(row.get("category")) for row in stats if not _finite(row.get("decode_speedup"))]
     categories = [_label(row["category"]) for row in rows]
@@ -102,11 +104,12 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> An
     axis.set_xticks(range(len(rows)), categories, rotation=30, ha="right")
     axis.set_ylabel("speedup, speculative vs baseline (x)")
     with_ci = [c for c in categories if c in with_interval["decode_speedup"] or c in with_interval["latency_speedup"]]
-    scope = _interval_scope(categories, with_ci)
+    scope = _interval_scope(categories, with_ci, interval)
     axis.set_title(_label(title) if title else f"Speedup per category (geometric mean of per-sample speedups, {scope})")
     if rows and len(with_ci) < len(rows):
         without = [c for c in categories if c not in with_ci]
-        whiskers = f"Whiskers: 95% t-interval on the logs, on {_names(with_ci)}. " if with_ci else ""
+        drawn = "95% t-interval" if interval == "95% CI" else f"t-interval {interval.removeprefix('CI ')}"
+        whiskers = f"Whiskers: {drawn} on the logs, on {_names(with_ci)}. " if with_ci else ""
         notes.insert(0, f"{whiskers}No whiskers on {_names(without)}: fewer than {MIN_SAMPLES_FOR_CI} paired "
                         "samples, no confidence interval.")
     if dropped:
@@ -120,23 +123,24 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "") -> An
     return figure
 
 
-def _interval_scope(categories: Sequence[str], with_ci: Sequence[str]) -> str:
+def _interval_scope(categories: Sequence[str], with_ci: Sequence[str], interval: str = "95% CI") -> str:
     """Which bars have an interval, counting categories apart from the overall row (`95% CI on 3 of 11 ...`)."""
     if categories and len(with_ci) == len(categories):
-        return "95% CI"
+        return interval
     named = [category for category in categories if category != OVERALL]
     named_ci = [category for category in with_ci if category != OVERALL]
     overall = OVERALL in with_ci
     if named_ci:
-        return f"95% CI on {len(named_ci)} of {len(named)} categories" + (" and overall" if overall else "")
-    return "95% CI on overall only" if overall else "no confidence intervals"
+        return f"{interval} on {len(named_ci)} of {len(named)} categories" + (" and overall" if overall else "")
+    return f"{interval} on overall only" if overall else "no confidence intervals"
 
 
 def speedup_bars(
-    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, title: str = "", formats: Sequence[str] = FORMATS
+    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, title: str = "", formats: Sequence[str] = FORMATS,
+    interval: str = "95% CI",
 ) -> list[Path]:
-    """Per-category decode and latency speedup bars (geomean) with 95% CI whiskers where they exist, a 1.0x line."""
-    return _save(speedup_figure(stats, title=title), out_dir, "speedup", formats)
+    """Per-category decode and latency speedup bars (geomean) with CI whiskers where they exist, a 1.0x line."""
+    return _save(speedup_figure(stats, title=title, interval=interval), out_dir, "speedup", formats)
 
 
 LABEL_OFFSETS = [(dx, dy) for dy in (3, -11, 12, -20, 21, -29, 30, -38, 39, -47) for dx in (5, -5)]
@@ -293,7 +297,7 @@ def position_acceptance(
 def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...]) -> list[Path]:
     """Every plot of a comparison: speedup bars, accept rate vs speedup, latencies, per-position acceptance."""
     stats = [row.as_cells() for row in comparison.stats]
-    files = speedup_bars(stats, out_dir, formats=formats)
+    files = speedup_bars(stats, out_dir, formats=formats, interval=interval_label(comparison))
     files += accept_vs_speedup(stats, out_dir, formats=formats)
     ratios, missing = latency_speedups(comparison)
     files += latency_ratios(ratios, out_dir, missing=missing, formats=formats)
@@ -301,6 +305,14 @@ def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...])
     if per_position:
         files += position_acceptance(per_position, out_dir, formats=formats)
     return files
+
+
+def interval_label(comparison: Comparison) -> str:
+    """What the speedup plot's whiskers are: `95% CI`, or the level of the sequential test's stopping look."""
+    look = comparison.sequential.last if comparison.sequential is not None else None
+    if look is None:
+        return "95% CI"
+    return f"CI at the sequential stopping look ({look.confidence:.1%} overall)" if look.has_interval else "no CI"
 
 
 def latency_speedups(comparison: Comparison) -> tuple[dict[str, list[float]], list[str]]:

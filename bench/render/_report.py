@@ -116,19 +116,24 @@ def _overall(comparison: Comparison) -> StatsRow | None:
 
 
 def _decision_part(comparison: Comparison) -> str:
-    """One workload's overall decode and latency speedups with intervals and verdicts, and its drafted share."""
+    """One workload's overall decode and latency speedups with intervals and verdicts, and its drafted share.
+
+    Sampled until decided, the decode verdict is the stopping look's and both intervals are drawn at its level."""
     row = _overall(comparison)
     if row is None:
         return f"no paired statistics ({comparison.stats_note or 'no matched samples'})"
     drafted = row.drafted_share
     share = f", {format_value(drafted, 'percent')} of the output drafted" if drafted is not None else ""
-    decode = _estimate_words(row.decode)
-    look = comparison.sequential
-    if look is not None:  # sampled until decided: only the stopping look's interval keeps its error rate
+    decode, latency = _estimate_words(row.decode), _estimate_words(row.latency)
+    look = comparison.sequential.last if comparison.sequential is not None else None
+    if look is not None:  # sampled until decided: only intervals at the stopping look's level keep their error rate
+        level = f"{look.confidence:.1%} interval" if look.has_interval else "no interval"
         outcome = {"undecided": "undecided at the limit", "equivalent": "equivalent within the threshold"}
-        decode = (f"{ci_cell(look.point, look.low, look.high)} {outcome.get(look.decision, look.decision)} "
-                  f"(sequential test, {1 - look.level:.1%} interval)")
-    return f"decode {decode}, latency {_estimate_words(row.latency)} ({row.n} prompts{share})"
+        if not row.nothing_drafted:
+            decode = f"{ci_cell(row.decode.point, row.decode.low, row.decode.high)} " + outcome.get(
+                row.decode.verdict, row.decode.word)
+        decode, latency = f"{decode} (sequential test, {level})", f"{latency} ({level})"
+    return f"decode {decode}, latency {latency} ({row.n} prompts{share})"
 
 
 def decision_text(comparisons: Sequence[Comparison]) -> str:
@@ -156,7 +161,7 @@ def render_report(
     if not comparisons:
         raise ValueError("a report needs at least one comparison")
     parts = [decision_line(comparisons) + "\n\n"]
-    parts.append(_decision_legend(comparisons[0]) + "\n\n")
+    parts.append(_decision_legend(comparisons) + "\n\n")
     parts.append(f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n")
     if len(comparisons) == 1:
         parts.append(_body(comparisons[0], level=2))
@@ -168,9 +173,12 @@ def render_report(
     return "".join(parts).rstrip("\n") + "\n"
 
 
-def _decision_legend(comparison: Comparison) -> str:
-    return (f"_Overall geometric means of per-prompt speedups with 95% intervals; a verdict needs the interval to "
-            f"exclude 1.00x and a change over {comparison.threshold:.0%}. Details per category below._")
+def _decision_legend(comparisons: Sequence[Comparison]) -> str:
+    levels = ("intervals at the sequential test's stopping look (sampled until decided: a fixed 95% interval would "
+              "not keep its error rate)" if any(each.sequential is not None for each in comparisons)
+              else "95% intervals")
+    return (f"_Overall geometric means of per-prompt speedups with {levels}; a verdict needs the interval to "
+            f"exclude 1.00x and a change over {comparisons[0].threshold:.0%}. Details per category below._")
 
 
 def _body(comparison: Comparison, *, level: int) -> str:
@@ -184,7 +192,8 @@ def _body(comparison: Comparison, *, level: int) -> str:
         parts.append("\n")
     if comparison.has_stats:
         parts.append(f"{head} Paired statistics\n\n")
-        parts.append(stats_markdown(comparison.stats, comparison.threshold))
+        parts.append(stats_markdown(comparison.stats, comparison.threshold, comparison.family,
+                                    sequential=comparison.sequential, sequential_notes=comparison.sequential_notes))
         if cache_line(comparison):
             parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
         parts.append(

@@ -18,6 +18,7 @@ from bench.render._tables import Column, format_value, markdown_escape, markdown
 
 if TYPE_CHECKING:
     from bench.analysis import Estimate, Family, StatsRow
+    from bench.records import SequentialStop
 
 STATS_COLUMNS: list[Column] = [
     ("category", "category_cell", ""),
@@ -81,11 +82,13 @@ def mde_cell(estimate: Estimate) -> str:
     return "; ".join(parts) or "n/a"
 
 
-def _stats_cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
+def _stats_cells(rows: Sequence[StatsRow], sequential: SequentialStop | None = None) -> list[dict[str, Any]]:
     cells = []
     for row in rows:
         cell = row.as_cells()
         cell["category_cell"] = f"{row.category} (primary)" if row.primary else row.category
+        if row.primary and sequential is not None and not row.nothing_drafted:
+            cell["decode_verdict"] = f"{row.decode.word} (sequential test)"
         for estimate in (row.decode, row.latency):
             key = estimate.metric.key
             cell[f"{key}_ci"] = ci_cell(estimate.point, estimate.low, estimate.high, estimate.confidence)
@@ -103,15 +106,24 @@ def _target_effect(family: Family | None) -> float:
     return family.target_effect if family is not None else DEFAULT_TARGET_EFFECT
 
 
-def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | None = None) -> str:
+def _percent(share: float) -> str:
+    return f"{share:.1%}".replace(".0%", "%")
+
+
+def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | None = None,
+                  sequential: SequentialStop | None = None) -> str:
     size = family.size if family is not None else family_size(tuple(rows))
+    alpha = family.alpha if family is not None else FAMILY_ALPHA
+    overall = (f"the overall row is the primary result, at the sequential test's stopping look ({_percent(1 - alpha)}, "
+               "see the note below)" if sequential is not None else "the overall row is the primary result, at a "
+               "plain 95%")
     return (
         "geometric mean of per-sample speedups (the SpeedBench table: ratio of arithmetic means), samples matched by "
         "id, with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "
         f"{threshold:.0%}; "
         f"category rows are one family: {HOLM_METHOD} ({_tests(size)}, family-wise false-alarm rate "
-        f"{FAMILY_ALPHA:.0%}), each interval drawn at the level its Holm step uses (after 'at'), the one its verdict "
-        f"reads; the overall row is the primary result, at a plain 95%; mde: the smallest true change detected with "
+        f"{_percent(alpha)}), each interval drawn at the level its Holm step uses (after 'at'), the one its verdict "
+        f"reads; {overall}; mde: the smallest true change detected with "
         f"80% power at the row's level (n≈N for target: samples a {_target_effect(family):.0%} change needs); "
         "drafted: share of the speculative output that came from accepted drafts (a row with nothing drafted gets "
         "no verdict: its speedups are noise)"
@@ -151,19 +163,45 @@ def _outlier_lines(rows: Sequence[StatsRow]) -> list[str]:
     return lines
 
 
-def stats_text(rows: Sequence[StatsRow], threshold: float, family: Family | None = None) -> str:
+def sequential_lines(sequential: SequentialStop | None, notes: Sequence[str] = ()) -> list[str]:
+    """How the table reads after sampling until decided: the stopping look, the level every row is drawn at, why."""
+    look = sequential.last if sequential is not None else None
+    if sequential is None or look is None:
+        return []
+    limit = f" of at most {sequential.rounds}" if sequential.rounds else ""
+    samples = f" of at most {sequential.max_samples}" if sequential.max_samples else ""
+    stopped = {"undecided": "undecided at the limit", "continue": "not decided"}.get(look.decision, look.decision)
+    head = (f"sequential: sampled until decided ({sequential.method}); the run stopped at look {len(sequential.looks)}"
+            f"{limit}, after {look.n}{samples} samples: overall decode {stopped}. ")
+    if not look.has_interval:
+        return [head + "That look had no interval, so no row gets one or a verdict.", *notes]
+    return [head + (
+        f"Every interval and verdict in this table is drawn at the level that look spent: the overall rows at "
+        f"{_percent(look.confidence)}, the category rows under Holm within {_percent(look.level)}. Over all the "
+        f"looks the test could have stopped at, these levels add up to {_percent(sequential.alpha)} (union bound), "
+        "so each row keeps its false-verdict rate under optional stopping, latency and categories included, although "
+        "their sample size was chosen by the decode look; a fixed 95% interval would not, and none is shown."),
+        *notes]
+
+
+def stats_text(rows: Sequence[StatsRow], threshold: float, family: Family | None = None, *,
+               sequential: SequentialStop | None = None, sequential_notes: Sequence[str] = ()) -> str:
     """The paired statistics table, both verdicts labelled, with a line that says how to read it."""
-    notes = "".join(f"note: {line}\n" for line in _disagreement_lines(rows) + _outlier_lines(rows))
-    return (f"Paired statistics: {_stats_legend(threshold, rows, family)}\n"
-            + text_table(_stats_cells(rows), STATS_COLUMNS) + notes)
+    lines = _disagreement_lines(rows) + _outlier_lines(rows) + sequential_lines(sequential, sequential_notes)
+    notes = "".join(f"note: {line}\n" for line in lines)
+    return (f"Paired statistics: {_stats_legend(threshold, rows, family, sequential)}\n"
+            + text_table(_stats_cells(rows, sequential), STATS_COLUMNS) + notes)
 
 
-def stats_markdown(rows: Sequence[StatsRow], threshold: float, family: Family | None = None) -> str:
+def stats_markdown(rows: Sequence[StatsRow], threshold: float, family: Family | None = None, *,
+                   sequential: SequentialStop | None = None, sequential_notes: Sequence[str] = ()) -> str:
     """The paired statistics table as Markdown, with its legend, outliers and any direction disagreements."""
-    notes = "".join(f"\n- {markdown_escape(line)}" for line in _disagreement_lines(rows) + _outlier_lines(rows))
-    legend = _stats_legend(threshold, rows, family)
+    lines = _disagreement_lines(rows) + _outlier_lines(rows) + sequential_lines(sequential, sequential_notes)
+    notes = "".join(f"\n- {markdown_escape(line)}" for line in lines)
+    legend = _stats_legend(threshold, rows, family, sequential)
     legend = f"{legend[0].upper()}{legend[1:]}.\n\n"
-    return legend + markdown_table(_stats_cells(rows), STATS_COLUMNS) + (f"\nNotes:\n{notes}\n" if notes else "")
+    return legend + markdown_table(_stats_cells(rows, sequential), STATS_COLUMNS) + (
+        f"\nNotes:\n{notes}\n" if notes else "")
 
 
 def _divergence_cell(item: Mapping[str, Any]) -> str:
