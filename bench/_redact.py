@@ -53,6 +53,8 @@ _ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\[/\\\"']|%[0-9a-fA-F]{2}")
 _lock = threading.Lock()
 _secrets: set[str] = set()
 _grams: dict[int, frozenset[str]] = {}
+"""Runs of the registered secrets by length; replaced whole under `_lock`, never changed in place, so a reader
+takes the current dict without the lock."""
 
 
 def _base64_forms(secret: str) -> list[str]:
@@ -88,15 +90,20 @@ def register_secret(value: str | None) -> None:
                 size = min(SECRET_RUN, len(form))
                 if size >= _MIN_SECRET_LENGTH:
                     grams.setdefault(size, set()).update(form[i:i + size] for i in range(len(form) - size + 1))
-        _grams.clear()
-        _grams.update({size: frozenset(found) for size, found in grams.items()})
+        _set_grams({size: frozenset(found) for size, found in grams.items()})
+
+
+def _set_grams(grams: dict[int, frozenset[str]]) -> None:
+    """Publish a new gram table (the caller holds `_lock`)."""
+    global _grams
+    _grams = grams
 
 
 def forget_secrets() -> None:
     """Forget every registered secret (a process that runs several benchmarks, such as a test session)."""
     with _lock:
         _secrets.clear()
-        _grams.clear()
+        _set_grams({})
 
 
 def register_secrets(values: Iterable[str | None]) -> None:
@@ -152,8 +159,7 @@ def _decoded(text: str, spans: list[tuple[int, int]] | None) -> tuple[str, list[
 
 def _secret_spans(text: str) -> list[tuple[int, int]]:
     """Spans of the text that hold a run of a registered secret, raw or under up to two levels of escaping."""
-    with _lock:
-        grams = dict(_grams)
+    grams = _grams
     if not grams:
         return []
     found: list[tuple[int, int]] = []
@@ -203,8 +209,10 @@ def redact(text: str) -> str:
     """Server-echoed text with registered secrets, URL userinfo, secret-named values and bearer tokens masked."""
     if not text:
         return text
-    text = _HEADER_VALUE.sub(lambda match: f"{match.group('name')}{MASK}", text)
-    text = _BEARER.sub(lambda match: f"{match.group('name')}{MASK}", text)
+    if ":" in text or "=" in text:  # a secret-named value needs one of them; plain names and ids skip the search
+        text = _HEADER_VALUE.sub(lambda match: f"{match.group('name')}{MASK}", text)
+    if " " in text or not text.isprintable():  # a bearer token follows whitespace (isprintable is False for any other)
+        text = _BEARER.sub(lambda match: f"{match.group('name')}{MASK}", text)
     return redact_known(text)
 
 

@@ -97,11 +97,11 @@ def test_journal_write_error_stops_cleanly_and_keeps_finished_results(
     original = Journal.append
     calls = {"n": 0}
 
-    def flaky_append(self: Journal, result: Any) -> None:
+    def flaky_append(self: Journal, result: Any, **options: Any) -> None:
         calls["n"] += 1
         if calls["n"] == 4:  # the disk is full for a moment
             raise OSError(errno.ENOSPC, "No space left on device")
-        original(self, result)
+        original(self, result, **options)
 
     monkeypatch.setattr(Journal, "append", flaky_append)
     output = tmp_path / "run.json"
@@ -116,6 +116,31 @@ def test_journal_write_error_stops_cleanly_and_keeps_finished_results(
     assert run.meta["interrupted"] is True and run.selected_samples == 10
     _, journalled = read_journal(f"{output}.jsonl")
     assert len(journalled) == 3
+
+
+def test_a_journal_flush_that_fails_stops_the_run_and_keeps_finished_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original = Journal.flush
+    calls = {"n": 0}
+
+    def flaky_flush(self: Journal) -> None:  # lines are handed to the OS once per loop iteration
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        original(self)
+
+    monkeypatch.setattr(Journal, "flush", flaky_flush)
+    output = tmp_path / "run.json"
+    with _fake() as server:
+        code, _, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 10)),
+                             "--osl", "8", "--output", str(output), "--quiet")
+    assert code == cli.EXIT_FAILED
+    _one_line_error(err)
+    assert "No space left on device" in err
+    run = load_run(output)  # every sample that finished is in the run file
+    assert 2 <= len(run.results) < 10 and all(result.ok for result in run.results)
+    assert run.meta["interrupted"] is True
 
 
 def test_cli_exit_code_says_whether_every_selected_sample_finished(

@@ -16,6 +16,9 @@ from bench.records._lock import open_no_follow
 from bench.records._results import SampleResult, redacted_result, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
 
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
+"""One encoder for every line (json.dumps with an option builds a new one per call)."""
+
 
 class Journal:
     """Append-only JSONL journal of a run: a header line, then one line per finished sample."""
@@ -31,30 +34,42 @@ class Journal:
         self._syncing: threading.Thread | None = None
         if not append:
             self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **redact_tree(dict(header))})
-            self.sync()
+            self._sync_beside()
 
-    def _write_line(self, payload: Mapping[str, Any]) -> None:
+    def _write_line(self, payload: Mapping[str, Any], flush: bool = True) -> None:
         try:
-            line = json.dumps(payload, allow_nan=False)
+            line = _ENCODE(payload)
         except ValueError:
-            line = json.dumps(finite(dict(payload)), allow_nan=False)
+            line = _ENCODE(finite(dict(payload)))
         self._handle.write(line + "\n")
-        self._handle.flush()
+        if flush:
+            self._handle.flush()
 
-    def append(self, result: SampleResult) -> None:
-        """Append one finished sample and flush; fsync at most once a second, in a helper thread.
+    def flush(self) -> None:
+        """Hand every appended line to the OS (from then on it survives the process); nothing once closed."""
+        if not self._handle.closed:
+            self._handle.flush()
 
-        The line is in the OS's hands once flushed (it survives the process); fsync (2-15 ms on a busy
-        VM) only guards against the machine going down, and on the runner's event loop it would stall
-        every stream being timed, so it runs beside the loop (os.fsync releases the GIL).
-        """
-        line = redacted_result(result)
-        line["type"] = "result"
-        self._write_line(line)
-        if time.monotonic() - self._last_sync >= 1.0 and (self._syncing is None or not self._syncing.is_alive()):
+    def _sync_beside(self) -> None:
+        """fsync in a helper thread (os.fsync releases the GIL), unless one is still running."""
+        if self._syncing is None or not self._syncing.is_alive():
             self._last_sync = time.monotonic()
             self._syncing = threading.Thread(target=os.fsync, args=(self._handle.fileno(),), daemon=True)
             self._syncing.start()
+
+    def append(self, result: SampleResult, *, flush: bool = True) -> None:
+        """Append one finished sample and flush (or leave that to `flush`); fsync at most once a second, beside.
+
+        The line is in the OS's hands once flushed (it survives the process); fsync (2-100 ms on a busy
+        VM) only guards against the machine going down, and on the runner's event loop it would stall
+        every stream being timed, so it runs beside the loop in a helper thread, as does the header's.
+        The runner flushes once per event-loop iteration, for every sample that finished in it.
+        """
+        line = redacted_result(result)
+        line["type"] = "result"
+        self._write_line(line, flush)
+        if time.monotonic() - self._last_sync >= 1.0:
+            self._sync_beside()
 
     def sync(self) -> None:
         """Force the journal to disk."""

@@ -46,8 +46,21 @@ async def drive(
     """
     origin = time.perf_counter() if origin is None else origin
     results: list[SampleResult] = []
+    loop = asyncio.get_running_loop()
+    flush_due = False
+
+    def flush_journal() -> None:
+        """Hand the lines of the samples that finished in this loop iteration to the OS, in one write."""
+        nonlocal flush_due
+        flush_due = False
+        if journal is not None:
+            try:
+                journal.flush()
+            except OSError as exc:  # disk full, I/O error: stop the run, keep what finished
+                stop.fail(exc)
 
     async def send(index: int, scheduled_at: float) -> float:
+        nonlocal flush_due
         sample, repeat = jobs[index]
         request_settings = settings[index % len(settings)]
 
@@ -71,9 +84,12 @@ async def drive(
         results.append(result)  # kept in memory first: a journal failure never loses a finished sample
         if journal is not None:
             try:
-                journal.append(result)
+                journal.append(result, flush=False)
             except OSError as exc:  # disk full, I/O error: stop the run, keep what finished
                 stop.fail(exc)
+            if not flush_due:
+                flush_due = True
+                loop.call_soon(flush_journal)
         progress.advance(result)
         return done_at
 

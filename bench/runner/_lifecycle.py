@@ -90,7 +90,8 @@ async def run_arms(
                         config = arm.config
                         session.transports[name] = await stack.enter_async_context(
                             Transport(timeout=config.timeout, connections=connections * len(arm.base_urls),
-                                      headers=config.request_headers(), max_body_bytes=config.max_response_bytes)
+                                      headers=config.request_headers(), max_body_bytes=config.max_response_bytes,
+                                      stamped=config.stream)
                         )
                         await connect_arm(arm, session.transports[name], stop)
                     for arm in arms.values():

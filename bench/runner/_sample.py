@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bench.engines import Engine
@@ -160,20 +161,25 @@ def _aggregate(
         reasoning=tuple(s.reasoning for s in stats) if any(s.reasoning for s in stats) else (),
         cache_n=sum(c for c in cache if c is not None) if any(c is not None for c in cache) else None,
         ttft_s=ttft,
-        itl_s=tuple(round(x, 6) for turn in turns for x in turn.itl_s),
+        itl_s=_rounded(turn.itl_s for turn in turns),
         e2e_s=total_latency if ttft is not None else None,
         client_decode_t_s=client_decode if client_decode and math.isfinite(client_decode) else None,
         retries=sum(turn.retries for turn in turns),
         spec=spec,
         chunk_tokens=tuple(count for turn in turns for count in turn.chunk_tokens),
         chunk_tokens_source=_sources(turns),
-        itl_token_s=tuple(round(x, 6) for turn in turns for x in turn.itl_token_s),
+        itl_token_s=_rounded(turn.itl_token_s for turn in turns),
         tpot_s=_tpot(turns),
         **timing,
         server_decode_t_s=server_decode,
         server_prompt_t_s=server_prompt,
         **_logprob_fields(turns),
     )
+
+
+def _rounded(lists: Iterable[list[float]]) -> tuple[float, ...]:
+    """The values of the lists, in order, each rounded to the microsecond."""
+    return tuple(map(round, itertools.chain.from_iterable(lists), itertools.repeat(6)))
 
 
 def _sources(turns: list[Turn]) -> str | None:

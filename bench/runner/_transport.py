@@ -116,9 +116,14 @@ class Transport:
 
     def __init__(
         self, *, timeout: float = 600.0, connections: int = 1, headers: Mapping[str, str] | None = None,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, stamped: bool = True,
     ) -> None:
-        """Configure the pool size, default headers, per-request total timeout and the largest body read."""
+        """Configure the pool size, default headers, per-request total timeout and the largest body read.
+
+        `stamped`: connect on sockets that carry the kernel's receive time of each read (what streamed chunks
+        are timed by); a transport of whole answers (latency to the last byte, timed by the client) reads
+        plainly, one `recv` per read instead of a `recvmsg` and a clock conversion.
+        """
         self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, CONNECT_TIMEOUT_S))
         self.max_body_bytes = max_body_bytes
         self._connections = max(1, connections)
@@ -126,16 +131,18 @@ class Transport:
         self._session: aiohttp.ClientSession | None = None
         self._pacer = Pacer()
         self._stamp_keeper: socket.socket | None = None
+        self._stamped = stamped
 
     async def __aenter__(self) -> Transport:
         """Open the session."""
         # Linux turns receive stamping on a moment after the first socket asks for it (deferred work), so
         # the first chunks of the first stream could go unstamped; a socket held open from now asks early.
-        self._stamp_keeper = stamped_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("", 0)))
+        if self._stamped:
+            self._stamp_keeper = stamped_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("", 0)))
         # Idle connections are dropped before servers drop them (llama.cpp's keep-alive timeout is 5 s).
         connector = aiohttp.TCPConnector(
             limit=self._connections, ttl_dns_cache=300, force_close=False, keepalive_timeout=KEEPALIVE_S,
-            socket_factory=stamped_socket,
+            socket_factory=stamped_socket if self._stamped else None,
         )
         # A protocol that timestamps reads at the socket; without it, streamed events are timed when consumed.
         install_timed_protocol(connector)
@@ -194,6 +201,10 @@ class Transport:
         limit = self.max_body_bytes if response.status == 200 else min(self.max_body_bytes, ERROR_BODY_BYTES)
         if response.status == 200 and (response.content_length or 0) > limit:
             raise _too_large(limit)
+        if response.status == 200 and response.content_length is not None and _IDENTITY.get(
+            response.headers.get("Content-Encoding", ""), False
+        ):
+            return await response.content.read()  # Content-Length bounds an uncompressed body: one read, no loop
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.content.iter_chunked(65536):
@@ -329,6 +340,8 @@ async def _events(reader: aiohttp.StreamReader, limit: int) -> AsyncIterator[lis
     decoder.close()
 
 
+_IDENTITY = {"": True, "identity": True}
+"""Content-Encoding values whose body is as long as its Content-Length says."""
 ERROR_BODY_BYTES = 64 * 1024
 """Of a non-200 answer only this much is read (its first 500 characters are recorded)."""
 

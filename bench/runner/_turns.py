@@ -104,9 +104,23 @@ def _http_failure(response: Response) -> SampleFailure:
     return SampleFailure(kind, f"HTTP {response.status}: {body}", retry_after_seconds(response.headers))
 
 
+_SCAN = json.JSONDecoder().scan_once
+
+
+def loads(text: str) -> Any:
+    """`json.loads(text)`, without its two whitespace searches and Python frames when the text is one JSON value
+    from its first character to its last (what servers send); any other text goes to `json.loads` for its verdict.
+    """
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        return json.loads(text)  # raises its JSONDecodeError
+    return value if end == len(text) else json.loads(text)
+
+
 def _parse_json(body: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = loads(body.decode(json.detect_encoding(body), "surrogatepass"))
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, huge integers
         raise SampleFailure("invalid_json", f"response is not valid JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -184,7 +198,6 @@ async def _stream_turn(
     done = False
     done_at = 0.0
     chunks = 0
-    loads = json.loads
     # closed at once on [DONE]: the connection then serves the next request with nothing left of this one
     async with contextlib.aclosing(transport.stream_batches(settings.endpoint, body)) as batches:
         async for batch in batches:
@@ -201,8 +214,9 @@ async def _stream_turn(
                     raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data!r}") from None
                 if type(chunk) is not dict:
                     raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
-                if isinstance(chunk.get("error"), Mapping | str):
-                    raise SampleFailure("http_5xx", f"stream error: {chunk['error']}")
+                error = chunk.get("error")
+                if error is not None and isinstance(error, Mapping | str):  # None skips the ABC check
+                    raise SampleFailure("http_5xx", f"stream error: {error}")
                 if isinstance(chunk.get("choices"), list):
                     chunks += 1
                 text, thought, finish = _delta_text(chunk)

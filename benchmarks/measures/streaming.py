@@ -95,9 +95,9 @@ H100/H200 server's load at concurrency 512 (llama.cpp sends one chunk per token)
 
 
 def cpu_seconds() -> float:
-    """User + system CPU seconds of this process so far (all its threads)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """User + system CPU seconds of this process and its reaped children (worker processes) so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 class StreamServer:
@@ -233,7 +233,7 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
     `settings` are further RunConfig fields (`loop`, `workers`), passed only when given.
     """
     from bench.prompts import PromptSet, Sample
-    from bench.runner import RunConfig, SilentProgress, run_benchmark
+    from bench.runner import RunConfig, SilentProgress, run_benchmark, run_workers
 
     keys = [f"{prefix}-{index}" for index in range(load.streams * load.waves)]
     samples = tuple(Sample(id=key, category="qa", turns=(key,)) for key in keys)
@@ -244,9 +244,12 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
     )
     output = workdir / f"{prefix}.json"
     cpu0 = cpu_seconds()
-    run, interrupted = run_benchmark(
-        prompts, config, output=output, progress=SilentProgress(), install_signal_handlers=False, force=True
-    )
+    if config.workers > 1:
+        run, interrupted = run_workers(prompts, config, output=output, force=True)
+    else:
+        run, interrupted = run_benchmark(
+            prompts, config, output=output, progress=SilentProgress(), install_signal_handlers=False, force=True
+        )
     cpu = cpu_seconds() - cpu0
     sent = port_server.stop()
     timed = [result for result in run.results if result.ok and result.sent_s is not None]
