@@ -3,6 +3,7 @@ arm, measuring what one process would (the same samples, pairs, batches, arm ord
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -204,12 +205,31 @@ def _dataset(tmp_path: Path, count: int) -> Path:
     return dataset
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test():
+    """Kill every `speedbench run` a test started, and its workers, whether the test passed or failed."""
+    yield
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+            workers = [int(pid) for pid in children.read_text().split()] if children.exists() else []
+            for group in (process.pid, *workers):  # each worker leads a process group of its own
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
+            process.communicate()
+
+
 def _start(fake_server: FakeServer, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "bench", "run", "--url", fake_server.url, "--dataset", str(_dataset(tmp_path, 40)),
          "--osl", "4", "--concurrency", "2", "--workers", "2", "--quiet", "--output", "w.json", *extra],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
+    _STARTED.append(process)
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".workers-*/*/*.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.05)  # until the workers journal their first samples
@@ -259,6 +279,28 @@ def test_a_killed_worker_loses_nothing_it_finished(fake_server: FakeServer, fake
     assert from_victim and len(run.results) > len(from_victim)  # the killed worker's journal and the other's run
     assert sorted(result.id for result in recorded) == sorted(result.id for result in run.results)
     assert not victim_journal.exists()  # joined into the output, the private folder removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+def test_workers_stop_when_their_parent_is_killed(fake_server: FakeServer, fake_state, tmp_path: Path) -> None:
+    fake_state.delay_s = 0.2  # 40 samples over 2 workers at concurrency 1 each: about 4 s, killed early
+    process = _start(fake_server, tmp_path)
+    workers = [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+    assert len(workers) == 2
+    os.kill(process.pid, signal.SIGKILL)  # no chance to forward a stop
+    process.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while any(map(_running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if _running(pid)]
+    kept = [read_journal(path)[1] for path in tmp_path.glob(".workers-*/worker-*/run.json.jsonl")]
+    assert sum(len(results) for results in kept) > 0  # what the workers finished is kept in their journals
 
 
 def test_each_workers_lag_note_is_said_once_naming_the_worker(fake_server: FakeServer, monkeypatch,

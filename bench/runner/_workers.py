@@ -107,9 +107,20 @@ def _show(counts: Any, shown: list[int], progress: Progress) -> None:
         shown[index] = done
 
 
-def _child(index: int, body: Callable[[], None]) -> None:
+def _stop_with_parent(parent: int) -> None:
+    """Have the kernel send this worker a SIGTERM (a stop: what finished is kept) when its parent dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the request above was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _child(index: int, body: Callable[[], None], parent: int) -> None:
     """A worker process: out of the terminal's process group (the parent forwards one stop), errors in one line."""
     os.setpgid(0, 0)
+    _stop_with_parent(parent)
     try:
         body()
     except BenchError as exc:
@@ -125,7 +136,8 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
     second one stops them at once); a worker that fails stops the team, so the others stop at their next turn.
     """
     context = multiprocessing.get_context("fork")
-    processes = [context.Process(target=_child, args=(index, body), daemon=True) for index, body in enumerate(bodies)]
+    processes = [context.Process(target=_child, args=(index, body, os.getpid()), daemon=True)
+                 for index, body in enumerate(bodies)]
     asked = {"stop": False}
 
     def forward(signum: int, frame: Any) -> None:
