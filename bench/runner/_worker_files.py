@@ -89,7 +89,7 @@ def _write_journal(run: Run, paths: Sequence[Path], output: str | os.PathLike[st
     journal = Journal(building, header)
     try:
         for result in run.results:
-            journal.append(result)
+            journal.append(result, flush=False)  # one file written at once: close() flushes and syncs it
     finally:
         journal.close()
     os.replace(building, target)
@@ -119,6 +119,6 @@ def split_journal(
         try:
             for result in previous:
                 if result.id in own_ids:
-                    journal.append(result)
+                    journal.append(result, flush=False)
         finally:
             journal.close()
