@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="server CPU threads (default: 2)")
     parser.add_argument("--write-order", action="store_true", help="reorder each category file by reuse")
     args = parser.parse_args(argv)
+    for flag, value in (("--osl", args.osl), ("--threads", args.threads)):
+        if value < 1:
+            parser.error(f"{flag} must be >= 1 (got {value})")
     with EmbeddedServer(ServerConfig(mode="baseline", n_threads=args.threads)) as server:
         for path in sorted(GROUNDED.glob("*.jsonl")):
             lines = path.read_text(encoding="utf-8").splitlines()

@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,3 +41,10 @@ def test_write_order_numbers_ids_by_position(tmp_path: Path) -> None:
     written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert [row["turns"] for row in written] == [["3"], ["1"], ["2"]]
     assert [row["question_id"] for row in written] == ["grounded-qa-001", "grounded-qa-002", "grounded-qa-003"]
+
+
+@pytest.mark.parametrize("flag", ["--osl", "--threads"])
+def test_a_count_below_one_is_refused_before_any_server_starts(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _module().main([flag, "0"])
+    assert exited.value.code == 2 and f"{flag} must be >= 1 (got 0)" in capsys.readouterr().err
