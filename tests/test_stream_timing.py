@@ -63,6 +63,8 @@ def test_per_token_itl_spreads_a_burst_over_its_tokens() -> None:
     # chunks at 0, 10 ms (carrying 4 tokens), 12 ms (1 token): the burst is 4 gaps of 2.5 ms, not one of 10 ms
     assert per_token_itl([0.010, 0.002], [1, 4, 1]) == pytest.approx([0.0025] * 4 + [0.002])
     assert per_token_itl([0.010, 0.002], [1, 0, 2]) == pytest.approx([0.006, 0.006])  # empty chunk: gap carried on
+    assert per_token_itl([0.010, 0.002], [1, 1, 1]) == [0.010, 0.002]  # a token per chunk: the gaps themselves
+    assert chunk_token_counts([None] * 3, [5, 1, 2], 3) == ([1, 1, 1], "spread")
 
 
 def test_decoder_positions_map_events_to_the_read_that_completed_them() -> None:

@@ -5,15 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bench.analysis import (
-    DEFAULT_TARGET_EFFECT,
-    FAMILY_ALPHA,
-    HOLM_METHOD,
-    NEAR_TIE_STEPS,
-    OUTLIER_DISTANCE,
-    SPEED_VERDICT_WORDS,
-    family_size,
-)
 from bench.render._tables import Column, format_value, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
@@ -103,6 +94,8 @@ def _tests(size: int) -> str:
 
 
 def _target_effect(family: Family | None) -> float:
+    from bench.analysis import DEFAULT_TARGET_EFFECT  # analysis loads pandas: not at import (`run` starts fast)
+
     return family.target_effect if family is not None else DEFAULT_TARGET_EFFECT
 
 
@@ -112,6 +105,8 @@ def _percent(share: float) -> str:
 
 def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | None = None,
                   sequential: SequentialStop | None = None) -> str:
+    from bench.analysis import FAMILY_ALPHA, HOLM_METHOD, family_size
+
     size = family.size if family is not None else family_size(tuple(rows))
     alpha = family.alpha if family is not None else FAMILY_ALPHA
     overall = (f"the overall row is the primary result, at the sequential test's stopping look ({_percent(1 - alpha)}, "
@@ -139,6 +134,8 @@ def _disagreement_lines(rows: Sequence[StatsRow]) -> list[str]:
 
 
 def _outlier_lines(rows: Sequence[StatsRow]) -> list[str]:
+    from bench.analysis import OUTLIER_DISTANCE, SPEED_VERDICT_WORDS
+
     lines = []
     for row in rows:
         if row.primary or not row.outliers:
@@ -221,6 +218,8 @@ def _lossless_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
+    from bench.analysis import NEAR_TIE_STEPS
+
     threshold = next((row.get("near_tie_threshold") for row in rows if row.get("near_tie_threshold")), None)
     if threshold is None:
         return ""

@@ -15,6 +15,7 @@ from bench.runner._arrivals import (
     inter_arrival_cv,
     load_trace,
 )
+from bench.runner._chunks import SampleFailure, StreamChunks
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._lag import LagMonitor
@@ -68,10 +69,12 @@ __all__ = [
     "RunConfig",
     "RunStopped",
     "SSEDecoder",
+    "SampleFailure",
     "Schedule",
     "SilentProgress",
     "StampedSocket",
     "Stop",
+    "StreamChunks",
     "StreamEvent",
     "Team",
     "Transport",

@@ -34,9 +34,10 @@ def _spread(total: int, chars: list[int]) -> list[int]:
     shares = [rest * size / weight for size in chars] if weight else [rest / len(chars)] * len(chars)
     counts = [floor_each + int(share) for share in shares]
     missing = total - sum(counts)
-    order = sorted(range(len(chars)), key=lambda index: int(shares[index]) - shares[index])
-    for index in order[:missing]:
-        counts[index] += 1
+    if missing:
+        order = sorted(range(len(chars)), key=lambda index: int(shares[index]) - shares[index])
+        for index in order[:missing]:
+            counts[index] += 1
     return counts
 
 
@@ -48,6 +49,8 @@ def per_token_itl(itl: list[float], counts: list[int]) -> list[float]:
     """
     if len(counts) != len(itl) + 1:
         return []
+    if counts.count(1) == len(counts):
+        return list(itl)  # a token per chunk: each gap is its token's
     out: list[float] = []
     carried = 0.0
     for gap, tokens in zip(itl, counts[1:], strict=True):

@@ -6,15 +6,14 @@ import asyncio
 import contextlib
 import itertools
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench._redact import one_line
-from bench.engines import Engine, ResponseError, TurnStats, chunk_token_evidence
+from bench.engines import Engine, ResponseError, TurnStats
 from bench.records import encode_margins
+from bench.runner._chunks import SampleFailure, StreamChunks, first_choice, loads, logprob_entries
 from bench.runner._metrics import chunk_token_counts, per_token_itl
 from bench.runner._transport import NOT_RETRIED, Response, Transport, TransportError, retry_after_seconds
 
@@ -33,16 +32,6 @@ class RequestSettings:
     retries: int = 0
     api: str = "chat"
     logprobs: bool = False
-
-
-class SampleFailure(Exception):
-    """A turn failed: `kind` says how (connect, timeout, http_5xx, invalid_json, ...)."""
-
-    def __init__(self, kind: str, message: str, retry_after: float = 1.0) -> None:
-        """Record the error kind, the message (secrets redacted, one line) and how long the server asked us to wait."""
-        super().__init__(one_line(message))
-        self.kind = kind
-        self.retry_after = retry_after
 
 
 @dataclass
@@ -104,20 +93,6 @@ def _http_failure(response: Response) -> SampleFailure:
     return SampleFailure(kind, f"HTTP {response.status}: {body}", retry_after_seconds(response.headers))
 
 
-_SCAN = json.JSONDecoder().scan_once
-
-
-def loads(text: str) -> Any:
-    """`json.loads(text)`, without its two whitespace searches and Python frames when the text is one JSON value
-    from its first character to its last (what servers send); any other text goes to `json.loads` for its verdict.
-    """
-    try:
-        value, end = _SCAN(text, 0)
-    except StopIteration:
-        return json.loads(text)  # raises its JSONDecodeError
-    return value if end == len(text) else json.loads(text)
-
-
 def _parse_json(body: bytes) -> dict[str, Any]:
     try:
         data = loads(body.decode(json.detect_encoding(body), "surrogatepass"))
@@ -128,136 +103,43 @@ def _parse_json(body: bytes) -> dict[str, Any]:
     return data
 
 
-def _delta_text(chunk: Mapping[str, Any]) -> tuple[str, str, str | None]:
-    choices = chunk.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return "", "", None
-    choice = choices[0]
-    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-    content = delta.get("content") if isinstance(delta.get("content"), str) else choice.get("text")
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    finish = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
-    return (
-        content if isinstance(content, str) else "",
-        reasoning if isinstance(reasoning, str) else "",
-        finish,
-    )
-
-
-def _logprob_entries(choice: Mapping[str, Any]) -> list[tuple[int, float | None]]:
-    """(byte length, margin) per token from a choice's `logprobs` (OpenAI chat shape or legacy completions shape)."""
-    logprobs = choice.get("logprobs")
-    if not isinstance(logprobs, Mapping):
-        return []
-    entries: list[tuple[int, float | None]] = []
-    content = logprobs.get("content")
-    if isinstance(content, list):
-        for item in content:
-            if not isinstance(item, Mapping):
-                continue
-            tops = item.get("top_logprobs")
-            values = [top.get("logprob") for top in tops if isinstance(top, Mapping)] if isinstance(tops, list) else []
-            raw = item.get("bytes")
-            token = item.get("token")
-            size = len(raw) if isinstance(raw, list) else len(token.encode("utf-8")) if isinstance(token, str) else 0
-            entries.append((size, _margin(values)))
-        return entries
-    tokens, tops = logprobs.get("tokens"), logprobs.get("top_logprobs")
-    if isinstance(tokens, list) and isinstance(tops, list):
-        for token, top in zip(tokens, tops, strict=False):
-            values = list(top.values()) if isinstance(top, Mapping) else []
-            entries.append((len(token.encode("utf-8")) if isinstance(token, str) else 0, _margin(values)))
-    return entries
-
-
-def _margin(values: list[Any]) -> float | None:
-    """Top-1 minus top-2 log-probability (>= 0), or None with fewer than two finite values."""
-    finite = sorted((float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)), reverse=True)
-    return finite[0] - finite[1] if len(finite) >= 2 else None
-
-
-def _first_choice(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    choices = data.get("choices")
-    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
-
-
 async def _stream_turn(
     transport: Transport, settings: RequestSettings, engine: Engine, body: bytes
 ) -> Turn:
     await transport.pace()  # many streams starting at once take turns; the wait counts as queue wait
     start = time.perf_counter()
-    merged: dict[str, Any] = {}
-    content: list[str] = []
-    reasoning: list[str] = []
-    finish_reason = None
-    token_times: list[float] = []
-    chunk_chars: list[int] = []
-    evidence: list[tuple[str, int] | None] = []
-    cumulative = 0
-    logprob_entries: list[tuple[int, float | None]] = []
+    parsed = StreamChunks(settings.logprobs)
     done = False
-    done_at = 0.0
-    chunks = 0
     # closed at once on [DONE]: the connection then serves the next request with nothing left of this one
     async with contextlib.aclosing(transport.stream_batches(settings.endpoint, body)) as batches:
         async for batch in batches:
             if isinstance(batch, Response):
                 raise _http_failure(batch)
-            for event in batch:
-                data = event.data
-                if data == "[DONE]" or data.strip() == "[DONE]":
-                    done, done_at = True, event.at
-                    break
-                try:
-                    chunk = loads(data)
-                except ValueError:
-                    raise SampleFailure("invalid_json", f"stream chunk is not valid JSON: {data!r}") from None
-                if type(chunk) is not dict:
-                    raise SampleFailure("invalid_json", "stream chunk is not a JSON object")
-                error = chunk.get("error")
-                if error is not None and isinstance(error, Mapping | str):  # None skips the ABC check
-                    raise SampleFailure("http_5xx", f"stream error: {error}")
-                if isinstance(chunk.get("choices"), list):
-                    chunks += 1
-                text, thought, finish = _delta_text(chunk)
-                if settings.logprobs:
-                    logprob_entries.extend(_logprob_entries(_first_choice(chunk)))
-                tokens = chunk_token_evidence(chunk) if text or thought or "usage" in chunk else None
-                if text or thought:
-                    token_times.append(event.at)
-                    chunk_chars.append(len(text) + len(thought))
-                    if tokens is not None and tokens[0] == "usage":
-                        tokens, cumulative = ("usage", tokens[1] - cumulative), tokens[1]
-                    evidence.append(tokens)
-                elif tokens is not None and tokens[0] == "usage":
-                    cumulative = tokens[1]
-                content.append(text)
-                reasoning.append(thought)
-                finish_reason = finish or finish_reason
-                for key, value in chunk.items():
-                    if key != "choices":
-                        merged[key] = value
-            if done:
+            if parsed.feed(batch):
+                done = True
                 break
-    # the end is when [DONE] arrived (the transport times arrivals at the socket), not when it was parsed
-    end = done_at if done and done_at >= start else time.perf_counter()
     if not done:
         raise SampleFailure("stream_incomplete", "stream ended without [DONE]")
-    if not chunks:
+    # the end is when [DONE] arrived (the transport times arrivals at the socket), not when it was parsed
+    done_at = parsed.done_at if parsed.done_at is not None else 0.0
+    end = done_at if done_at >= start else time.perf_counter()
+    if not parsed.chunks:
         raise SampleFailure("missing_fields", "stream ended ([DONE]) without a single chunk carrying choices")
-    message = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning)}
-    merged["choices"] = [{"message": message, "finish_reason": finish_reason}]
+    merged = parsed.merged
+    message = {"role": "assistant", "content": "".join(parsed.content), "reasoning_content": "".join(parsed.reasoning)}
+    merged["choices"] = [{"message": message, "finish_reason": parsed.finish_reason}]
     stats = engine.parse(merged)
+    token_times = parsed.token_times
     ttft = token_times[0] - start if token_times else None
     itl = [later - earlier for earlier, later in itertools.pairwise(token_times)]
     span = token_times[-1] - token_times[0] if len(token_times) >= 2 else None
-    counts, source = chunk_token_counts(evidence, chunk_chars, stats.completion_tokens)
+    counts, source = chunk_token_counts(parsed.evidence, parsed.chunk_chars, stats.completion_tokens)
     turn = Turn(
         stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span, chunk_tokens=counts,
         chunk_tokens_source=source, itl_token_s=per_token_itl(itl, counts), sent_at=start,
     )
     if settings.logprobs:
-        turn.margins = encode_margins(logprob_entries)
+        turn.margins = encode_margins(parsed.logprob_entries)
     return turn
 
 
@@ -271,7 +153,7 @@ async def _plain_turn(
     data = _parse_json(response.body)
     turn = Turn(stats=engine.parse(data), latency_s=response.elapsed_s, sent_at=sent_at)
     if settings.logprobs:
-        turn.margins = encode_margins(_logprob_entries(_first_choice(data)))
+        turn.margins = encode_margins(logprob_entries(first_choice(data)))
     return turn
 
 
