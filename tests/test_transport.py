@@ -8,6 +8,7 @@ import socket
 
 import aiohttp
 import pytest
+from aiohttp.client_proto import ResponseHandler
 
 from bench.runner import (
     Response,
@@ -99,3 +100,42 @@ def test_a_transport_used_outside_its_block_says_so() -> None:
 )
 def test_retry_after_is_bounded(headers: dict[str, str], expected: float) -> None:
     assert retry_after_seconds(headers) == expected
+
+
+def test_a_stream_flooding_past_the_read_buffer_pauses_reading_and_resumes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    events_sent = 8_000
+    event = b'data: {"choices":[{"delta":{"content":"' + b"x" * 200 + b'"}}]}\n\n'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    pauses: list[bool] = []
+    pause_reading = ResponseHandler.pause_reading
+
+    def counted_pause(self: ResponseHandler) -> None:
+        pauses.append(True)
+        pause_reading(self)
+
+    monkeypatch.setattr(ResponseHandler, "pause_reading", counted_pause)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)
+        writer.write(head)
+        for _ in range(events_sent):
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        writer.write(b"f\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def main() -> int:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
+        count = 0
+        async with server, Transport(timeout=30.0) as transport:
+            async for batch in transport.stream_batches(url, b"{}"):
+                assert isinstance(batch, list)
+                count += len(batch)
+                if count < 3_000:
+                    await asyncio.sleep(0.2)  # a slow reader: the body piles up past aiohttp's high-water mark
+        return count
+
+    assert asyncio.run(asyncio.wait_for(main(), 60)) == events_sent + 1
+    assert pauses, "the flood never paused reading: the test did not exercise flow control"

@@ -182,6 +182,17 @@ class TimedProtocol(ResponseHandler):
             if arrivals.waiter is not None and arrivals.ready():
                 arrivals.wake()
 
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        """Resume reading when it was paused; otherwise do nothing.
+
+        aiohttp's body reader calls this after every piece it hands out, and the base class then feeds the
+        parser an empty read to resume it: per streamed chunk, a parser call with nothing to do. Reading is
+        paused only with `_reading_paused` (flow control) or `_buffer_paused` (set and cleared by aiohttp's own
+        `_pause_reading_for_buffer` and `_resume_reading_for_buffer`), so when neither is set nothing waits.
+        """
+        if self._reading_paused or self._buffer_paused:
+            super().resume_reading(resume_parser)
+
     def connection_lost(self, exc: BaseException | None) -> None:
         """Let aiohttp end the body, then wake a sleeping stream reader."""
         super().connection_lost(exc)
@@ -220,16 +231,28 @@ def timed_protocol(response: aiohttp.ClientResponse) -> TimedProtocol | None:
     return protocol if isinstance(protocol, TimedProtocol) else None
 
 
-INTERNALS = ("aiohttp.client_proto.ResponseHandler", "TCPConnector._factory", "asyncio TransportSocket._sock")
+INTERNALS = (
+    "aiohttp.client_proto.ResponseHandler", "BaseProtocol._reading_paused/_buffer_paused", "TCPConnector._factory",
+    "asyncio TransportSocket._sock",
+)
 """The internals this module relies on, as `check_internals` reports them."""
+
+
+def _base_slots() -> set[str]:
+    """Every slot of ResponseHandler's classes (aiohttp's flow-control flags live in BaseProtocol's)."""
+    return {slot for cls in ResponseHandler.__mro__ for slot in getattr(cls, "__slots__", ())}
 
 
 def check_internals() -> list[str]:
     """The internals this module relies on that the installed aiohttp/asyncio lacks (empty when all are there)."""
     missing = []
-    for name in ("set_response_params", "connection_made", "data_received", "connection_lost", "set_exception"):
+    for name in ("set_response_params", "connection_made", "data_received", "resume_reading", "connection_lost",
+                 "set_exception"):
         if not callable(getattr(ResponseHandler, name, None)):
             missing.append(f"aiohttp.client_proto.ResponseHandler.{name}")
+    for flag in ("_reading_paused", "_buffer_paused"):
+        if flag not in _base_slots():
+            missing.append(f"aiohttp BaseProtocol.{flag}")
 
     async def probe() -> None:
         connector = aiohttp.TCPConnector()
