@@ -109,19 +109,17 @@ async def _stream_turn(
     await transport.pace()  # many streams starting at once take turns; the wait counts as queue wait
     start = time.perf_counter()
     parsed = StreamChunks(settings.logprobs)
-    done = False
     # closed at once on [DONE]: the connection then serves the next request with nothing left of this one
     async with contextlib.aclosing(transport.stream_batches(settings.endpoint, body)) as batches:
         async for batch in batches:
             if isinstance(batch, Response):
                 raise _http_failure(batch)
             if parsed.feed(batch):
-                done = True
                 break
-    if not done:
+    done_at = parsed.done_at
+    if done_at is None:
         raise SampleFailure("stream_incomplete", "stream ended without [DONE]")
     # the end is when [DONE] arrived (the transport times arrivals at the socket), not when it was parsed
-    done_at = parsed.done_at if parsed.done_at is not None else 0.0
     end = done_at if done_at >= start else time.perf_counter()
     if not parsed.chunks:
         raise SampleFailure("missing_fields", "stream ended ([DONE]) without a single chunk carrying choices")
