@@ -32,7 +32,7 @@ BENCH  ?= $(if $(wildcard categories/grounded),grounded$(comma)qualitative,quali
 MERMAID_DIR   := tests/mermaid
 MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
 
-.PHONY: install vllm-env mermaid test test-fast test-vllm bench sweep report perf lint clean
+.PHONY: install vllm-env mermaid chromium test test-fast test-vllm bench sweep report perf lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,10 +60,20 @@ mermaid:
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(MERMAID_STAMP); \
 	else echo "make mermaid: npm not found; the Mermaid parser check will be skipped"; fi
 
+# Headless Chromium (Debian's package) for the tests that check pages and reports as a browser draws them.
+# Without apt (or root) the browser checks are skipped (pytest says why); under CI=true a failed install fails.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; \
+	else echo "make chromium: apt-get as root not available; the browser checks will be skipped"; fi
+
 test: $(STAMP)
 	@# the byte-parity tests need llama.cpp's own compare script; under CI=true a failed fetch fails the run
 	$(BIN)/python benchmarks/perf.py --setup-reference || [ "$$CI" != "true" ]
 	$(MAKE) --no-print-directory mermaid || [ "$$CI" != "true" ]
+	$(MAKE) --no-print-directory chromium || [ "$$CI" != "true" ]
 	$(BIN)/ruff check bench tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -m "not vllm"
