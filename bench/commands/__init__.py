@@ -5,7 +5,7 @@
 
 from types import ModuleType
 
-from bench.commands import _bench, _compare, _merge, _regress, _report, _run, _serve, _sweep
+from bench.commands import _bench, _compare, _history, _merge, _regress, _report, _run, _serve, _sweep
 
 COMMANDS: dict[str, ModuleType] = {
     "run": _run,
@@ -16,6 +16,7 @@ COMMANDS: dict[str, ModuleType] = {
     "report": _report,
     "regress": _regress,
     "merge": _merge,
+    "history": _history,
 }
 """Every `speedbench` subcommand by name, in the order `--help` lists them."""
 

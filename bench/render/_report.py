@@ -151,7 +151,8 @@ def decision_line(comparisons: Sequence[Comparison]) -> str:
 
 
 def render_report(
-    comparison: Comparison | Sequence[Comparison], *, title: str | None = None, plots: Sequence[str] = ()
+    comparison: Comparison | Sequence[Comparison], *, title: str | None = None, plots: Sequence[str] = (),
+    trends: Sequence[str] = (),
 ) -> str:
     """The report's Markdown text (deterministic for the same comparisons): the decision on its first line.
 
@@ -257,7 +258,8 @@ def _chart(comparison: Comparison) -> str:
 
 
 def write_report(
-    comparison: Comparison | Sequence[Comparison], out_dir: str | Path, *, title: str | None = None
+    comparison: Comparison | Sequence[Comparison], out_dir: str | Path, *, title: str | None = None,
+    trends: Sequence[str] = (),
 ) -> Path:
     """Write `report.md` and its plots (PNG and SVG) into `out_dir`; return the report's path.
 
@@ -273,7 +275,7 @@ def write_report(
         written += plot_all(each, folder, formats=("png", "svg"))
     relative = [path.relative_to(out).as_posix() for path in written if path.suffix == ".png"]
     report = report_file(out)
-    write_text_file(report, render_report(comparisons, title=title, plots=relative))
+    write_text_file(report, render_report(comparisons, title=title, plots=relative, trends=trends))
     return report
 
 
