@@ -158,8 +158,8 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;paddi
 .grid{display:flex;flex-wrap:wrap;gap:8px}.small{border:1px solid #eaeef2;padding:4px}
 .meta{color:#59636e}svg text{font:11px system-ui,sans-serif;fill:#1f2328}
 .band{fill:#0969da;fill-opacity:.16}.line{fill:none;stroke:#0969da;stroke-width:1.5}
-.dot{fill:#0969da}.regression{stroke:#cf222e;stroke-width:1.5;stroke-dasharray:4 3}
-.improvement{stroke:#1a7f37;stroke-width:1.5;stroke-dasharray:4 3}.axis{stroke:#8c959f;stroke-width:1}
+.dot{fill:#0969da}.regression{stroke:#cf222e;stroke-width:2;stroke-dasharray:5 3}
+.improvement{stroke:#1a7f37;stroke-width:2;stroke-dasharray:5 3}.axis{stroke:#8c959f;stroke-width:1}
 """
 
 

@@ -157,11 +157,13 @@ def render_report(
     """The report's Markdown text (deterministic for the same comparisons): the decision on its first line.
 
     Several comparisons (one per workload, e.g. grounded and qualitative prompts of one `make bench`) share
-    the decision line; each then gets its own section. `plots` are PNG paths beside the report."""
+    the decision line; each then gets its own section. `plots` are PNG paths beside the report; `trends` are one
+    line each from the history (`report --history`), shown under the decision."""
     comparisons = [comparison] if not isinstance(comparison, Sequence) else list(comparison)
     if not comparisons:
         raise ValueError("a report needs at least one comparison")
     parts = [decision_line(comparisons) + "\n\n"]
+    parts.extend(f"History: {markdown_escape(line)}\n\n" for line in trends)
     parts.append(_decision_legend(comparisons) + "\n\n")
     parts.append(f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n")
     if len(comparisons) == 1:
