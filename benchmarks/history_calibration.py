@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.analysis import analyse_history, asv_change_points, otava_change_points
-from bench.records import HistoryPoint, Machine, PointRow
+from bench.records import HistoryPoint, Machine, PointRow, point_table
 
 CATEGORIES = ("coding", "extraction", "humanities", "math", "multilingual", "qa", "rag", "reasoning", "roleplay",
               "stem", "writing")
@@ -69,7 +69,7 @@ def synthetic_history(rng: np.random.Generator, commits: int, shift: Callable[[i
             rows.append(_row("overall", metric, float(np.mean(logs)), overall_se, SAMPLES * len(CATEGORIES)))
         commit = f"c{index:05d}"
         when = f"2026-01-01T00:00:00+00:00#{index:05d}"
-        points.append(HistoryPoint(commit, "main", when, when, "synthetic", MACHINE, "", commit, "", tuple(rows)))
+        points.append(HistoryPoint(commit, "main", when, when, "synthetic", MACHINE, "", commit, "", point_table(rows)))
     return points
 
 

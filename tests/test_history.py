@@ -13,7 +13,7 @@ import pytest
 
 from bench.analysis import analyse_history, open_regressions, recent_trend
 from bench.cli import main
-from bench.records import HistoryPoint, Machine, PointRow, load_history, write_points
+from bench.records import HistoryPoint, Machine, PointRow, load_history, point_table, write_points
 from bench.render import history_html, history_json, trend_line
 
 SAMPLE = Path(__file__).resolve().parents[1] / "results" / "sample"
@@ -42,7 +42,7 @@ def synthetic_points(commits: int, *, step_at: int | None = None, step: float = 
                              se, 15.0, 16))
         when = f"2026-11-{1 + index // 24:02d}T{index % 24:02d}:00:00+00:00"
         points.append(HistoryPoint(f"c{index:04d}aa", "main", when, when, "qualitative:ngram-mod", MACHINE, "",
-                                   f"{index:012d}", "speedbench test", tuple(rows)))
+                                   f"{index:012d}", "speedbench test", point_table(rows)))
     return points
 
 
@@ -74,7 +74,7 @@ def test_the_family_holds_over_many_unchanged_histories() -> None:
 def test_reruns_of_one_commit_are_one_point_of_the_series() -> None:
     points = synthetic_points(6, seed=3)
     rerun = HistoryPoint(points[2].commit, "main", points[2].time, points[2].time + "x", points[2].workload, MACHINE,
-                         "", "rerun-digest", "", points[3].rows)
+                         "", "rerun-digest", "", points[3].table)
     series = analyse_history([*points, rerun]).series[0]
     assert [point.commit for point in series.points] == [point.commit for point in points]
     assert series.points[2].points == 2
@@ -109,7 +109,9 @@ def test_history_add_records_a_comparison_once_per_commit(tmp_path: Path, capsys
     assert data["schema_version"] == 1 and data["commit"] == "0123abcd" and data["branch"] == "main"
     assert data["time"] == "2026-12-01T10:00:00+00:00"
     assert data["machine"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    overall = {row["metric"]: row for row in data["rows"] if row["category"] == "overall"}
+    columns = data["rows"]
+    rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+    overall = {row["metric"]: row for row in rows if row["category"] == "overall"}
     assert set(overall) == {"decode", "latency", "accept_rate", "drafted_share"}
     assert overall["decode"]["low"] < overall["decode"]["estimate"] < overall["decode"]["high"]
     assert overall["decode"]["log_se"] > 0
@@ -222,7 +224,7 @@ def test_history_json_is_strict_json_for_rows_without_interval() -> None:
     points = synthetic_points(3)
     rows = (*points[0].rows, PointRow("overall", "latency", 1.0, math.nan, math.nan, math.nan, math.nan, 1))
     points[0] = HistoryPoint(points[0].commit, "main", points[0].time, points[0].time, points[0].workload, MACHINE,
-                             "", "d", "", rows)
+                             "", "d", "", point_table(rows))
     json.dumps(history_json(analyse_history(points)), allow_nan=False)
 
 

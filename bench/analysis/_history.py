@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -108,8 +109,7 @@ def _ratio_row(category: str, name: str, numerator: np.ndarray, denominator: np.
     return PointRow(category, name, ratio, ratio * math.exp(-half), ratio * math.exp(half), se, n - 1.0, n)
 
 
-@dataclass(frozen=True, slots=True)
-class SeriesPoint:
+class SeriesPoint(NamedTuple):
     """One commit of a series: the (combined) estimate with its 95% interval and precision."""
 
     commit: str
@@ -147,18 +147,39 @@ class ChangePoint:
         return self.after / self.before - 1.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Series:
-    """One machine x workload x category x metric of the history, in commit order, with its change points."""
+    """One machine x workload x category x metric of the history, in commit order, with its change points.
+
+    The values are arrays, one entry per commit (reruns of a commit combined); `points` gives them as rows."""
 
     machine: Machine
     workload: str
     category: str
     metric: Metric
     name: str
-    points: tuple[SeriesPoint, ...]
+    commits: tuple[str, ...]
+    times: tuple[str, ...]
+    branches: tuple[str | None, ...]
+    estimate: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    log_se: np.ndarray
+    n: np.ndarray
+    reruns: np.ndarray
     change_points: tuple[ChangePoint, ...] = ()
     tau: float = 0.0
+
+    def __len__(self) -> int:
+        """The number of commits in the series."""
+        return len(self.commits)
+
+    @property
+    def points(self) -> tuple[SeriesPoint, ...]:
+        """The series as one row per commit."""
+        columns = (self.commits, self.times, self.branches, self.estimate.tolist(), self.low.tolist(),
+                   self.high.tolist(), self.log_se.tolist(), self.n.tolist(), self.reruns.tolist())
+        return tuple(map(SeriesPoint._make, zip(*columns, strict=True)))
 
     @property
     def primary(self) -> bool:
@@ -170,11 +191,14 @@ class Series:
         """`workload / category / metric`."""
         return f"{self.workload} / {self.category} / {self.name}"
 
+    def variances(self) -> np.ndarray:
+        """Each commit's sampling variance on the log scale as the change points weigh it (tau^2 not included)."""
+        return point_variances(self.log_se, self.n)
+
     def level(self, start: int, end: int) -> tuple[float, float]:
-        """The weighted mean log of points [start, end) and its standard error (tau included)."""
-        values = np.log([point.estimate for point in self.points[start:end]])
-        variance = _variances(self.points)[start:end] + self.tau**2
-        weights = 1.0 / variance
+        """The weighted mean log of commits [start, end) and its standard error (tau included)."""
+        values = np.log(self.estimate[start:end])
+        weights = 1.0 / (self.variances()[start:end] + self.tau**2)
         return float(np.sum(weights * values) / np.sum(weights)), float(1.0 / math.sqrt(float(np.sum(weights))))
 
 
@@ -201,44 +225,61 @@ class HistoryAnalysis:
         return [(series, change) for series in self.series for change in series.change_points]
 
 
-def _variances(points: Sequence[SeriesPoint]) -> np.ndarray:
-    return point_variances(np.array([point.log_se for point in points]), np.array([point.n for point in points]))
-
-
-def _combine(rows: list[tuple[HistoryPoint, PointRow]]) -> SeriesPoint:
-    """One commit's points of a series as one: inverse-variance weighted on the log scale."""
-    point, row = rows[0]
-    if len(rows) == 1:
-        return SeriesPoint(point.commit, point.time, point.branch, row.estimate, row.low, row.high, row.log_se, row.n)
-    weights = np.array([1.0 / row.log_se**2 for _, row in rows])
-    logs = np.array([math.log(row.estimate) for _, row in rows])
-    mean, se = float(np.sum(weights * logs) / np.sum(weights)), float(1.0 / math.sqrt(float(np.sum(weights))))
-    return SeriesPoint(point.commit, point.time, point.branch, math.exp(mean), math.exp(mean - 1.96 * se),
-                       math.exp(mean + 1.96 * se), se, sum(row.n for _, row in rows), len(rows))
+def _order(point: HistoryPoint) -> tuple[str, str, str]:
+    """Commit order: by the commit's time, then by when the point was added."""
+    return (point.time, point.added_at, point.commit)
 
 
 def build_series(points: Iterable[HistoryPoint], *, branch: str | None = None) -> list[Series]:
     """The series of a history: points grouped by machine, workload, category and metric, in commit order
-    (by time, then by when they were added); reruns of one commit combined. Rows without precision are left out."""
-    ordered = sorted((point for point in points if branch is None or point.branch == branch),
-                     key=lambda point: (point.time, point.added_at, point.commit))
+    (by time, then by when they were added); reruns of one commit combined (inverse-variance on the log scale).
+    Rows without precision are left out."""
+    ordered = sorted((point for point in points if branch is None or point.branch == branch), key=_order)
     order: dict[str, int] = {}
+    first: list[HistoryPoint] = []
     for point in ordered:
-        order.setdefault(point.commit, len(order))
-    grouped: dict[tuple[str, str, str, str], dict[str, list[tuple[HistoryPoint, PointRow]]]] = {}
+        if point.commit not in order:
+            order[point.commit] = len(first)
+            first.append(point)
+    labels = [np.array([getattr(point, name) for point in first], dtype=object) for name in ("commit", "time",
+                                                                                              "branch")]
+    layouts: dict[tuple[Any, ...], list[HistoryPoint]] = {}
     machines: dict[str, Machine] = {}
     for point in ordered:
         machines[point.machine.fingerprint] = point.machine
-        for row in point.rows:
-            if row.metric not in HISTORY_METRIC or not (row.log_se > 0 and row.estimate > 0):
-                continue
-            key = (point.machine.fingerprint, point.workload, row.category, row.metric)
-            grouped.setdefault(key, {}).setdefault(point.commit, []).append((point, row))
+        key = (point.machine.fingerprint, point.workload, point.table.category, point.table.metric)
+        layouts.setdefault(key, []).append(point)
+    parts: dict[tuple[str, str, str, str], list[tuple[np.ndarray, ...]]] = {}
+    for (fingerprint, workload, categories, metrics), members in layouts.items():
+        position = np.array([order[point.commit] for point in members])
+        columns = [np.vstack([getattr(point.table, name) for point in members])
+                   for name in ("estimate", "low", "high", "log_se", "n")]
+        for index, (category, metric) in enumerate(zip(categories, metrics, strict=True)):
+            if metric in HISTORY_METRIC:
+                parts.setdefault((fingerprint, workload, category, metric), []).append(
+                    (position, *(column[:, index] for column in columns)))
     series = []
-    for (fingerprint, workload, category, metric), commits in grouped.items():
-        members = [_combine(rows) for _, rows in sorted(commits.items(), key=lambda item: order[item[0]])]
+    for (fingerprint, workload, category, metric), pieces in parts.items():
+        position, estimate, low, high, log_se, n = (np.concatenate(column) for column in zip(*pieces, strict=True))
+        keep = (log_se > 0) & (estimate > 0)  # NaN fails both: a row without precision is no point
+        if not keep.any():
+            continue
+        position, estimate, low, high, log_se, n = (column[keep] for column in (position, estimate, low, high,
+                                                                                log_se, n))
+        sort = np.argsort(position, kind="stable")
+        position, estimate, low, high, log_se, n = (column[sort] for column in (position, estimate, low, high,
+                                                                                log_se, n))
+        commits, inverse, reruns = np.unique(position, return_inverse=True, return_counts=True)
+        if reruns.max() > 1:
+            weights = 1.0 / log_se**2
+            total = np.bincount(inverse, weights)
+            mean = np.bincount(inverse, weights * np.log(estimate)) / total
+            log_se = 1.0 / np.sqrt(total)
+            estimate, low, high = np.exp(mean), np.exp(mean - 1.96 * log_se), np.exp(mean + 1.96 * log_se)
+            n = np.bincount(inverse, n).astype(int)
         series.append(Series(machines[fingerprint], workload, category, HISTORY_METRIC[metric], metric,
-                             tuple(members)))
+                             tuple(labels[0][commits]), tuple(labels[1][commits]), tuple(labels[2][commits]),
+                             estimate, low, high, log_se, n.astype(int), reruns))
     rank = {name: position for position, name in enumerate(HISTORY_METRICS)}
     series.sort(key=lambda item: (item.machine.name, item.workload, item.category != OVERALL, item.category,
                                   rank.get(item.name, 99)))
@@ -248,16 +289,15 @@ def build_series(points: Iterable[HistoryPoint], *, branch: str | None = None) -
 def analyse_history(points: Iterable[HistoryPoint], *, alpha: float = FAMILY_ALPHA, branch: str | None = None,
                     min_size: int = DEFAULT_MIN_SIZE, metrics: Sequence[str] | None = None) -> HistoryAnalysis:
     """Every series of the history and its change points, the family being every candidate split of every series."""
-    series = [item for item in build_series(points, branch=branch) if metrics is None or item.name in metrics]
-    splits = sum(candidate_splits(len(item.points), min_size) for item in series)
+    chosen = [point for point in points if branch is None or point.branch == branch]
+    series = [item for item in build_series(chosen) if metrics is None or item.name in metrics]
+    splits = sum(candidate_splits(len(item), min_size) for item in series)
     level = alpha / max(splits, 1)
     found = []
     for item in series:
-        values = np.log([point.estimate for point in item.points])
-        variance = _variances(item.points)
-        tau2 = between_commit_variance(values, variance)
-        splits_found = weighted_segmentation(values, [point.log_se for point in item.points],
-                                             [point.n for point in item.points], level=level, min_size=min_size)
+        values = np.log(item.estimate)
+        tau2 = between_commit_variance(values, item.variances())
+        splits_found = weighted_segmentation(values, item.log_se, item.n, level=level, min_size=min_size)
         critical = normal_quantile(1.0 - level / 2.0)
         changes = []
         for split in splits_found:
@@ -266,13 +306,14 @@ def analyse_history(points: Iterable[HistoryPoint], *, alpha: float = FAMILY_ALP
             change = split.log_change
             worse = change < 0 if item.metric.higher_is_better else change > 0
             changes.append(ChangePoint(
-                commit=item.points[split.index].commit, previous=item.points[split.index - 1].commit,
+                commit=item.commits[split.index], previous=item.commits[split.index - 1],
                 index=split.index, before=math.exp(split.before), after=math.exp(split.after),
                 low=math.expm1(change - critical * split.log_se), high=math.expm1(change + critical * split.log_se),
                 z=split.z, p_value=split.p_value, direction=REGRESSION if worse else IMPROVEMENT))
-        found.append(Series(item.machine, item.workload, item.category, item.metric, item.name, item.points,
-                            tuple(changes), math.sqrt(tau2)))
-    commits = tuple(dict.fromkeys(point.commit for item in found for point in item.points))
+        found.append(replace(item, change_points=tuple(changes), tau=math.sqrt(tau2)))
+    with_rows = set().union(*(item.commits for item in found))
+    commits = tuple(commit for commit in dict.fromkeys(point.commit for point in sorted(chosen, key=_order))
+                    if commit in with_rows)
     return HistoryAnalysis(tuple(found), alpha, splits, level, commits)
 
 
@@ -298,7 +339,7 @@ def open_regressions(analysis: HistoryAnalysis, *, threshold: float = DEFAULT_GA
         if not series.change_points:
             continue
         last = series.change_points[-1]
-        newest = math.exp(series.level(last.index, len(series.points))[0])
+        newest = math.exp(series.level(last.index, len(series))[0])
         for change in series.change_points:
             if change.direction != REGRESSION or abs(change.change) <= threshold:
                 continue
@@ -326,13 +367,13 @@ def recent_trend(analysis: HistoryAnalysis, workload: str | None = None, *, metr
     """The overall series' trend over its last `window` commits (of `workload`, or the first workload)."""
     for series in analysis.series:
         if series.primary and series.name == metric and (workload is None or series.workload == workload):
-            count = len(series.points)
+            count = len(series)
             start = max(0, count - window)
             half = max(1, min(5, (count - start) // 2))
             first = math.exp(series.level(start, start + half)[0])
             last = math.exp(series.level(count - half, count)[0])
             inside = tuple(change for change in series.change_points if change.index >= start)
-            return Trend(series, series.points[-1].estimate, first, last, count - start, inside)
+            return Trend(series, float(series.estimate[-1]), first, last, count - start, inside)
     return None
 
 
@@ -353,7 +394,7 @@ def window_references(analysis: HistoryAnalysis, workload: str, fingerprint: str
     for series in analysis.series:
         if series.workload != workload or (fingerprint is not None and series.machine.fingerprint != fingerprint):
             continue
-        count = len(series.points)
+        count = len(series)
         start = max(count - window, series.change_points[-1].index if series.change_points else 0)
         if count - start < 2:
             continue

@@ -28,6 +28,7 @@ from bench.records import (
     digest_files,
     load_comparison_folder,
     machine_fingerprint,
+    point_table,
     run_file,
     workload_folders,
     write_points,
@@ -140,7 +141,8 @@ def history_points(folders: Sequence[str], context: CommitContext, machine: str 
         points.append(HistoryPoint(
             commit=context.commit, branch=context.branch, time=context.time, added_at=added,
             workload=workload_name(speculative), machine=describe_machine(baseline, speculative, machine),
-            source_folder=str(folder), source_digest=digest, harness=f"speedbench {__version__}", rows=rows))
+            source_folder=str(folder), source_digest=digest, harness=f"speedbench {__version__}",
+            table=point_table(rows)))
     return points
 
 

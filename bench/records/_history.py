@@ -9,8 +9,8 @@ degrees of freedom), never a verdict: change points are computed from the points
 Format history (`schema_version` of a point file):
 
 - 1: speedbench 0.3. `commit`, `branch`, `time`, `added_at`, `workload`, `machine` (name, fingerprint, CPU model,
-  cores, engine build, model, model digest), `source` (folder, digest), `harness`, `rows` (category, metric,
-  estimate, low, high at 95%, log_se, df, n).
+  cores, engine build, model, model digest), `source` (folder, digest), `harness`, `columns` and `rows` (one list
+  per row: category, metric, estimate, low, high at 95%, log_se, df, n; a missing number is null).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from bench._errors import BenchError
 from bench.records._lock import open_no_follow
-from bench.records._schema import finite
 
 HISTORY_SCHEMA = "speedbench-history-point"
 HISTORY_SCHEMA_VERSION = 1
@@ -91,8 +92,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
-@dataclass(frozen=True, slots=True)
-class PointRow:
+class PointRow(NamedTuple):
     """One category's metric at one point: the estimate, its 95% interval and its precision on the log scale."""
 
     category: str
@@ -104,13 +104,69 @@ class PointRow:
     df: float
     n: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """The row as a JSON object (non-finite numbers as null)."""
-        return finite({name: getattr(self, name) for name in self.__slots__})
 
 
-def _float(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+ROW_COLUMNS = PointRow._fields
+"""The columns of a point file's `rows`: an object of one list per column, every list one value per row."""
+_NUMBERS = ROW_COLUMNS[2:]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PointTable:
+    """A point's rows by column (what a point file stores and the analysis reads without a row object each)."""
+
+    category: tuple[str, ...]
+    metric: tuple[str, ...]
+    estimate: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    log_se: np.ndarray
+    df: np.ndarray
+    n: np.ndarray
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        return len(self.category)
+
+    @property
+    def rows(self) -> tuple[PointRow, ...]:
+        """The table as PointRows."""
+        columns = [self.category, self.metric, *(getattr(self, name).tolist() for name in _NUMBERS)]
+        return tuple(map(PointRow._make, zip(*columns, strict=True)))
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        """The columns as a point file's `rows` object (non-finite numbers as null)."""
+        return {"category": list(self.category), "metric": list(self.metric),
+                **{name: [_significant(value) for value in getattr(self, name).tolist()] for name in _NUMBERS}}
+
+
+def _significant(value: float) -> float | int | None:
+    """A number as a point file stores it: 7 significant digits (far below any estimate's precision), null for
+    NaN or infinity."""
+    if isinstance(value, int):
+        return value
+    return float(f"{value:.7g}") if math.isfinite(value) else None
+
+
+def point_table(rows: Sequence[PointRow]) -> PointTable:
+    """PointRows as a table."""
+    return PointTable(tuple(row.category for row in rows), tuple(row.metric for row in rows),
+                      *(np.array([getattr(row, name) for row in rows], dtype=float) for name in _NUMBERS[:-1]),
+                      np.array([row.n for row in rows], dtype=int))
+
+
+def _table(columns: Any) -> PointTable:
+    """A point file's columnar rows as a table (null numbers as NaN); ValueError when malformed."""
+    if not isinstance(columns, Mapping) or set(columns) != set(ROW_COLUMNS):
+        raise ValueError(f"rows must be an object of the columns {', '.join(ROW_COLUMNS)}")
+    count = len(columns["category"])
+    if any(not isinstance(columns[name], list) or len(columns[name]) != count for name in ROW_COLUMNS):
+        raise ValueError("every column of rows must be a list of one value per row")
+    labels = [tuple(columns[name]) for name in ROW_COLUMNS[:2]]
+    if not set(map(type, labels[0] + labels[1])) <= {str}:
+        raise ValueError("category and metric must be strings")
+    numbers = np.array([columns[name] for name in _NUMBERS[:-1]], dtype=float).reshape(len(_NUMBERS) - 1, count)
+    return PointTable(*labels, *numbers, np.asarray(columns["n"], dtype=int))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +182,13 @@ class HistoryPoint:
     source_folder: str
     source_digest: str
     harness: str
-    rows: tuple[PointRow, ...]
-    path: Path | None = None
+    table: PointTable
+    path: str | None = None
+
+    @property
+    def rows(self) -> tuple[PointRow, ...]:
+        """The point's rows (category x metric)."""
+        return self.table.rows
 
     @property
     def file_name(self) -> str:
@@ -144,7 +205,8 @@ class HistoryPoint:
             "schema": HISTORY_SCHEMA, "schema_version": HISTORY_SCHEMA_VERSION, "commit": self.commit,
             "branch": self.branch, "time": self.time, "added_at": self.added_at, "workload": self.workload,
             "machine": self.machine.to_dict(), "source": {"folder": self.source_folder, "digest": self.source_digest},
-            "harness": self.harness, "rows": [row.to_dict() for row in self.rows],
+            "harness": self.harness,
+            "rows": self.table.to_dict(),
         }
 
 
@@ -160,8 +222,9 @@ def check_commit(commit: str) -> str:
     return commit
 
 
-def point_from_dict(data: Any, source: str) -> HistoryPoint:
-    """A point file's object of any known version, as the current one (newer versions refused)."""
+def point_from_dict(data: Any, source: str, machines: dict[str, Machine] | None = None) -> HistoryPoint:
+    """A point file's object of any known version, as the current one (newer versions refused). `machines` caches
+    the machines already read, by their JSON text's fingerprint and name (a history has few)."""
     if not isinstance(data, Mapping) or data.get("schema") != HISTORY_SCHEMA:
         raise BenchError(f"{source}: not a speedbench history point")
     version = data.get("schema_version")
@@ -171,21 +234,27 @@ def point_from_dict(data: Any, source: str) -> HistoryPoint:
         raise BenchError(f"{source}: written by a newer speedbench (history schema_version {version} > "
                          f"{HISTORY_SCHEMA_VERSION}); upgrade speedbench")
     try:
-        rows = tuple(PointRow(category=str(row["category"]), metric=str(row["metric"]),
-                              estimate=_float(row.get("estimate")), low=_float(row.get("low")),
-                              high=_float(row.get("high")), log_se=_float(row.get("log_se")),
-                              df=_float(row.get("df")), n=int(row.get("n") or 0))
-                     for row in data["rows"])
+        table = _table(data["rows"])
         source_info = data.get("source") or {}
         return HistoryPoint(
             commit=check_commit(str(data["commit"])), branch=data.get("branch"), time=str(data["time"]),
             added_at=str(data.get("added_at") or data["time"]), workload=str(data["workload"]),
-            machine=Machine.from_mapping(data["machine"], source), source_folder=str(source_info.get("folder", "")),
-            source_digest=str(source_info.get("digest", "")), harness=str(data.get("harness", "")), rows=rows,
-            path=Path(source),
+            machine=_machine(data["machine"], source, machines), source_folder=str(source_info.get("folder", "")),
+            source_digest=str(source_info.get("digest", "")), harness=str(data.get("harness", "")), table=table,
+            path=source,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BenchError(f"{source}: malformed history point ({exc})") from None
+
+
+def _machine(data: Any, source: str, machines: dict[str, Machine] | None) -> Machine:
+    if machines is None or not isinstance(data, Mapping):
+        return Machine.from_mapping(data, source)
+    key = json.dumps(data, sort_keys=True)
+    known = machines.get(key)
+    if known is None:
+        known = machines[key] = Machine.from_mapping(data, source)
+    return known
 
 
 def write_points(history: str | os.PathLike[str], points: Sequence[HistoryPoint]) -> list[tuple[Path, bool]]:
@@ -207,7 +276,7 @@ def write_points(history: str | os.PathLike[str], points: Sequence[HistoryPoint]
     for point, target, exists in planned:
         if not exists:
             target.parent.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(point.to_dict(), indent=1, sort_keys=True, allow_nan=False) + "\n"
+            text = json.dumps(point.to_dict(), sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
             temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             with open_no_follow(temporary, "x") as handle:
                 handle.write(text)
@@ -224,13 +293,25 @@ def load_history(history: str | os.PathLike[str]) -> list[HistoryPoint]:
     if not root.is_dir():
         raise BenchError(f"--history {root}: not a folder")
     points = []
-    for path in sorted(root.glob("*/*/*.json")):
+    machines: dict[str, Machine] = {}
+    for path in _point_files(str(root)):
         try:
-            data = json.loads(path.read_bytes())
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read())
         except (OSError, ValueError) as exc:
             raise BenchError(f"{path}: not a readable JSON history point ({exc})") from None
-        points.append(point_from_dict(data, str(path)))
+        points.append(point_from_dict(data, path, machines))
     return points
+
+
+def _point_files(root: str) -> list[str]:
+    """Every `<root>/<machine>/<workload>/*.json`, sorted (temporary files of an unfinished write left out)."""
+    found = []
+    for machine in sorted(entry.path for entry in os.scandir(root) if entry.is_dir()):
+        for workload in sorted(entry.path for entry in os.scandir(machine) if entry.is_dir()):
+            found += sorted(entry.path for entry in os.scandir(workload)
+                            if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file())
+    return found
 
 
 def digest_files(files: Iterable[Path]) -> str:
