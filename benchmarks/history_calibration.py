@@ -5,7 +5,7 @@ comparison: per category a paired-sample mean of log speedups with its t standar
 the overall row as the stratified mean of the categories, plus a commit-level shift shared by every category
 (what interleaving does not cancel). speedbench's verdicts come from `analyse_history`, the function `history
 show`, `check` and `html` call; asv's and Otava's from their methods implemented in bench.analysis._change_points,
-run on the same series. Targets (issue 36): A/A false change point in <= 5% of histories; a 15% step in one
+run on the same series. Targets: A/A false change point in <= 5% of histories; a 15% step in one
 category found in >= 90% and located within 2 commits; a 10% overall step found in >= 90%; a drift of 0.5% a
 commit flagged within 20 commits.
 
