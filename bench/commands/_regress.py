@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `speedbench regress`."""
     parser.add_argument("--reference", default=None,
                         help="comparison folder, run file, folder of >= 3 run files (run-vs-run drift) or sweep folder "
-                             "(needed unless --history)")
+                             "(default: none; needed unless --history)")
     parser.add_argument("--history", default=None, metavar="DIR",
                         help="gate the candidate against the recent window of this history instead of one reference "
                              "(default: none)")
