@@ -268,3 +268,25 @@ def test_report_gains_a_trend_line_from_the_history(tmp_path: Path) -> None:
                  str(SAMPLE / "speculative.json"), "--out", str(out), "--history", str(history)]) == 0
     text = (out / "report.md").read_text()
     assert "History: decode 1." in text and "over the last 3 commits" in text
+
+
+def test_a_malformed_point_file_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    history = _history(tmp_path, synthetic_points(3))
+    target = next(history.rglob("*.json"))
+    data = json.loads(target.read_text())
+    data["rows"]["estimate"] = ["fast"] * len(data["rows"]["estimate"])
+    target.write_text(json.dumps(data))
+    assert main(["history", "show", "--history", str(history)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "malformed history point" in error
+
+
+def test_points_of_another_machine_are_another_series() -> None:
+    points = synthetic_points(10, seed=13)
+    other = Machine("other box", "0ther0ther00", "other CPU", 8, "engine 1", "model.gguf", "0123456789ab")
+    moved = [HistoryPoint(point.commit, point.branch, point.time, point.added_at, point.workload, other, "",
+                          point.source_digest, "", point.table) for point in synthetic_points(10, seed=14)]
+    analysis = analyse_history([*points, *moved])
+    overall = [series for series in analysis.series if series.primary]
+    assert sorted(series.machine.fingerprint for series in overall) == ["0ther0ther00", "feedfacecafe"]
+    assert all(len(series) == 10 for series in overall)
