@@ -106,7 +106,8 @@ def _ratio_row(category: str, name: str, numerator: np.ndarray, denominator: np.
     influence = numerator / top - denominator / bottom
     se = math.sqrt(n * float(influence.var(ddof=1)))
     half = t_quantile(0.975, n - 1.0) * se
-    return PointRow(category, name, ratio, ratio * math.exp(-half), ratio * math.exp(half), se, n - 1.0, n)
+    # a share never exceeds 1: the interval drawn on the log scale is cut there
+    return PointRow(category, name, ratio, ratio * math.exp(-half), min(1.0, ratio * math.exp(half)), se, n - 1.0, n)
 
 
 class SeriesPoint(NamedTuple):
