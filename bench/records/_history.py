@@ -250,7 +250,10 @@ def point_from_dict(data: Any, source: str, machines: dict[str, Machine] | None 
 def _machine(data: Any, source: str, machines: dict[str, Machine] | None) -> Machine:
     if machines is None or not isinstance(data, Mapping):
         return Machine.from_mapping(data, source)
-    key = json.dumps(data, sort_keys=True)
+    try:
+        key = str(tuple(sorted(data.items())))
+    except TypeError:  # keys of mixed types: read it without the cache
+        return Machine.from_mapping(data, source)
     known = machines.get(key)
     if known is None:
         known = machines[key] = Machine.from_mapping(data, source)
