@@ -107,3 +107,52 @@ def test_the_plain_files_a_step_summary_is_still_appended_to(comparison_pair: tu
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     assert cli.main(["regress", "--reference", str(ref), "--candidate", str(cand)]) == 0
     assert summary.read_text().startswith("earlier step\n### speedbench regress: ")
+
+
+# ---------------------------------------------------------------- 6. a lone surrogate from the server
+
+
+def test_valid_text_joins_split_pairs_and_counts_lone_surrogates() -> None:
+    from bench.records import valid_text
+
+    assert valid_text("eta\ud800") == ("eta\ufffd", 1)
+    assert valid_text("a\ud83d" + "\ude00b") == ("a\U0001f600b", 0)  # a pair split over two chunks
+    assert valid_text("\udc80x\ud83d\ude00\ud800") == ("\ufffdx\U0001f600\ufffd", 2)
+    assert valid_text("plain") == ("plain", 0)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_lone_surrogate_from_the_server_is_stored_valid_counted_and_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stream: bool
+) -> None:
+    from tests.fakeserver import FakeState
+
+    dataset = str(_dataset(tmp_path, 4))
+    for name, state in (("base", FakeState()), ("spec", FakeState(drafting=True, transform=lambda t: t + "\ud800"))):
+        with _fake(state) as server:
+            code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", dataset, "--osl", "4",
+                                   "--output", str(tmp_path / f"{name}.json"), "--quiet",
+                                   *(["--stream"] if stream else []))
+            assert code == 0, out + err
+    spec = load_run(tmp_path / "spec.json")
+    assert all(result.replaced_chars == 1 and result.outputs[0].endswith("\ufffd") for result in spec.results)
+    (tmp_path / "spec.json").read_bytes().decode("utf-8")  # valid UTF-8 on disk
+    code, out, err = _main(capsys, "compare", "--baseline", str(tmp_path / "base.json"), "--speculative",
+                           str(tmp_path / "spec.json"), "--stats")
+    assert "Traceback" not in err and code in (0, 1), out + err
+    assert "4 sample(s) held invalid Unicode from the server" in out, out
+
+
+def test_a_run_file_already_holding_a_lone_surrogate_loads_as_valid_text(tmp_path: Path) -> None:
+    import json
+
+    from bench.records import Run, SampleResult, save_run
+
+    save_run(Run(config={"url": "x"}, selected_samples=1, summary=(),
+                 results=(SampleResult(id="a", category="qa", ok=True, turns=1, latency_s=1.0, outputs=("x",)),)),
+             tmp_path / "r.json")
+    data = json.loads((tmp_path / "r.json").read_text())
+    data["results"][0]["outputs"] = ["eta\ud800"]
+    (tmp_path / "r.json").write_text(json.dumps(data))  # escaped as \\ud800, as a run file of before held it
+    (result,) = load_run(tmp_path / "r.json").results
+    assert result.outputs == ("eta\ufffd",) and result.replaced_chars == 1

@@ -139,8 +139,9 @@ def lossless_check(
 
     Keys per row: category, compared, identical, first_diff ("id@char, ..."), near_tie, real, unclassified (counts
     of differing samples by kind), divergences (list of `divergence` dicts), near_tie_threshold, resolution (how the
-    threshold was set). Without `threshold`, the threshold follows the engine's log-probability resolution (declared
-    as `resolution`, else estimated from the baseline's recorded margins). `paired` is `pair_runs(baseline,
+    threshold was set), replaced_text (compared samples whose server text held lone surrogates, compared as U+FFFD).
+    Without `threshold`, the threshold follows the engine's log-probability resolution (declared as `resolution`,
+    else estimated from the baseline's recorded margins). `paired` is `pair_runs(baseline,
     speculative, min_pairs=0)` when the caller has it already.
     """
     if resolution is None:
@@ -161,6 +162,8 @@ def lossless_check(
             for key in zip(differing["id"], differing["repeat"], strict=True)
         ]
         divergences = [item for item in found if item is not None]
+        replaced = sum(base_by_key[key].replaced_chars > 0 or spec_by_key[key].replaced_chars > 0
+                       for key in zip(known["id"], known["repeat"], strict=True))
         rows.append(
             {
                 "category": category,
@@ -177,6 +180,7 @@ def lossless_check(
                 "near_tie_threshold": threshold,
                 "resolution": resolution.step,
                 "resolution_note": resolution.text,
+                "replaced_text": replaced,
             }
         )
     return rows

@@ -41,7 +41,15 @@ from bench.records._lock import open_no_follow, output_lock, write_text_file
 from bench.records._merge import SHARD_KEY, ShardMarker, merge_shards, shard_marker
 from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
 from bench.records._names import MAX_LABEL_LENGTH, file_label
-from bench.records._results import SampleResult, decode_margins, encode_margins, latest_by_key, result_from_dict
+from bench.records._results import (
+    SampleResult,
+    decode_margins,
+    encode_margins,
+    latest_by_key,
+    result_from_dict,
+    valid_text,
+    valid_texts,
+)
 from bench.records._run import (
     Run,
     collector_paused,
@@ -120,6 +128,8 @@ __all__ = [
     "sweep_cell_file",
     "sweep_cells",
     "sweep_files",
+    "valid_text",
+    "valid_texts",
     "workload_folders",
     "write_text_file",
 ]

@@ -231,6 +231,8 @@ def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
         f"near-tie: at the first difference the baseline's top two tokens were {rule} (batched verification flips "
         "such ties); real: further apart; unclassified: no log-probabilities recorded (run with --logprobs)"
         + (f"; {note}" if note else "")
+        + (f"; {replaced} sample(s) held invalid Unicode from the server (lone surrogates, compared as U+FFFD)"
+           if (replaced := max((row.get("replaced_text") or 0 for row in rows), default=0)) else "")
     )
 
 
