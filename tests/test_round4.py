@@ -14,6 +14,14 @@ from bench.records import load_run
 from tests.test_adversarial import _dataset, _fake, _main, _one_line_error
 from tests.test_report_regress import comparison_pair  # noqa: F401  (a fixture)
 
+
+def _usage_error(err: str, option: str, message: str) -> None:
+    """One line: the usage error argparse reports, naming the option and why."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("speedbench") and f"argument {option}: {message}" in lines[0], err
+
+
 # ---------------------------------------------------------------- 4. plots written through planted links
 
 
@@ -156,3 +164,119 @@ def test_a_run_file_already_holding_a_lone_surrogate_loads_as_valid_text(tmp_pat
     (tmp_path / "r.json").write_text(json.dumps(data))  # escaped as \\ud800, as a run file of before held it
     (result,) = load_run(tmp_path / "r.json").results
     assert result.outputs == ("eta\ufffd",) and result.replaced_chars == 1
+
+
+# ---------------------------------------------------------------- 7 + 8. numeric edges, checked before anything runs
+
+
+@pytest.mark.parametrize(("extra", "option", "message"), [
+    (["--timeout", "inf"], "--timeout", "must be a finite number in (0, 1e+06] seconds"),
+    (["--timeout", "nan"], "--timeout", "must be a finite number"),
+    (["--timeout", "1e300"], "--timeout", "must be a finite number"),
+    (["--start-at", "nan"], "--start-at", "must be a time within the next 30 days"),
+    (["--start-at", "inf"], "--start-at", "must be a time within the next 30 days"),
+    (["--start-at", "1e300"], "--start-at", "must be a time within the next 30 days"),
+    (["--request-rate", "inf"], "--request-rate", "must be a finite number"),
+    (["--request-rate", "nan"], "--request-rate", "must be a finite number"),
+    (["--request-rate", "5e-324", "--arrival", "constant"], "--request-rate", "must be a finite number"),
+    (["--request-rate", "1e308", "--arrival", "gamma", "--burstiness", "10"], "--request-rate", "must be a finite"),
+    (["--request-rate", "5", "--arrival", "gamma", "--burstiness", "1e308"], "--burstiness", "must be a finite"),
+    (["--request-rate", "inf", "--workers", "2", "--concurrency", "2"], "--request-rate", "must be a finite"),
+    (["--shard", "0/" + "9" * 5000], None, "expected I/N"),
+    (["--shard", "9" * 5000 + "/2"], None, "expected I/N"),
+])
+def test_a_numeric_edge_is_one_line_before_anything_is_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], option: str | None, message: str
+) -> None:
+    with _fake() as server:
+        code, _, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 4)), "--osl",
+                             "4", "--output", str(tmp_path / "r.json"), "--quiet", *extra)
+        assert not server.state.requests
+    assert code == 2, err
+    if option is None:
+        assert message in err
+        _one_line_error(err)
+    else:
+        _usage_error(err, option, message)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_sweeps_rates_and_the_apis_schedules_have_the_same_bounds() -> None:
+    from bench._errors import BenchError
+    from bench.pipeline import parse_rates
+    from bench.runner import RunConfig, arrival_schedule
+
+    for rate in (5e-324, 1e308):
+        with pytest.raises(BenchError, match="--request-rate must be a finite number"):
+            arrival_schedule(4, rate, process="constant")
+        with pytest.raises(BenchError, match="--request-rate must be a finite number"):
+            parse_rates(f"1,{rate!r}")
+    with pytest.raises(BenchError, match="--timeout must be a finite number"):
+        RunConfig(url="x", timeout=float("nan")).validate()
+    assert arrival_schedule(3, 1e6, process="gamma", burstiness=1e3).offsets_s[-1] < 1e-3  # the bounds hold
+
+
+@pytest.mark.parametrize("line", [
+    '{"offset_s": ' + "9" * 5000 + "}",
+    '{"offset_s": 0, "prompt_id": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "[" * 100_000,
+])
+def test_a_trace_line_too_long_or_too_deep_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       line: str) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"offset_s": 0}\n' + line + "\n")
+    with _fake() as server:
+        code, _, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 4)), "--osl",
+                             "4", "--trace", str(trace), "--output", str(tmp_path / "r.json"), "--quiet")
+        assert not server.state.requests
+    assert code == 2 and "trace.jsonl:2" in err, err
+    _one_line_error(err)
+
+
+def test_a_deep_trace_line_under_the_length_limit_is_one_line(tmp_path: Path) -> None:
+    import sys as _sys
+
+    from bench._errors import BenchError
+    from bench.runner import load_trace
+
+    trace = tmp_path / "trace.jsonl"
+    depth = 2000
+    trace.write_text("[" * depth + "]" * depth + "\n")
+    limit = _sys.getrecursionlimit()
+    _sys.setrecursionlimit(200)  # nesting past the stack, as a deeper line would be on any stack
+    try:
+        with pytest.raises(BenchError, match=r"trace\.jsonl:1"):
+            load_trace(trace)
+    finally:
+        _sys.setrecursionlimit(limit)
+
+
+# ---------------------------------------------------------------- 10. a trace shorter than the selection
+
+
+def test_a_short_trace_is_said_up_front_and_its_run_finishes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                             ) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"offset_s": 0}\n{"offset_s": 0.05, "prompt_id": "q7"}\n')
+    with _fake() as server:
+        code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 12)),
+                               "--osl", "4", "--trace", str(trace), "--output", str(tmp_path / "r.json"))
+        assert len(server.state.requests) == 2
+    assert code == 0, out + err
+    assert "schedules 2 arrivals for 12 selected samples: running the 2 it schedules" in out + err
+    assert "--resume" not in out + err
+    run = load_run(tmp_path / "r.json")
+    assert sorted(result.id for result in run.results) == ["q0", "q7"] and run.selected_samples == 2
+    assert not run.info.interrupted
+
+
+def test_a_short_trace_with_repeats_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"offset_s": 0}\n{"offset_s": 0.05}\n')
+    with _fake() as server:
+        code, _, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 4)), "--osl",
+                             "4", "--trace", str(trace), "--repeat", "2", "--output", str(tmp_path / "r.json"))
+        assert not server.state.requests
+    assert code == 2 and "2 arrivals for 8 requests" in err, err
+    _one_line_error(err)

@@ -27,6 +27,24 @@ def json_object(value: str) -> dict[str, Any]:
     return data
 
 
+def bounded_number(option: str) -> Any:
+    """An argparse type for `option`: a float that is finite and within the option's range (`NUMBER_RANGES`)."""
+
+    def parse(text: str) -> float:
+        from bench.runner import checked_number
+
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        try:
+            return checked_number(option, value)
+        except BenchError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option} ")) from None
+
+    return parse
+
+
 def header_pair(value: str) -> tuple[str, str]:
     """A `K:V` header argument."""
     if ":" not in value:
@@ -73,7 +91,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight")
     parser.add_argument("--limit", type=int, default=None,
                         help="at most this many samples per category (default: every sample)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout in seconds")
+    parser.add_argument("--timeout", type=bounded_number("--timeout"), default=600.0,
+                        help="per-request timeout in seconds")
     parser.add_argument(
         "--dataset", default="categories",
         help="'categories' (shipped), 'speed-bench' (hub), or a local .jsonl/.json/.parquet file",
@@ -107,12 +126,12 @@ def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = Fals
         parser.add_argument("--request-rate", default=None, metavar="R1,R2,...",
                             help="sweep arrival rates (requests/s) instead of concurrency levels (default: off)")
     else:
-        parser.add_argument("--request-rate", type=float, default=None, metavar="R",
+        parser.add_argument("--request-rate", type=bounded_number("--request-rate"), default=None, metavar="R",
                             help="open loop: requests arrive at R per second on a seeded schedule (default: closed "
                                  "loop)")
     parser.add_argument("--arrival", default="poisson", choices=["poisson", "gamma", "constant"],
                         help="arrival process of --request-rate (default: poisson)")
-    parser.add_argument("--burstiness", type=float, default=1.0,
+    parser.add_argument("--burstiness", type=bounded_number("--burstiness"), default=1.0,
                         help="gamma shape with --arrival gamma: < 1 burstier, > 1 more regular (default: 1)")
     parser.add_argument("--max-concurrency", type=int, default=None,
                         help="open loop: at most N requests in flight; a due request waits for a slot and its "

@@ -43,7 +43,15 @@ from bench.records import (
     write_text_file,
 )
 from bench.render import rate_sweep_text, traffic_json
-from bench.runner import ArmSpec, Progress, RunConfig, choose_workers, run_arms_workers, run_open_ab
+from bench.runner import (
+    ArmSpec,
+    Progress,
+    RunConfig,
+    checked_number,
+    choose_workers,
+    run_arms_workers,
+    run_open_ab,
+)
 
 
 def parse_rates(text: str) -> tuple[float, ...]:
@@ -54,6 +62,8 @@ def parse_rates(text: str) -> tuple[float, ...]:
         rates = ()
     if not rates or any(not math.isfinite(rate) or rate <= 0 for rate in rates):
         raise BenchError(f"--request-rate {text!r}: give positive requests/s separated by commas, e.g. 1,2,4,8")
+    for rate in rates:
+        checked_number("--request-rate", rate)
     return rates
 
 
