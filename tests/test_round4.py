@@ -280,3 +280,70 @@ def test_a_short_trace_with_repeats_is_refused_in_one_line(tmp_path: Path, capsy
         assert not server.state.requests
     assert code == 2 and "2 arrivals for 8 requests" in err, err
     _one_line_error(err)
+
+
+# ---------------------------------------------------------------- 9. merge trusts each shard's marker
+
+
+def _emptied(run, ids=(), results=None):
+    from dataclasses import replace as _replace
+
+    marker = {**run.meta["shard"], "sample_ids": list(ids)}
+    return _replace(run, meta={**run.meta, "shard": marker},
+                    results=run.results if results is None else tuple(results))
+
+
+def test_a_shard_whose_ids_were_emptied_is_not_its_slice() -> None:
+    from bench._errors import BenchError
+    from bench.records import merge_shards
+    from tests.test_merge import _shard_run
+
+    shards = [_shard_run(index, 4) for index in range(4)]
+    shards[1] = _emptied(shards[1], results=())
+    with pytest.raises(BenchError, match=r"shard1\.json: its marker lists 0 sample ids, but slice 1/4 of the run.s 10"):
+        merge_shards(shards)
+
+
+def test_an_id_in_no_prompt_set_is_not_merged() -> None:
+    from bench._errors import BenchError
+    from bench.records import merge_shards
+    from tests.test_merge import _shard_run
+
+    shards = [_shard_run(index, 4) for index in range(4)]
+    shards[0] = _emptied(shards[0], ids=[*shards[0].meta["shard"]["sample_ids"], "forged"])
+    with pytest.raises(BenchError, match="lists 4 sample ids, but slice 0/4 of the run's 10 samples holds 3"):
+        merge_shards(shards)
+
+
+def test_results_that_do_not_cover_the_slices_make_the_merge_interrupted_and_are_named() -> None:
+    from bench.records import merge_shards
+    from tests.test_merge import _shard_run
+
+    shards = [_shard_run(index, 2) for index in range(2)]
+    kept = [result for result in shards[1].results if (result.id, result.repeat) not in {("s3", 0), ("s5", 1)}]
+    shards[1] = _emptied(shards[1], ids=shards[1].meta["shard"]["sample_ids"], results=kept)
+    merged = merge_shards(shards)
+    assert len(merged.results) == 18 and merged.selected_samples == 20
+    assert merged.info.interrupted
+    assert "2 of the shards' 20 selected samples have no result: s3, s5 (repeat 1)" in merged.info.warnings
+
+
+def test_merge_of_a_shard_with_a_nan_latency_reads_it_as_unknown(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from bench.records import save_run
+    from tests.test_merge import _shard_run
+
+    paths = []
+    for index in range(2):
+        save_run(_shard_run(index, 2), tmp_path / f"s{index}.json")
+        paths.append(tmp_path / f"s{index}.json")
+    data = json.loads(paths[0].read_text())
+    data["results"][0]["latency_s"] = float("nan")
+    paths[0].write_text(json.dumps(data))  # NaN, as Python's json writes it
+    code, out, err = _main(capsys, "merge", *map(str, paths), "--output", str(tmp_path / "m.json"))
+    assert "Traceback" not in err and code == 0, out + err
+    merged = load_run(tmp_path / "m.json")
+    unknown = [result for result in merged.results if result.error_kind == "unknown_latency"]
+    assert len(unknown) == 1 and not unknown[0].ok

@@ -242,6 +242,9 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
     if values.get("sub_category") is not None:
         checked_text(values["sub_category"], f"{source}: result {data['id']!r} sub_category")
     values["ok"] = bool(values["ok"])
+    if values.get("latency_s") is None and "latency_s" in data:  # null or NaN: unknown, so no usable measurement
+        values.update(latency_s=0.0, ok=False, error_kind=values.get("error_kind") or "unknown_latency",
+                      error=values.get("error") or "the run file records no latency for it (null or NaN)")
     replaced = 0
     for name in ("outputs", "reasoning"):  # a run file written before text was made valid
         if name in values:
