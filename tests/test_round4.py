@@ -347,3 +347,55 @@ def test_merge_of_a_shard_with_a_nan_latency_reads_it_as_unknown(tmp_path: Path,
     merged = load_run(tmp_path / "m.json")
     unknown = [result for result in merged.results if result.error_kind == "unknown_latency"]
     assert len(unknown) == 1 and not unknown[0].ok
+
+
+# ---------------------------------------------------------------- 11. Mermaid labels in every chart
+
+HOSTILE = '<img src=x onerror=alert(1)>"]\n    bar [9'
+"""A category name that would be markup in a label, or close the label and the axis, if it reached a chart raw."""
+
+
+def _mermaid_blocks(markdown: str) -> list[str]:
+    import re
+
+    return re.findall(r"```mermaid\n(.*?)```", markdown, flags=re.S)
+
+
+def _assert_escaped(markdown: str, charts: int) -> list[str]:
+    blocks = _mermaid_blocks(markdown)
+    assert len(blocks) >= charts, markdown
+    import re
+
+    for block in blocks:
+        labels = re.findall(r'"([^"]*)"', block)
+        assert not [label for label in labels if "<" in label or ">" in label], block  # no markup in any label
+        assert "\u2039img src=x onerror=alert(1)\u203a'] bar [9" in labels  # the name is there, shown, not obeyed
+        for line in block.splitlines():
+            assert line.count('"') % 2 == 0, line  # no label closed early
+            assert not line.strip().startswith("bar [9"), block  # nothing the name held became a line
+    return blocks
+
+
+def test_every_mermaid_renderer_escapes_a_hostile_name(tmp_path: Path) -> None:
+    import numpy as np
+
+    from bench.analysis import compare
+    from bench.render import render_report, speedup_chart, sweep_chart
+    from tests.test_report_regress import _run
+
+    categories = ["coding"] * 6 + [HOSTILE] * 6
+    rates = 20 * np.exp(np.random.default_rng(0).normal(0, 0.3, 12))
+    base = _run(rates, categories, accept=None, seed=1, path=tmp_path / "b.json")
+    spec = _run(rates * 1.5, categories, accept=0.6, seed=2, path=tmp_path / "s.json")
+    comparison = compare(base, spec)
+    many = ["coding", "math", "qa", "rag", "stem", "roleplay", "writing", "reasoning", "summary", "humanities",
+            HOSTILE]  # eleven rows: the horizontal chart
+    bodies = []
+    bodies += _assert_escaped(render_report(comparison), 1)
+    bodies += _assert_escaped(render_report([comparison, comparison]), 2)
+    bodies += _assert_escaped(speedup_chart(HOSTILE, ["coding", HOSTILE], [1.5, 2.0], [1.1, 1.2]), 1)
+    bodies += _assert_escaped(speedup_chart("t", many, [1.2] * 11, [0.9] * 11), 1)
+    bodies += _assert_escaped(sweep_chart(HOSTILE, [1, 2], {HOSTILE: [1.1, 1.0], "b": [1.0, 1.2]}), 1)
+    from tests.test_mermaid import real_parse
+
+    assert real_parse(bodies) == ["xychart"] * len(bodies)  # the real parser reads each as a chart
