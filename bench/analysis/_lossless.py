@@ -45,7 +45,9 @@ class Resolution:
 
     @property
     def text(self) -> str:
-        """How the threshold was set, for the legend."""
+        """How the threshold was set, for the legend ("" when no margin was recorded: nothing to say)."""
+        if not self.step and not self.margins:
+            return ""
         if not self.step:
             return f"no log-probability grid found in {self.margins} recorded margins (continuous, e.g. fp32)"
         return (f"log-probabilities on a grid of {self.step:g} nats ({self.source}, {self.margins} margins): "

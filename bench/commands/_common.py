@@ -174,11 +174,12 @@ def progress_display(quiet: bool) -> Any:
 
 def vet(
     first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = True, gate: bool = False,
-    said: set[str] | None = None,
+    said: set[str] | None = None, collect: list[str] | None = None,
 ) -> Any:
     """Check two runs are comparable: refuse meaning-changing differences (and partial runs where asked), exit 2;
     print every other difference, partial or failing arm and note to stderr, one line each (a line already in
-    `said`, from another pair of the same command, is not printed again)."""
+    `said`, from another pair of the same command, is not printed again); every warning and note printed is also
+    appended to `collect` (the job summary's)."""
     from bench.analysis import check_comparable, check_regress_comparable
 
     checked = (check_regress_comparable if gate else check_comparable)(first, second)
@@ -201,6 +202,10 @@ def vet(
                 continue
             said.add(line)
         sys.stderr.write(f"speedbench: {terminal_text(line)}\n")
+        if collect is not None and line.startswith(("warning: ", "note: ")):
+            collect.append(line.removeprefix("warning: "))
     for line in state_warnings({"baseline": first, "speculative": second}):
         sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
+        if collect is not None:
+            collect.append(line)
     return checked
