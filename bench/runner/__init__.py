@@ -41,6 +41,7 @@ from bench.runner._worker_count import (
     choose_workers,
     cores,
 )
+from bench.runner._worker_files import left_workers
 from bench.runner._workers import run_arms_workers, run_workers, spread, worker_shares
 
 __all__ = [
@@ -96,6 +97,7 @@ __all__ = [
     "execute_interleaved",
     "execute_open_ab",
     "inter_arrival_cv",
+    "left_workers",
     "load_trace",
     "loop_factory",
     "loop_name",
