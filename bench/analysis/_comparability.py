@@ -54,15 +54,18 @@ class Difference:
     speculative: str
     severity: str
     labels: tuple[str, str] = ("baseline", "speculative")
+    arm: str = ""
+    """Which arm of two comparisons the runs are (the gate's `baseline` and `speculative`), when that is not plain."""
 
     @property
     def message(self) -> str:
         """One line naming the difference: `osl differs: baseline=32 speculative=16`."""
         if self.field == SERVER_STATE:
-            return (f"the servers started in different states: {self.labels[0]} {self.baseline}; {self.labels[1]} "
-                    f"{self.speculative} (a drafter's memory or a warm prompt cache of earlier requests favours the "
-                    "warmer server: restart the servers before each run, or run `speedbench bench`, which starts "
-                    "fresh ones)")
+            which = f"{self.arm} " if self.arm else ""
+            return (f"the {which}servers started in different states: {self.labels[0]} {self.baseline}; "
+                    f"{self.labels[1]} {self.speculative} (a drafter's memory or a warm prompt cache of earlier "
+                    "requests favours the warmer server: restart the servers before each run, or run `speedbench "
+                    "bench`, which starts fresh ones)")
         if self.field == "file":
             return f"the same file (or identical copies) on both sides: {self.labels[0]}={self.baseline} " \
                    f"{self.labels[1]}={self.speculative}"
@@ -157,12 +160,15 @@ def check_comparable(baseline: Run, speculative: Run) -> Comparability:
     return _check(baseline, speculative, ("baseline", "speculative"), same_mode_expected=False)
 
 
-def check_regress_comparable(reference: Run, candidate: Run) -> Comparability:
-    """The same check for the gate's reference and candidate (runs of one arm, so the speculative mode must match)."""
-    return _check(reference, candidate, ("reference", "candidate"), same_mode_expected=True)
+def check_regress_comparable(reference: Run, candidate: Run, arm: str = "") -> Comparability:
+    """The same check for the gate's reference and candidate (runs of one arm, so the speculative mode must match);
+    `arm` names which arm of two comparisons they are."""
+    return _check(reference, candidate, ("reference", "candidate"), same_mode_expected=True, arm=arm)
 
 
-def _check(first: Run, second: Run, labels: tuple[str, str], *, same_mode_expected: bool) -> Comparability:
+def _check(
+    first: Run, second: Run, labels: tuple[str, str], *, same_mode_expected: bool, arm: str = ""
+) -> Comparability:
     if summary_only(first) or summary_only(second):
         which = [_file_name(run.path) for run in (first, second) if summary_only(run)]
         note = f"{NOTHING_CHECKED}: {' and '.join(which)} carry only a summary (no config, no per-sample results)"
@@ -206,7 +212,7 @@ def _check(first: Run, second: Run, labels: tuple[str, str], *, same_mode_expect
             if not _drafted(second) else ""))
 
     same_role = same_mode_expected or (_drafted(first) and _drafted(second))
-    _check_server_start(first, second, labels, differences, notes, refuse=same_role)
+    _check_server_start(first, second, labels, differences, notes, refuse=same_role, arm=arm)
     shared = [warning for warning in first.info.warnings if warning in second.info.warnings]
     notes.extend(f"both runs warned: {warning}" for warning in shared)  # interleaved arms share one client
     own = [[warning for warning in run.info.warnings if warning not in shared] for run in (first, second)]
@@ -240,7 +246,7 @@ def _check_prompts(
 
 def _check_server_start(
     first: Run, second: Run, labels: tuple[str, str], differences: list[Difference], notes: list[str], *,
-    refuse: bool,
+    refuse: bool, arm: str = "",
 ) -> None:
     """Servers that started in different states: refused when both runs play one role (`refuse`: the gate's
     reference and candidate, two speculative runs), a warning for a baseline against a speculative run; a drafter
@@ -249,7 +255,8 @@ def _check_server_start(
     states = tuple(start_state(start) for start in starts)
     if UNKNOWN not in states and states[0] != states[1]:
         described = tuple(start.describe() for start in starts if start is not None)
-        differences.append(Difference(SERVER_STATE, described[0], described[1], ERROR if refuse else WARNING, labels))
+        differences.append(Difference(SERVER_STATE, described[0], described[1], ERROR if refuse else WARNING, labels,
+                                      arm=arm))
         return
     for label, start, state in zip(labels, starts, states, strict=True):
         if state == DRAFTED and start is not None:

@@ -58,8 +58,10 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         pairs = list(pairs)
         said: set[str] = set()
         warnings: list[str] = []
-        for first, second in pairs:
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings)
+        arms = ("baseline", "speculative") if len(pairs) == 2 and isinstance(reference, tuple) else ("",) * len(pairs)
+        # the speculative arms first: a refusal names the drafter's state before the baseline's prompt cache
+        for (first, second), arm in reversed(list(zip(pairs, arms, strict=True))):
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings, arm=arm)
         failures = []
         for first, second in pairs:
             change = speculation_change(first, second)
@@ -134,8 +136,9 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
         pairs = [(load_run(sweep_cell_file(args.reference, level, BASELINE)), load_run(cell)),
                  (load_run(sweep_cell_file(args.candidate, level, BASELINE)), load_run(twin))]
         said: set[str] = set()
-        for first, second in zip(*pairs, strict=True):
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings)
+        for (first, second), side in zip(zip(*pairs, strict=True), (BASELINE, arm), strict=True):
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings,
+                arm=f"{name} {side}")
         found = gate(pairs[0], pairs[1], thresholds=thresholds)
         rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in found.rows]
         missing += [f"{name}: {item}" for item in found.missing]
