@@ -52,9 +52,33 @@ def test_two_workloads_share_the_decision_line_and_get_a_section_each(tmp_path: 
 def test_an_external_server_that_drafted_shows_it_instead_of_na() -> None:
     report = render_report(_comparison("qualitative", 1.2, spec_mode=None))
     row = next(line for line in report.splitlines() if line.startswith("| speculative mode |"))
-    assert row == "| speculative mode | baseline | speculative (drafted 384 tokens; mode not recorded) |"
+    assert row == ("| speculative mode | baseline | speculative (drafted 384 tokens; the server does not report its "
+                   "mode) |")
     silent = render_report(_comparison("qualitative", 1.2, spec_mode=None, drafted=0))
     assert "| speculative mode | baseline | n/a |" in silent
+
+
+def _as_reported(run: Run, speculative: str | None, **settings: object) -> Run:
+    from dataclasses import replace
+
+    from bench.records import ServerDescription
+
+    described = ServerDescription(engine="llamacpp", speculative=speculative, draft_settings=settings)
+    return replace(run, meta=replace(run.info, server=described))
+
+
+def test_labels_and_draft_settings_come_from_what_the_servers_report() -> None:
+    base = _as_reported(_run("grounded", 1.0, drafted=0, mode="baseline", seed=1), "none")
+    # `bench --spec-url` tags the run with --spec's default; the server says what it runs
+    spec = _as_reported(_run("grounded", 1.4, drafted=32, mode="ngram-mod", seed=1), "draft",
+                        **{"speculative.n_max": 16, "speculative.p_min": 0.75})
+    line = decision_line([compare(base, spec)])
+    assert line.startswith("**draft vs baseline: decode 1.40x")
+    report = render_report(compare(base, spec))
+    assert "| speculative mode | baseline | draft |" in report
+    assert "| draft settings (server) | n/a | n_max 16, p_min 0.75 |" in report
+    off = _as_reported(_run("grounded", 1.0, drafted=0, mode="ngram-mod", seed=1), "none")
+    assert decision_line([compare(base, off)]).startswith("**baseline vs baseline:")  # speculation off, said so
 
 
 def test_without_paired_statistics_the_decision_says_why() -> None:

@@ -61,7 +61,9 @@ class Resolution:
 
     @property
     def text(self) -> str:
-        """How the threshold was set, for the legend."""
+        """How the threshold was set, for the legend ("" when no margin was recorded: nothing to say)."""
+        if not self.step and not self.margins:
+            return ""
         if not self.step:
             return f"no log-probability grid found in {self.margins} recorded margins (continuous, e.g. fp32)"
         coarser = (f"; margins of logits on a coarser grid, up to {self.coarsest:g} (bf16: the step grows with the "

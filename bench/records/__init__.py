@@ -39,7 +39,18 @@ from bench.records._layout import (
 )
 from bench.records._lock import open_no_follow, output_lock, write_text_file
 from bench.records._merge import SHARD_KEY, ShardMarker, merge_shards, shard_marker
-from bench.records._meta import Acceptance, RunMeta, RunSettings, ServerDescription
+from bench.records._meta import (
+    DRAFTED,
+    FRESH,
+    SERVED,
+    UNKNOWN,
+    Acceptance,
+    RunMeta,
+    RunSettings,
+    ServerDescription,
+    ServerStart,
+    start_state,
+)
 from bench.records._names import MAX_LABEL_LENGTH, file_label
 from bench.records._results import (
     SampleResult,
@@ -68,13 +79,17 @@ __all__ = [
     "COMPARED_AS_ERROR",
     "COMPARED_AS_WARNING",
     "COUNTER_KEYS",
+    "DRAFTED",
+    "FRESH",
     "LOOK_DECISIONS",
     "MAX_LABEL_LENGTH",
     "SCHEMA_VERSION",
     "SELECTION_KEYS",
+    "SERVED",
     "SHARD_KEY",
     "SPECULATIVE",
     "SUMMARY_KEYS",
+    "UNKNOWN",
     "Acceptance",
     "Journal",
     "Look",
@@ -86,6 +101,7 @@ __all__ = [
     "SampleResult",
     "SequentialStop",
     "ServerDescription",
+    "ServerStart",
     "ShardMarker",
     "SummaryRow",
     "acceptance_summary",
@@ -123,6 +139,7 @@ __all__ = [
     "run_from_dict",
     "save_run",
     "shard_marker",
+    "start_state",
     "summarize",
     "summarize_group",
     "sweep_cell_file",

@@ -46,7 +46,13 @@ def _server(run: Run) -> str | None:
 
 
 def _mode(run: Run) -> str | None:
-    """The speculative mode the run recorded; for a server that did not say, whether it drafted."""
+    """The speculative mode as the server reported it (llama.cpp's /slots), else as the run was tagged (`bench`'s
+    --spec), else whether it drafted."""
+    reported = run.info.server.speculative
+    if reported == "none":
+        return "baseline"  # the server reports speculation off, whatever the run was called
+    if reported:
+        return reported
     mode = run.settings.tags.get("mode")
     if mode:
         return mode
@@ -54,8 +60,16 @@ def _mode(run: Run) -> str | None:
 
     drafted = drafted_by_category(run).get(OVERALL)
     if drafted is not None and drafted.proposed:
-        return f"speculative (drafted {drafted.proposed} tokens; mode not recorded)"
+        return f"speculative (drafted {drafted.proposed} tokens; the server does not report its mode)"
     return None
+
+
+def _draft_settings(run: Run) -> str | None:
+    """The draft settings the server reports (`n_max 16, p_min 0.75`), None when it reports none."""
+    settings = run.info.server.draft_settings
+    if not settings:
+        return None
+    return ", ".join(f"{key.removeprefix('speculative.')} {value}" for key, value in sorted(settings.items()))
 
 
 def _cell(value: Any) -> str:
@@ -93,6 +107,9 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
         ("harness", *both(lambda run: run.info.harness)),
         ("started (UTC)", *both(lambda run: run.info.started_at)),
     ]
+    settings = both(_draft_settings)
+    if any(settings):
+        rows.append(("draft settings (server)", *settings))
     for key in ("threads", "draft_model", "draft_max"):
         values = both(lambda run, key=key: run.settings.tags.get(key))
         if any(values):

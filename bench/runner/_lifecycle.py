@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 
 from bench._errors import BenchError
 from bench.records import Run, output_lock
-from bench.runner._arm import Arm, RunStopped, build_run, close_journal, conclude_arm, connect_arm, open_journal
+from bench.runner._arm import (
+    Arm,
+    RunStopped,
+    build_run,
+    close_journal,
+    conclude_arm,
+    connect_arm,
+    open_journal,
+    read_start,
+)
 from bench.runner._lag import LagMonitor
 from bench.runner._progress import Progress
 from bench.runner._stop import Stop, signals_to
@@ -93,6 +102,8 @@ async def run_arms(
                                       headers=config.request_headers(), max_body_bytes=config.max_response_bytes,
                                       stamped=config.stream)
                         )
+                        await read_start(arm, session.transports[name], stop)  # before any arm's first request
+                    for name, arm in arms.items():
                         await connect_arm(arm, session.transports[name], stop)
                     for arm in arms.values():
                         open_journal(arm, resume=resume)
