@@ -15,6 +15,25 @@ def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[
     return {key: delta for key in COUNTER_KEYS if (delta := _delta(before, after, key)) is not None}
 
 
+POSITION_KEY = "accepted_pos_"
+"""Prefix of a sample's per-position counter deltas in its `spec`: `accepted_pos_0` counts drafts with >= 1 accepted."""
+
+
+def position_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+    """How much each per-position acceptance counter moved, keyed `accepted_pos_<position>` (0-based)."""
+    positions_before = before.get("per_position") or {}
+    positions_after = after.get("per_position") or {}
+    return {f"{POSITION_KEY}{key}": float(value) - float(positions_before.get(key, 0.0))
+            for key, value in positions_after.items() if str(key).isdigit()}
+
+
+def sample_positions(spec: Mapping[str, Any]) -> tuple[float, ...]:
+    """A sample's per-position counter deltas in position order (position 0 first); () when it has none."""
+    found = {int(key[len(POSITION_KEY):]): float(value) for key, value in spec.items()
+             if key.startswith(POSITION_KEY) and key[len(POSITION_KEY):].isdigit()}
+    return tuple(found.get(position, 0.0) for position in range(max(found) + 1)) if found else ()
+
+
 def acceptance_summary(
     drafts: float, draft_tokens: float | None, accepted: float, *, source: str, server_wide: bool
 ) -> dict[str, Any]:
