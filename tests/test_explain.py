@@ -88,3 +88,27 @@ def test_request_distribution_quantiles_and_histogram() -> None:
     assert spread.median == pytest.approx(1.8)
     assert dict(spread.histogram) == {1.0: 2, 1.5: 1, 2.0: 2, 3.5: 1}
     assert RequestAcceptance.of([]) is None
+
+
+def test_compare_stats_shows_acceptance_length_and_step_cost_on_every_row_with_counters() -> None:
+    import json
+
+    from bench.analysis import compare
+    from bench.render import render_json, render_markdown, render_text
+
+    base = _run([_result(f"{cat}{i}", cat, tokens=100, ms=1000.0 * (1 + 0.01 * i)) for cat in ("code", "chat")
+                 for i in range(6)])
+    spec = _run([_result(f"{cat}{i}", cat, tokens=100, ms=(800.0 if cat == "code" else 1000.0) * (1 + 0.01 * i),
+                         spec=_spec(40, 60, (30, 20, 10, 0)) if cat == "code" else _spec(50, 50, (30, 15, 5, 0)))
+                 for cat in ("code", "chat") for i in range(6)])
+    comparison = compare(base, spec)
+    assert all(row.parts is not None and row.parts.step_cost is not None and row.acceptance_length is not None
+               for row in comparison.stats)
+    text = render_text(comparison)
+    assert "Speedup explained" in text and "step_cost" in text
+    assert "AL/step_cost" in render_markdown(comparison)
+    rows = json.loads(render_json(comparison))["stats"]
+    assert {row["category"]: round(row["step_cost"], 3) for row in rows} == {"code": 2.0, "chat": 2.0,
+                                                                              "overall": 2.0}
+    assert all(row["reconciles"] is True for row in rows)
+    assert rows[0]["acceptance_joint"] == [0.75, 0.5, 0.25, 0.0]

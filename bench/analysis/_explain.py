@@ -226,8 +226,17 @@ def _flag(
     return f"{gap}: the server counts differently (drafts + accepted = {counted:.0f} for {tokens:.0f} tokens)"
 
 
+def configured_draft_max(run: Run) -> int | None:
+    """The draft length the speculative server was started with, as its run file's tags record it."""
+    tags = run.config.get("tags") if isinstance(run.config, Mapping) else None
+    value = tags.get("draft_max") if isinstance(tags, Mapping) else None
+    return int(value) if isinstance(value, int | str) and str(value).isdigit() else None
+
+
 def explain_runs(baseline: Run, speculative: Run, *, draft_max: int | None = None) -> dict[str, SpeedupParts]:
-    """Per category and overall: the parts of the decode speedup over the two runs' paired successful samples."""
+    """Per category and overall: the parts of the decode speedup over the two runs' paired successful samples
+    (`draft_max` defaults to the speculative run's recorded one)."""
+    draft_max = draft_max if draft_max is not None else configured_draft_max(speculative)
     base = {result.key: result for result in baseline.latest if result.ok}
     spec = [result for result in speculative.latest if result.ok and result.key in base]
     parts: dict[str, SpeedupParts] = {}

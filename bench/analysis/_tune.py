@@ -1,4 +1,4 @@
-"""Which draft length to ship: the proven pick per scope and concurrency, tune.json rows and the schedules."""
+"""Which draft length to ship: the proven pick per scope and concurrency, tune.json rows and the schedules.
 
 The pick (per scope: a category or overall, at one concurrency) is one family of tests at 5% (Holm): each
 configuration against the baseline, and the leader (highest measured speedup) against each other configuration.
