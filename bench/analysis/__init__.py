@@ -25,7 +25,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
     "_tune": (
         "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick", "PredictionCheck", "Tune", "TuneRow", "decide",
-        "estimate_from_interval", "tune_rows",
+        "comparison_scopes", "estimate_from_interval", "scope_prediction", "summarize_tune", "tune_rows",
     ),
     "_drafted": ("NOTHING_DRAFTED", "Drafted", "drafted_by_category"),
     "_drafter_state": ("DrafterState", "drafter_state", "first_repeat", "recorded_states", "state_warnings"),

@@ -95,9 +95,11 @@ class Prediction:
         """The model as a reader checks it, or why there is no prediction."""
         if not self.holds:
             return f"no prediction: {self.why}"
-        return (f"speedup(K) = E(K) / cost(K), E(K) = 1 + sum of the joint per-position acceptance to K, "
-                f"cost(K) = {self.a:.3f} + {self.b:.4f} K (fitted to draft_max "
-                f"{', '.join(map(str, self.measured))})")
+        over = ("the geometric mean over requests of 1 + the sum of each one's joint per-position acceptance to K"
+                if self.request_curves else "1 + the sum of the pooled joint per-position acceptance to K (no "
+                "per-request counters: a ratio of means, and a chain cannot be told from a mix of requests)")
+        return (f"speedup(K) = E(K) / cost(K), E(K) = {over}, cost(K) = {self.a:.3f} + {self.b:.4f} K (fitted to "
+                f"draft_max {', '.join(map(str, self.measured))})")
 
 
 def fit_prediction(parts: Iterable[ConfigParts]) -> Prediction:
@@ -130,21 +132,27 @@ def fit_prediction(parts: Iterable[ConfigParts]) -> Prediction:
         counts[:width] += np.asarray(config.positions[:width], dtype=float)
         drafts[:width] += config.drafts
     curve = counts / np.where(drafts > 0, drafts, 1.0)
+    requests = _request_curves(configs, largest)
+    keys = sorted(set.intersection(*(set(config.requests) for config in configs))) if requests else []
     for config in configs:
         own = np.asarray(config.positions[:config.draft_max], dtype=float) / config.drafts
-        pooled = curve[:config.draft_max]
-        spread = 3.0 * np.sqrt(np.maximum(pooled * (1 - pooled), 1e-12) / config.drafts)
-        moved = np.abs(own - pooled) > CURVE_TOLERANCE + spread
+        if requests:  # each request's curve, weighted by this configuration's drafts of it (the mix moves with K)
+            weights = np.asarray([config.requests[key][0] for key in keys], dtype=float)
+            expected = (weights[:, None] * np.asarray(requests)[:, :config.draft_max]).sum(axis=0) / weights.sum()
+        else:
+            continue  # pooled counters alone cannot tell a chain from a mix of requests whose drafts move with K
+        spread = 3.0 * np.sqrt(np.maximum(expected * (1 - expected), 1e-12) / config.drafts)
+        moved = np.abs(own - expected) > CURVE_TOLERANCE + spread
         if moved.any():
             position = int(np.argmax(moved)) + 1
             return Prediction(f"the acceptance at position {position} moves with the draft length "
                               f"({own[position - 1]:.2f} at draft_max={config.draft_max} against "
-                              f"{pooled[position - 1]:.2f} pooled): not a chain drafter", measured=measured)
+                              f"{expected[position - 1]:.2f} from the other configurations): not a chain drafter",
+                              measured=measured)
     ks = np.asarray([config.draft_max for config in configs], dtype=float)
     costs = np.asarray([config.step_cost for config in configs], dtype=float)
     b, a = np.polyfit(ks, costs, 1)
-    return Prediction(None, tuple(float(value) for value in curve), float(a), float(b), measured,
-                      _request_curves(configs, largest))
+    return Prediction(None, tuple(float(value) for value in curve), float(a), float(b), measured, requests)
 
 
 def _request_curves(configs: Sequence[ConfigParts], largest: int) -> tuple[tuple[float, ...], ...]:

@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
+from bench.analysis._compare import Comparison
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
+from bench.analysis._grouping import each_category
 from bench.analysis._intervals import DECODE_SPEEDUP, LogMean, log_mean, t_quantile, verdict
-from bench.analysis._predict import Prediction
+from bench.analysis._paired import pair_runs
+from bench.analysis._predict import ConfigParts, Prediction, fit_prediction
 
 NOT_SEPARABLE = "not separable at this n"
 
@@ -329,3 +332,61 @@ def tune_rows(
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def comparison_scopes(comparison: Comparison, draft_max: int) -> dict[str, tuple[Measured, ConfigParts | None]]:
+    """Per category and overall of one configuration's comparison: its measured speedups and its parts.
+
+    The estimate against the baseline is the comparison's own row (whatever estimator the analysis uses for it,
+    read back from its interval); the per-sample logs serve the tests between configurations."""
+    paired = pair_runs(comparison.baseline, comparison.speculative, min_pairs=0)
+    logs: dict[str, dict[str, float]] = {}
+    for category, group in each_category(paired):
+        values = group[group["decode_speedup"] > 0]
+        means = np.log(values["decode_speedup"].astype(float)).groupby(values["id"], sort=False).mean()
+        logs[category] = {str(key): float(value) for key, value in means.items()}
+    scopes = {}
+    for row in comparison.stats:
+        decode = row.decode
+        estimate = (estimate_from_interval(decode.point, decode.low, decode.high, decode.confidence, decode.df, row.n)
+                    if decode.has_interval else None)
+        parts = ConfigParts.of(draft_max, row.parts) if row.parts is not None else None
+        scopes[row.category] = (Measured(draft_max, logs.get(row.category, {}), estimate), parts)
+    return scopes
+
+
+def scope_prediction(configs: Mapping[int, tuple[Measured, ConfigParts | None]]) -> Prediction:
+    """The prediction model of one scope from its measured configurations (none without every one's counters)."""
+    missing = [k for k, (_, parts) in sorted(configs.items()) if parts is None]
+    if missing:
+        return Prediction(f"no acceptance counters for draft_max={missing[0]}", measured=tuple(sorted(configs)))
+    return fit_prediction(parts for _, parts in configs.values() if parts is not None)
+
+
+def summarize_tune(
+    comparisons: Mapping[int, Mapping[int, Comparison]], grid: Sequence[int], *, mode: str,
+    checks: Sequence[PredictionCheck] = (), threshold: float = DEFAULT_THRESHOLD, tie_margin: float = DEFAULT_THRESHOLD,
+    notes: Sequence[str] = (),
+) -> Tune:
+    """A tune from its comparisons (concurrency -> draft_max -> comparison): the overall picks at every level as one
+    family, the category picks at the lowest level as another, every scope's prediction and the rows."""
+    levels = tuple(sorted(comparisons))
+    by_scope: dict[tuple[str, int], dict[int, tuple[Measured, ConfigParts | None]]] = {}
+    categories: list[str] = []
+    for level in levels:
+        for k, comparison in sorted(comparisons[level].items()):
+            for scope, measured in comparison_scopes(comparison, k).items():
+                if scope != OVERALL and level != levels[0]:
+                    continue
+                if scope != OVERALL and scope not in categories:
+                    categories.append(scope)
+                by_scope.setdefault((scope, level), {})[k] = measured
+    overall = {key: [item[0] for item in configs.values()] for key, configs in by_scope.items() if key[0] == OVERALL}
+    per_category = {key: [item[0] for item in configs.values()] for key, configs in by_scope.items()
+                    if key[0] != OVERALL}
+    picks = {**decide(overall, threshold=threshold, tie_margin=tie_margin),
+             **decide(per_category, threshold=threshold, tie_margin=tie_margin)}
+    predictions = {key: scope_prediction(configs) for key, configs in by_scope.items()}
+    return Tune(grid=tuple(sorted(set(grid))), levels=levels, categories=tuple(categories), picks=picks,
+                predictions=predictions, rows=tune_rows(picks, predictions, grid), checks=tuple(checks), mode=mode,
+                notes=tuple(notes))
