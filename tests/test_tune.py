@@ -92,6 +92,46 @@ def test_every_configuration_keeps_its_run_files_and_server_output(tuned: Path) 
                  "--speculative", str(folder / "draft_max-4.json"), "--stats"]) == 0
 
 
+def _running(marker: str) -> list[str]:
+    """Command lines of live processes that mention `marker`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in text and "pytest" not in text:
+            found.append(text)
+    return found
+
+
+def test_every_server_process_group_is_ended(tuned: Path) -> None:
+    assert _running(str(FAKE)) == []
+
+
+def test_resume_keeps_every_finished_configuration_and_decides_the_same(tuned: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    before = (tuned / "tune.json").read_text()
+    (tuned / "tune.json").unlink()
+    assert main(["tune", *_commands(), "--draft-max", ",".join(map(str, GRID)), "--concurrency", "1,8",
+                 "--dataset", str(next(tuned.parent.glob("prompts.jsonl"))), "--limit", "16", "--osl", "512",
+                 "--resume", str(tuned), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "starting" not in out and out.count("already complete") == 6  # 3 configurations per level
+    assert (tuned / "tune.json").read_text() == before
+
+
+def test_until_decided_samples_rounds_per_configuration(tmp_path: Path) -> None:
+    assert main(["tune", *_commands(), "--draft-max", "1,8", "--until-decided", "--category", "code",
+                 "--dataset", str(_dataset(tmp_path)), "--limit", "8", "--osl", "512",
+                 "--results-dir", str(tmp_path), "--quiet"]) == 0
+    folder = next(tmp_path.glob("*-tune-ngram-mod")) / "c1" / "draft_max-8"
+    run = json.loads((folder / "draft_max-8.json").read_text())
+    assert run["sequential"]["looks"]  # the stopping rule's record
+    assert (folder / "rounds" / "1" / "baseline.json").exists()
+    assert len(run["results"]) < 8  # decided before the limit: code at K=8 is far faster
+
+
 def test_the_schedule_and_flags_follow_the_picks(tuned: Path) -> None:
     text = (tuned / "tune.txt").read_text()
     assert "[[1, 7, 4], [8, 8, 0]]" in text
@@ -102,6 +142,7 @@ def test_the_schedule_and_flags_follow_the_picks(tuned: Path) -> None:
     (["--base-cmd", "x {port}"], "need --spec-cmd"),
     (["--spec-cmd", "x {port}"], "must contain {draft_max}"),
     (["--draft-max", "0,2"], "draft lengths >= 1"),
+    (["--spec", "eagle9"], "server knows"),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
                                               tmp_path: Path) -> None:
@@ -112,8 +153,10 @@ def test_bad_options_are_one_line_and_exit_2(argv: list[str], message: str, caps
 
 def test_a_server_command_that_never_answers_is_ended_and_reported(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    sleeper = f"{sys.executable} -c 'import time; time.sleep(60)' {{port}}"
+    marker = f"never-answers-{tmp_path.name}"
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(60)' {{port}} {marker}"
     assert main(["tune", "--base-cmd", sleeper, "--spec-cmd", sleeper + " {draft_max}", "--draft-max", "2",
                  "--ready-timeout", "1", "--dataset", str(_dataset(tmp_path)), "--limit", "1",
                  "--results-dir", str(tmp_path), "--quiet"]) == 2
     assert "did not answer" in capsys.readouterr().err
+    assert _running(marker) == []

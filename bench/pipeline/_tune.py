@@ -250,6 +250,12 @@ def validate(config: TuneConfig) -> None:
         raise BenchError("--spec-cmd must contain {draft_max}: every configuration starts it with its draft length")
     if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1:
         raise BenchError("--limit and --osl must be >= 1 and --tie-margin between 0 and 1")
+    if config.spec_cmd is None:
+        from bench.server import speculative_modes
+
+        modes = speculative_modes(config.engine)
+        if config.mode not in modes:
+            raise BenchError(f"--spec {config.mode!r}: the embedded {config.engine} server knows {', '.join(modes)}")
     load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
     for level in config.levels:
         _run_config(config, "http://127.0.0.1:1", level, BASELINE, 1).validate()
