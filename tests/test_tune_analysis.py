@@ -41,6 +41,12 @@ def test_leaders_that_cannot_be_told_apart_give_the_smaller_draft_length() -> No
     pick = _pick([_measured(2, 1.1, sigma=0.2), _measured(4, 1.5, sigma=0.2), _measured(8, 1.52, sigma=0.2)])
     assert pick.draft_max == 4 and pick.leader == 8
     assert NOT_SEPARABLE in pick.reason and pick.margin is None
+    assert "leaders (8)" in pick.reason and pick.tied == (4, 8)  # only leaders shown faster than the baseline
+
+
+def test_a_lone_faster_leader_among_unseparated_ones_is_picked_and_said_so() -> None:
+    pick = _pick([_measured(2, 1.2, n=6, sigma=1.0), _measured(4, 1.5, n=60, sigma=0.05)])
+    assert pick.draft_max == 4 and "not shown faster than the baseline" in pick.reason
 
 
 def test_a_tie_shown_within_the_margin_says_the_margin() -> None:

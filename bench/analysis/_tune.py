@@ -168,11 +168,15 @@ def _pick(
         return Pick(scope, concurrency, leader.draft_max, f"draft_max={leader.draft_max} is shown better than the "
                     "other configurations", done, leader=leader.draft_max)
     chosen = candidates[0]
+    if len(candidates) == 1 and len(tied) > 1:
+        slower = ", ".join(str(k) for k in sorted(tied) if k != chosen)
+        return Pick(scope, concurrency, chosen, f"draft_max={chosen}: the leaders it cannot be told from ({slower}) "
+                    "are not shown faster than the baseline", done, leader=leader.draft_max, tied=(chosen,))
     if len(tied) == 1:
         return Pick(scope, concurrency, chosen, f"draft_max={chosen} is shown better than each other "
                     "configuration", done, leader=leader.draft_max)
     margin = _tie_margin(key, leader.draft_max, chosen, tied, level_of, estimate_of)
-    others = ", ".join(str(k) for k in sorted(tied) if k != chosen)
+    others = ", ".join(str(k) for k in candidates if k != chosen) or str(leader.draft_max)
     if margin is not None and margin <= tie_margin:
         reason = (f"draft_max={chosen}, the smallest of the leaders it cannot be told from ({others}), shown within "
                   f"{margin:.1%} of draft_max={leader.draft_max}")
