@@ -143,6 +143,8 @@ def test_the_schedule_and_flags_follow_the_picks(tuned: Path) -> None:
     (["--spec-cmd", "x {port}"], "must contain {draft_max}"),
     (["--draft-max", "0,2"], "draft lengths >= 1"),
     (["--spec", "eagle9"], "server knows"),
+    (["--base-cmd", "x {port} {nope}", "--spec-cmd", "x {port} {draft_max}"], "placeholders"),
+    (["--base-cmd", "x", "--spec-cmd", "x {port} {draft_max}"], "has no {port}"),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
                                               tmp_path: Path) -> None:

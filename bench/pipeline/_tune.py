@@ -248,6 +248,17 @@ def validate(config: TuneConfig) -> None:
         raise BenchError("give either --base-cmd or --base-url, not both")
     if config.spec_cmd is not None and "{draft_max}" not in config.spec_cmd:
         raise BenchError("--spec-cmd must contain {draft_max}: every configuration starts it with its draft length")
+    from bench.server import ServerError, fill_command
+
+    for command in (config.base_cmd, config.spec_cmd):
+        if command is None:
+            continue
+        if "{port}" not in command:
+            raise BenchError(f"server command {command!r} has no {{port}}: the server must listen where asked")
+        try:
+            fill_command(command, port=1, draft_max=1, concurrency=1)
+        except ServerError as exc:
+            raise BenchError(str(exc)) from None
     if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1:
         raise BenchError("--limit and --osl must be >= 1 and --tie-margin between 0 and 1")
     if config.spec_cmd is None:
