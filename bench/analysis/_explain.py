@@ -145,38 +145,51 @@ def _time_per_token(results: Iterable[SampleResult]) -> tuple[float, float]:
     return ms, tokens
 
 
+Counted = tuple[SampleResult, tuple[float, float, float | None], tuple[float, ...]]
+"""One speculative sample with its (drafts, accepted, draft tokens) and per-position counts."""
+
+
+def counted_sample(result: SampleResult) -> Counted | None:
+    """A sample's counts, read once (None when it has none)."""
+    counts = _per_sample_counts(result)
+    return None if counts is None else (result, counts, sample_positions(result.spec))
+
+
 def explain_row(
     category: str, baseline: Sequence[SampleResult], speculative: Sequence[SampleResult], run: Run | None = None,
-    *, draft_max: int | None = None,
+    *, draft_max: int | None = None, counted: Sequence[Counted] | None = None,
 ) -> SpeedupParts | None:
-    """One row's parts from its paired samples; the overall row falls back on the run's counters (`run`)."""
-    counted = [(result, counts) for result in speculative if (counts := _per_sample_counts(result)) is not None]
+    """One row's parts from its paired samples; the overall row falls back on the run's counters (`run`).
+    `counted` is `counted_sample` of each speculative sample that has counts, when the caller has them."""
+    if counted is None:
+        counted = [item for item in map(counted_sample, speculative) if item is not None]
     source, server_wide, partial = "per-sample counters", False, None
     positions: tuple[float, ...] = ()
     lengths: list[float] = []
     requests: dict[str, tuple[float, tuple[float, ...]]] = {}
     if counted:
-        drafts = sum(counts[0] for _, counts in counted)
-        accepted = sum(counts[1] for _, counts in counted)
-        known = [counts[2] for _, counts in counted if counts[2] is not None]
+        drafts = sum(counts[0] for _, counts, _ in counted)
+        accepted = sum(counts[1] for _, counts, _ in counted)
+        known = [counts[2] for _, counts, _ in counted if counts[2] is not None]
         draft_tokens = sum(known) if len(known) == len(counted) else None
-        per_sample = [sample_positions(result.spec) for result, _ in counted]
-        if per_sample and all(per_sample):
-            width = max(len(item) for item in per_sample)
-            positions = tuple(sum(item[i] if i < len(item) else 0.0 for item in per_sample) for i in range(width))
-        lengths = [1.0 + counts[1] / counts[0] for _, counts in counted if counts[0] > 0]
-        requests = {result.id: (counts[0], own) for (result, counts), own in zip(counted, per_sample, strict=True)
-                    if own and counts[0] > 0}
-        if any("steps" in result.spec and "drafts" not in result.spec for result, _ in counted):
+        if all(own for _, _, own in counted):
+            width = max(len(own) for _, _, own in counted)
+            totals = [0.0] * width
+            for _, _, own in counted:
+                for index, value in enumerate(own):
+                    totals[index] += value
+            positions = tuple(totals)
+        lengths = [1.0 + counts[1] / counts[0] for _, counts, _ in counted if counts[0] > 0]
+        requests = {result.id: (counts[0], own) for result, counts, own in counted if own and counts[0] > 0}
+        if any("steps" in result.spec and "drafts" not in result.spec for result, _, _ in counted):
             source = "engine steps"
-        spec_results = [result for result, _ in counted]
+        spec_results = [result for result, _, _ in counted]
     elif category == OVERALL and run is not None and run.info.acceptance is not None \
             and run.info.acceptance.drafts and run.info.acceptance.accepted is not None:
         whole = run.info.acceptance
         source, server_wide, partial = "run counters", whole.server_wide, whole.partial
         drafts, accepted, draft_tokens = float(whole.drafts or 0.0), float(whole.accepted), whole.draft_tokens
-        drafts_total = drafts
-        positions = tuple(rate * drafts_total for rate in whole.per_position)
+        positions = tuple(rate * drafts for rate in whole.per_position)
         spec_results = list(speculative)
     else:
         return None
@@ -239,10 +252,12 @@ def explain_runs(baseline: Run, speculative: Run, *, draft_max: int | None = Non
     draft_max = draft_max if draft_max is not None else configured_draft_max(speculative)
     base = {result.key: result for result in baseline.latest if result.ok}
     spec = [result for result in speculative.latest if result.ok and result.key in base]
+    facts = {result.key: counted_sample(result) for result in spec}
     parts: dict[str, SpeedupParts] = {}
     for category, group in each_category_of(spec, lambda result: result.category):
+        counted = [item for result in group if (item := facts[result.key]) is not None]
         row = explain_row(category, [base[result.key] for result in group], group,
-                          speculative if category == OVERALL else None, draft_max=draft_max)
+                          speculative if category == OVERALL else None, draft_max=draft_max, counted=counted)
         if row is not None:
             parts[category] = row
     return parts

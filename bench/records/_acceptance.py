@@ -29,9 +29,12 @@ def position_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict
 
 def sample_positions(spec: Mapping[str, Any]) -> tuple[float, ...]:
     """A sample's per-position counter deltas in position order (position 0 first); () when it has none."""
-    found = {int(key[len(POSITION_KEY):]): float(value) for key, value in spec.items()
-             if key.startswith(POSITION_KEY) and key[len(POSITION_KEY):].isdigit()}
-    return tuple(found.get(position, 0.0) for position in range(max(found) + 1)) if found else ()
+    if f"{POSITION_KEY}0" not in spec:
+        return ()
+    positions = []
+    while (value := spec.get(f"{POSITION_KEY}{len(positions)}")) is not None:
+        positions.append(float(value))
+    return tuple(positions)
 
 
 def acceptance_summary(
