@@ -159,7 +159,7 @@ def test_plot_all_keeps_its_files(tmp_path: Path) -> None:
     baseline, speculative = load_run(SAMPLE / "baseline.json"), load_run(SAMPLE / "speculative.json")
     files = plot_all(compare(baseline, speculative), tmp_path, formats=("png",))
     assert [path.name for path in files] == ["speedup.png", "accept_vs_speedup.png", "latency.png",
-                                            "position_acceptance.png"]
+                                            "position_acceptance.png", "speedup_parts.png"]
     assert all(path.stat().st_size > 5_000 for path in files)
 
 

@@ -18,6 +18,15 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_compare": (
         "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates", "family_size",
     ),
+    "_explain": (
+        "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
+        "joint_and_conditional",
+    ),
+    "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
+    "_tune": (
+        "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick", "PredictionCheck", "Tune", "TuneRow", "decide",
+        "comparison_scopes", "estimate_from_interval", "scope_prediction", "summarize_tune", "tune_rows",
+    ),
     "_drafted": ("NOTHING_DRAFTED", "Drafted", "drafted_by_category"),
     "_drafter_state": ("DrafterState", "drafter_state", "first_repeat", "recorded_states", "state_warnings"),
     "_family": (

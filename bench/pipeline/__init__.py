@@ -27,17 +27,21 @@ from bench.pipeline._sweep import (
     run_sweep,
     write_sweep,
 )
+from bench.pipeline._tune import TuneConfig, measure_config, parse_grid, run_tune, write_tune
 
 __all__ = [
     "ArmDefinition",
     "PipelineConfig",
     "RateSweepConfig",
     "SweepConfig",
+    "TuneConfig",
     "check_servers",
     "is_rate_sweep_folder",
     "load_rate_sweep",
     "load_sweep",
+    "measure_config",
     "parse_embedded_arms",
+    "parse_grid",
     "parse_levels",
     "parse_rates",
     "parse_url_arms",
@@ -45,10 +49,12 @@ __all__ = [
     "run_pipeline",
     "run_rate_sweep",
     "run_sweep",
+    "run_tune",
     "summarize_rate_sweep",
     "validate",
     "workloads",
     "write_comparison",
     "write_sweep",
     "write_traffic",
+    "write_tune",
 ]

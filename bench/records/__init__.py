@@ -2,9 +2,12 @@
 
 from bench.records._acceptance import (
     COUNTER_KEYS,
+    POSITION_KEY,
     acceptance_summary,
     counter_acceptance,
     counter_deltas,
+    position_deltas,
+    sample_positions,
 )
 from bench.records._identity import (
     COMPARED_AS_ERROR,
@@ -83,6 +86,7 @@ __all__ = [
     "FRESH",
     "LOOK_DECISIONS",
     "MAX_LABEL_LENGTH",
+    "POSITION_KEY",
     "SCHEMA_VERSION",
     "SELECTION_KEYS",
     "SERVED",
@@ -130,6 +134,7 @@ __all__ = [
     "open_no_follow",
     "output_lock",
     "plots_folder",
+    "position_deltas",
     "rate_folder",
     "rate_sweep_files",
     "read_journal",
@@ -137,6 +142,7 @@ __all__ = [
     "result_from_dict",
     "run_file",
     "run_from_dict",
+    "sample_positions",
     "save_run",
     "shard_marker",
     "start_state",

@@ -296,6 +296,28 @@ def position_acceptance(
     return _save(figure, out_dir, "position_acceptance", formats)
 
 
+def speedup_parts(rows: Sequence[Mapping[str, Any]], out_dir: Path, *, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Per row with counters: acceptance length, step cost, AL / step cost and the measured pooled decode speedup."""
+    shown = [row for row in rows if _finite(row.get("explained_speedup"))]
+    if not shown:
+        return []
+    figure, axis = plt.subplots(figsize=(max(6.5, 1.3 * len(shown) + 2), 4.2))
+    series = (("acceptance_length", "acceptance length (tokens/step)", BLUE),
+              ("step_cost", "step cost (step / baseline token)", GREY),
+              ("explained_speedup", "AL / step cost", ORANGE),
+              ("pooled_decode_speedup", "measured decode speedup (pooled)", GREEN))
+    width = 0.8 / len(series)
+    for index, (key, label, colour) in enumerate(series):
+        values = [float(row[key]) if _finite(row.get(key)) else 0.0 for row in shown]
+        axis.bar([i + (index - 1.5) * width for i in range(len(shown))], values, width, label=label, color=colour)
+    axis.axhline(1.0, color="black", linewidth=0.8)
+    axis.set_xticks(range(len(shown)), [str(row["category"]) for row in shown])
+    axis.set_title("The decode speedup explained (AL / step cost should match the measured)")
+    axis.legend(fontsize=8)
+    axis.grid(axis="y", alpha=0.3)
+    return _save(figure, out_dir, "speedup_parts", formats)
+
+
 def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...]) -> list[Path]:
     """Every plot of a comparison: speedup bars, accept rate vs speedup, latencies, per-position acceptance."""
     stats = [row.as_cells() for row in comparison.stats]
@@ -306,6 +328,7 @@ def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...])
     per_position = comparison.run_acceptance.per_position if comparison.run_acceptance else ()
     if per_position:
         files += position_acceptance(per_position, out_dir, formats=formats)
+    files += speedup_parts(stats, out_dir, formats=formats)
     return files
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
 from bench.records import Run, report_file, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
+from bench.render._explain import explained_markdown
 from bench.render._mermaid import speedup_chart, sweep_chart
 from bench.render._stats import ci_cell, lossless_markdown, stats_markdown, stream_markdown
 from bench.render._sweep import sweep_markdown
@@ -27,6 +28,7 @@ PLOT_TITLES = {
     "accept_vs_speedup": "Accept rate vs decode speedup",
     "latency": "Per-sample latency speedup per category (baseline / speculative latency of the same prompt)",
     "position_acceptance": "Per-position acceptance",
+    "speedup_parts": "The decode speedup explained: acceptance length, step cost, AL / step cost against measured",
 }
 
 
@@ -213,6 +215,8 @@ def _body(comparison: Comparison, *, level: int) -> str:
                                     sequential=comparison.sequential, sequential_notes=comparison.sequential_notes))
         if cache_line(comparison):
             parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
+        if explained_markdown(comparison.stats):
+            parts.append(f"\n{head} Speedup explained\n\n" + explained_markdown(comparison.stats))
         parts.append(
             f"\nCategories with fewer than {MIN_SAMPLES_FOR_CI} paired samples get no interval and no verdict.\n\n"
         )

@@ -23,6 +23,7 @@ STATS_COLUMNS: list[Column] = [
     ("accept_rate", "accept_rate", "rate"),
     ("accept_len", "acceptance_length", "speed"),
     ("drafted", "drafted_share", "percent"),
+    ("step_cost", "step_cost", "speed"),
     ("identical", "identical_cell", ""),
 ]
 
