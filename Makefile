@@ -94,10 +94,12 @@ bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 # Where speculation stops paying: two ngram-mod draft lengths against the baseline at concurrency 1, 2 and 4.
 SWEEP_LEVELS ?= 1,2,4
 SWEEP_SPEC   ?= ngram-mod:draft_max=8,ngram-mod:draft_max=16
+SWEEP_OSL    ?= 64
 sweep: $(STAMP)
-	$(BIN)/speedbench sweep --concurrency $(SWEEP_LEVELS) --spec $(SWEEP_SPEC) --limit 5 --osl $(OSL) \
+	$(BIN)/speedbench sweep --concurrency $(SWEEP_LEVELS) --spec $(SWEEP_SPEC) --limit 5 --osl $(SWEEP_OSL) \
 		--category coding,qa,math,summarization --threads $(THREADS) $(if $(MODEL),--model $(MODEL))
 
+# The newest results folder's report: a `make bench` comparison or a `make sweep`, whichever ran last.
 report: $(STAMP)
 	$(BIN)/speedbench report --latest results
 

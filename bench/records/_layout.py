@@ -108,6 +108,25 @@ def latest_comparison_folder(results_dir: str | os.PathLike[str]) -> Path | None
     return folders[-1] if folders else None
 
 
+def is_rate_sweep_layout(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` holds a rate sweep (an `r<rate>/` folder with a baseline run file)."""
+    root = Path(path)
+    return root.is_dir() and any(folder_rate(cell) is not None and run_file(cell, BASELINE).exists()
+                                 for cell in root.iterdir())
+
+
+def latest_results_folder(results_dir: str | os.PathLike[str]) -> Path | None:
+    """The newest results folder of any kind under `results_dir` (a comparison, a several-workload `bench`, a
+    concurrency sweep or a rate sweep; names sort by time), the committed sample aside."""
+    folders = sorted(
+        path for path in Path(results_dir).glob("*")
+        if path.is_dir() and path.name != SAMPLE_FOLDER
+        and (is_comparison_folder(path) or workload_folders(path) or is_sweep_folder(path)
+             or is_rate_sweep_layout(path))
+    )
+    return folders[-1] if folders else None
+
+
 def level_folder(folder: str | os.PathLike[str], level: int) -> Path:
     """A sweep's folder for one concurrency level: `<folder>/c<level>`."""
     return Path(folder) / f"{LEVEL_PREFIX}{level}"

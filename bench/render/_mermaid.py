@@ -45,17 +45,26 @@ def _axis_top(values: Sequence[float]) -> float:
     return math.ceil(top * 4) / 4
 
 
+def _axis_around_one(values: Sequence[float]) -> tuple[float, float]:
+    """A round axis range just around the values and 1.00x (steps of 0.05), so 0.94x and 1.00x look apart."""
+    low, high = min([1.0, *values]), max([1.0, *values])
+    pad = max(0.02, (high - low) * 0.1)
+    return max(0.0, math.floor((low - pad) * 20) / 20), math.ceil((high + pad) * 20) / 20
+
+
 def _sentence(text: str) -> str:
     return f"_{text[:1].upper()}{text[1:]}._"
 
 
 def _block(
     title: str, axis_name: str, labels: Sequence[str], series: Sequence[tuple[str, str, Sequence[float]]], *,
-    horizontal: bool,
+    horizontal: bool, from_zero: bool = True,
 ) -> tuple[str, str]:
-    """The fenced block and its legend sentence for named `(kind, name, values)` series plus the 1.00x line."""
+    """The fenced block and its legend sentence for named `(kind, name, values)` series plus the 1.00x line; the
+    value axis starts at 0 (bars) or, with `from_zero=False`, spans just the values and 1.00x (lines)."""
     colours = [*PALETTE[: len(series)], REFERENCE_COLOUR]
     shown = [value for _, _, values in series for value in values]
+    bottom, top = (0.0, _axis_top(shown)) if from_zero else _axis_around_one(shown)
     height = max(320, 36 * len(labels) + 160) if horizontal else 420
     lines = [
         "```mermaid",
@@ -72,7 +81,7 @@ def _block(
         "xychart-beta horizontal" if horizontal else "xychart-beta",
         f'    title "{mermaid_text(title)}"',
         f'    x-axis "{mermaid_text(axis_name)}" [' + ", ".join(f'"{mermaid_text(label)}"' for label in labels) + "]",
-        f'    y-axis "speedup (x)" 0 --> {_axis_top(shown):.2f}',
+        f'    y-axis "speedup (x)" {bottom:g} --> {top:.2f}',
     ]
     for kind, name, values in series:
         lines.append(f'    {kind} "{mermaid_text(name)}" [' + ", ".join(f"{value:.2f}" for value in values) + "]")
@@ -141,5 +150,5 @@ def sweep_chart(title: str, levels: Sequence[int], arms: Mapping[str, Sequence[f
         return (note or "_No speedup to chart._") + "\n"
     series = [("line", arm, [points[index] or 0.0 for index in kept]) for arm, points in values.items()]
     block, legend = _block(title, "concurrency", [f"c={levels[index]}" for index in kept], series[: len(PALETTE)],
-                           horizontal=False)
+                           horizontal=False, from_zero=False)
     return block + "\n" + _sentence(legend) + ("\n\n" + note if note else "") + "\n"

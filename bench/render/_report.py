@@ -13,7 +13,7 @@ from bench.records import Run, report_file, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
 from bench.render._mermaid import speedup_chart, sweep_chart
 from bench.render._stats import ci_cell, lossless_markdown, stats_markdown, stream_markdown
-from bench.render._sweep import sweep_markdown
+from bench.render._sweep import sweep_decision_text, sweep_markdown
 from bench.render._tables import comparison_text, format_value, markdown_escape
 
 if TYPE_CHECKING:
@@ -302,7 +302,8 @@ def _sweep_charts(sweep: Sweep) -> str:
 
 def render_sweep_report(sweep: Sweep, *, title: str | None = None, plots: Sequence[str] = ()) -> str:
     """A sweep's report: its charts, the summary tables, then each cell's SpeedBench table under its heading."""
-    parts = [f"# {markdown_escape(title or 'Speculative decoding sweep')}\n\n", "## Speedup charts\n\n",
+    parts = [f"# {markdown_escape(title or 'Speculative decoding sweep')}\n\n",
+             f"**{markdown_escape(sweep_decision_text(sweep))}.**\n\n", "## Speedup charts\n\n",
              _sweep_charts(sweep), "\n", sweep_markdown(sweep)]
     for cell in sweep.cells:
         labels = cell.comparison.baseline_label, cell.comparison.speculative_label  # relative: c<level>/<arm>.json

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.records import finite
+from bench.records import BASELINE, finite
 from bench.render._escape import terminal_text
 from bench.render._stats import ci_cell
 from bench.render._tables import Column, format_value, markdown_table, text_table
@@ -50,7 +50,7 @@ LEGEND = (
     "(fixed-sequence, 5% for the whole "
     "sweep): faster while each interval lies above 1.00x; stops paying only where the next interval lies at or below "
     "1 + the threshold; otherwise undetermined above (lack of evidence is not a crossover); "
-    "best arm: highest throughput speedup"
+    "best arm: highest throughput speedup, the baseline when every arm is below 1.00x"
 )
 
 
@@ -94,6 +94,24 @@ def _crossover_rows(sweep: Sweep) -> list[dict[str, Any]]:
 def _best_rows(sweep: Sweep) -> list[dict[str, Any]]:
     return [{"concurrency": best.concurrency, "arm": best.arm, "speedup": best.speedup,
              "runner_up": best.runner_up or "-", "margin": best.margin} for best in sweep.best]
+
+
+def sweep_decision_text(sweep: Sweep) -> str:
+    """The sweep's decision in one sentence: per level, the arm to run (an arm only when its throughput interval
+    says faster, else the baseline) with the best arm's throughput speedup, interval and verdict."""
+    parts = []
+    for best in sweep.best:
+        fastest = best.runner_up if best.arm == BASELINE else best.arm
+        cell = sweep.cell(fastest, best.concurrency) if fastest else None
+        if cell is None:
+            parts.append(f"c={best.concurrency}: baseline (no arm measured)")
+            continue
+        shown = _shown(sweep, cell.arm, best.concurrency, cell.throughput)
+        if shown.verdict == "better":
+            parts.append(f"c={best.concurrency}: {cell.arm}, throughput {_ci(shown)} faster")
+        else:
+            parts.append(f"c={best.concurrency}: baseline (no arm faster; best {cell.arm} {_ci(shown)} {shown.word})")
+    return "sweep decision: " + ("; ".join(parts) if parts else "no cell with paired statistics")
 
 
 def sweep_text(sweep: Sweep) -> str:
@@ -187,8 +205,8 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
         axis.set_xticks(list(sweep.levels), [str(level) for level in sweep.levels])
         axis.set_xlabel("concurrency (requests in flight)")
         axis.set_ylabel(f"{'per-request decode' if metric == 'decode' else 'system throughput'} speedup (x)")
-        axis.set_title(f"{metric} speedup vs concurrency (95% bands; filled: established, dotted: stops paying)",
-                       fontsize="small")
+        axis.set_title(f"{metric.capitalize()} speedup vs concurrency\n95% bands; filled: established; dotted: "
+                       "stops paying", fontsize="small")
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize="small")
     figure.tight_layout()
