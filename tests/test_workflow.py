@@ -65,12 +65,12 @@ def test_the_summary_starts_with_the_decision_and_a_regression_fails_the_job(tmp
         summary = project / "summary.md"
         done = _run_step(report, project, summary)
         assert done.returncode == 0, done.stderr
-        first = summary.read_text().splitlines()[0]
-        assert first.startswith("**ngram-mod vs baseline: decode ")
+        title, _, first = summary.read_text().splitlines()[:3]  # the report's title, then its decision
+        assert title.startswith("# ") and first.startswith("**ngram-mod vs baseline: decode ")
         gated = _run_step(gate, project, summary)
         assert gated.returncode == code, gated.stdout + gated.stderr
         text = summary.read_text()
-        assert text.index(first) == 0 and text.index("| overall | decode speedup |") > len(first)  # then the gate
+        assert text.index(first) == len(title) + 2 and text.index("| overall | decode speedup |") > len(first)
 
 
 @pytest.mark.parametrize("name", ["Benchmark baseline vs speculative", "Gate on the committed reference comparison"])

@@ -1,8 +1,9 @@
 """Mermaid charts for Markdown that renders where images cannot: GitHub draws them in PR descriptions.
 
-Each chart is an `xychart-beta` block: for a comparison, horizontal decode-speedup bars (one row per
-category, so 11 category names stay readable), the latency speedup as a line, and a 1.00x reference
-line; for a sweep, one line per speculative arm across concurrency levels and the same reference.
+Each chart is an `xychart-beta` block: for a comparison, horizontal bars, two rows per category (its
+decode speedup, then its latency speedup, each in its own colour; nothing joins one category to the
+next, which a line would), and a 1.00x reference line; for a sweep, one line per speculative arm
+across concurrency levels (an axis just around the values and 1.00x) and the same reference.
 Series are named and the block's front matter turns Mermaid's legend on and fixes the colours, which
 the sentence under the chart names too (renderers without a legend still get one).
 
@@ -65,7 +66,7 @@ def _block(
     colours = [*PALETTE[: len(series)], REFERENCE_COLOUR]
     shown = [value for _, _, values in series for value in values]
     bottom, top = (0.0, _axis_top(shown)) if from_zero else _axis_around_one(shown)
-    height = max(320, 36 * len(labels) + 160) if horizontal else 420
+    height = max(320, 28 * len(labels) + 160) if horizontal else 420
     lines = [
         "```mermaid",
         "---",
@@ -128,11 +129,17 @@ def speedup_chart(
     if not kept:
         return note + "\n"
     series: list[tuple[str, str, Sequence[float]]] = []
-    if has_decode:
+    labels = [categories[index] for index in kept]
+    if has_decode and has_latency:  # a row per category and metric: bars side by side, no line between categories
+        labels = [f"{categories[index]}: {metric}" for index in kept for metric in ("decode", "latency")]
+        series.append(("bar", DECODE_NAME, [value for index in kept for value in (decode_values[index] or 0.0, 0.0)]))
+        series.append(("bar", LATENCY_NAME, [value for index in kept
+                                             for value in (0.0, latency_values[index] or 0.0)]))
+    elif has_decode:
         series.append(("bar", DECODE_NAME, [decode_values[index] or 0.0 for index in kept]))
-    if has_latency:
-        series.append(("line", LATENCY_NAME, [latency_values[index] or 0.0 for index in kept]))
-    block, legend = _block(title, "category", [categories[index] for index in kept], series, horizontal=True)
+    else:
+        series.append(("bar", LATENCY_NAME, [latency_values[index] or 0.0 for index in kept]))
+    block, legend = _block(title, "category", labels, series, horizontal=True)
     legend = _sentence(f"{legend}; speculative vs baseline")
     return block + "\n" + legend + ("\n\n" + note if note else "") + "\n"
 

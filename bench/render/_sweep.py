@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.records import BASELINE, finite
 from bench.render._escape import terminal_text
-from bench.render._stats import ci_cell
+from bench.render._stats import ci_cell, details
 from bench.render._tables import Column, format_value, markdown_table, text_table
 
 if TYPE_CHECKING:
@@ -29,6 +29,20 @@ SWEEP_COLUMNS: list[Column] = [
     ("spec_tok/s", "spec_tps", "speed"),
     ("accept_rate", "accept_rate", "rate"),
 ]
+SWEEP_MARKDOWN_COLUMNS: list[Column] = [
+    ("arm", "arm", ""),
+    ("concurrency", "concurrency", "int"),
+    ("n", "n", "int"),
+    ("decode_speedup", "decode_md", ""),
+    ("throughput_speedup", "throughput_md", ""),
+    ("latency_speedup", "latency", ""),
+    ("accept_rate", "accept_rate", "rate"),
+]
+"""The cell table as a pull request shows it (GitHub's 1012 px): each speedup with its verdict under it; the
+arms' tokens/s in a second table."""
+SWEEP_MORE_COLUMNS: list[Column] = [("arm", "arm", ""), ("concurrency", "concurrency", "int"),
+                                    ("base_tok/s", "base_tps", "speed"), ("spec_tok/s", "spec_tps", "speed")]
+
 CROSSOVER_COLUMNS: list[Column] = [
     ("arm", "arm", ""),
     ("decode_speedup_crossover", "decode", ""),
@@ -83,6 +97,8 @@ def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
                 "base_tps": cell.base_tokens_per_s, "spec_tps": cell.spec_tokens_per_s,
                 "accept_rate": overall.accept_rate if overall else None,
             })
+            rows[-1]["decode_md"] = (rows[-1]["decode"], rows[-1]["decode_verdict"])  # two lines in Markdown
+            rows[-1]["throughput_md"] = (rows[-1]["throughput"], rows[-1]["throughput_verdict"])
     return rows
 
 
@@ -128,8 +144,10 @@ def sweep_text(sweep: Sweep) -> str:
 
 def sweep_markdown(sweep: Sweep, plots: Sequence[str] = ()) -> str:
     """The sweep summary as Markdown, each table under a heading, with the plots linked."""
+    cells = _cell_rows(sweep)
     parts = [
-        "## Sweep\n\n", markdown_table(_cell_rows(sweep), SWEEP_COLUMNS),
+        "## Sweep\n\n", markdown_table(cells, SWEEP_MARKDOWN_COLUMNS, wrap_headers=True),
+        details("Output tokens/s of each cell's arms", markdown_table(cells, SWEEP_MORE_COLUMNS)),
         "\n### Crossover\n\n", markdown_table(_crossover_rows(sweep), CROSSOVER_COLUMNS),
         "\n### Best arm per level\n\n", markdown_table(_best_rows(sweep), BEST_COLUMNS),
         f"\n{LEGEND.capitalize()}.\n",
