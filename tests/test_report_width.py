@@ -9,36 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from bench.cli import main
-from bench.pipeline import PipelineConfig, run_pipeline
-from bench.runner import SilentProgress
 from tests.browser import GITHUB_CONTENT_WIDTH, chromium_or_skip, load_page
 from tests.fakeserver import FakeServer, FakeState
 from tests.github_markdown import WIDE_ELEMENTS, write_github_page
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_TABLE = "Comparison: baseline="
-
-
-@pytest.fixture(scope="module")
-def bench_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh `make bench`-shaped folder (two workloads, 5 prompts a category) against loopback fake servers."""
-    results = tmp_path_factory.mktemp("results")
-    base, spec = FakeServer(FakeState()), FakeServer(FakeState(drafting=True))
-    base.start()
-    spec.start()
-    try:
-        code = run_pipeline(PipelineConfig(limit=5, osl=4, base_url=base.url, spec_url=spec.url,
-                                           results_dir=str(results), bench="qualitative,throughput_1k"),
-                            out=lambda _: None, progress=SilentProgress())
-    finally:
-        base.stop()
-        spec.stop()
-    assert code == 0
-    (folder,) = results.iterdir()
-    return folder
 
 
 def _too_wide(markdown: str, page: Path) -> list[dict]:
