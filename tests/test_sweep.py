@@ -183,3 +183,27 @@ def test_make_report_after_make_sweep_reports_the_sweep_with_its_decision(server
     assert lines[0].startswith("# ") and lines[2].startswith("**sweep decision: c=1: ")
     axes = [line for line in lines if line.strip().startswith('y-axis "speedup (x)"')]
     assert axes and all(not line.split('"')[2].strip().startswith("0 ") for line in axes)  # not from 0: around 1.0x
+
+
+def test_the_sweep_plot_titles_fit_over_their_axes(servers: tuple[str, str], tmp_path: Path, monkeypatch) -> None:
+    import matplotlib.pyplot as plt
+
+    from bench.pipeline import load_sweep
+    from bench.render import plot_sweep
+
+    base, fast = servers
+    assert main(["sweep", "--base-url", base, "--spec-url", f"fast={fast}", "--concurrency", "1,2",
+                 "--category", "qa", "--limit", "2", "--osl", "8", "--results-dir", str(tmp_path), "--quiet"]) == 0
+    (folder,) = tmp_path.iterdir()
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figures plot_sweep would close
+    plot_sweep(load_sweep(folder), tmp_path / "plots")
+    speedup = figures[0]
+    speedup.canvas.draw()
+    renderer = speedup.canvas.get_renderer()
+    for axis in speedup.axes[:2]:
+        title, box = axis.title.get_window_extent(renderer), axis.get_window_extent(renderer)
+        assert box.x0 - 1 <= title.x0 and title.x1 <= box.x1 + 1, axis.get_title()  # never cut at the edge
+        assert "stops paying" in axis.get_title()
+    for figure in figures:
+        figure.clf()
