@@ -78,13 +78,13 @@ def test_two_workloads_run_in_turn_and_end_with_one_decision_over_both(tmp_path:
     last = printed.strip().splitlines()[-1]
     assert last.startswith("speedbench: decision: ") and "qualitative: decode" in last and "throughput_1k:" in last
     report = (top / "report.md").read_text()
-    assert report.splitlines()[0] == f"**{last.removeprefix('speedbench: decision: ')}.**".replace("[", "\\[").replace(
+    assert report.splitlines()[2] == f"**{last.removeprefix('speedbench: decision: ')}.**".replace("[", "\\[").replace(
         "]", "\\]")
     (top / "report.md").unlink()
     assert main(["report", "--latest", str(tmp_path)]) == 0  # make report: the newest folder, every workload
     again = (top / "report.md").read_text()
     assert "## Workload: qualitative" in again and "## Workload: throughput_1k" in again
-    assert again.splitlines()[0] == report.splitlines()[0]
+    assert again.splitlines()[2] == report.splitlines()[2]
 
 
 def test_an_external_server_that_was_not_fresh_is_named_with_how_to_start_a_fresh_one(tmp_path: Path) -> None:

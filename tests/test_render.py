@@ -117,8 +117,8 @@ def test_markdown_table() -> None:
         [{"category": "qa", "avg_pred_t_s": 15.0, "avg_latency": 1.0, "accept_rate": 0.25}],
     )
     assert comparison_markdown(rows).splitlines() == [
-        "| category | base_avg_pred_t/s | spec_avg_pred_t/s | decode_speedup | base_avg_latency "
-        "| spec_avg_latency | latency_speedup | accept_rate |",
+        "| category | base_<wbr>avg_<wbr>pred_<wbr>t/s | spec_<wbr>avg_<wbr>pred_<wbr>t/s | decode_<wbr>speedup "
+        "| base_<wbr>avg_<wbr>latency | spec_<wbr>avg_<wbr>latency | latency_<wbr>speedup | accept_<wbr>rate |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         "| qa | 10.00 | 15.00 | 1.50x | 2.000s | 1.000s | 2.00x | 0.2500 |",
     ]

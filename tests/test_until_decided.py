@@ -79,8 +79,9 @@ def _every_output_reads_the_stopping_look(folder: Path, tmp_path: Path, capsys) 
             assert "faster (sequential test)" in shown and "sampled until decided" in shown
     assert main(["report", *files, "--out", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
-    assert report.splitlines()[0].startswith("**") and "faster (sequential test, " in report.splitlines()[0]
-    assert "stopping look" in report.splitlines()[2] and "faster (sequential test)" in report
+    assert report.splitlines()[2].startswith("**") and "faster (sequential test, " in report.splitlines()[2]
+    assert "sequential-test intervals" in report.splitlines()[4] and "faster (sequential test)" in report
+    assert "stopping look" in report.split("</details>", 1)[0]  # the long legend, in its details block
     capsys.readouterr()
     main(["regress", "--reference", str(folder), "--candidate", str(folder), "--allow-mismatch"])
     gated = capsys.readouterr().out

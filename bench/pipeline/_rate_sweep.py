@@ -34,6 +34,7 @@ from bench.records import (
     BASELINE,
     Run,
     folder_rate,
+    is_rate_sweep_layout,
     load_run,
     new_results_folder,
     plots_folder,
@@ -169,9 +170,7 @@ def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folde
 
 def is_rate_sweep_folder(folder: str | Path) -> bool:
     """Whether a folder holds a rate sweep (an `r<rate>/` with a baseline run file)."""
-    root = Path(folder)
-    return root.is_dir() and any(folder_rate(path) is not None and run_file(path, BASELINE).exists()
-                                 for path in root.iterdir())
+    return is_rate_sweep_layout(folder)
 
 
 def _recorded_slo(root: Path) -> tuple[Slo | None, float]:
