@@ -21,6 +21,15 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_compare": (
         "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates", "family_size",
     ),
+    "_explain": (
+        "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
+        "joint_and_conditional",
+    ),
+    "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
+    "_tune": (
+        "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick", "PredictionCheck", "Tune", "TuneRow", "decide",
+        "comparison_scopes", "estimate_from_interval", "scope_prediction", "summarize_tune", "tune_rows",
+    ),
     "_drafted": ("NOTHING_DRAFTED", "Drafted", "drafted_by_category"),
     "_drafter_state": ("DrafterState", "drafter_state", "first_repeat", "recorded_states", "state_warnings"),
     "_family": (
@@ -60,8 +69,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_stats": ("paired_stats",),
     "_stream": ("stream_latency_stats",),
     "_sweep": (
-        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "cell_family",
-        "crossover", "summarize_sweep", "sweep_cell",
+        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
+        "cell_family", "crossover", "summarize_sweep", "sweep_cell",
     ),
     "_traffic": (
         "DECODE_SPEEDUP_PAIRED", "DEFAULT_SLO_TARGET", "LATENCY_SPEEDUP_SCHEDULED", "TTFT_SPEEDUP_SCHEDULED",

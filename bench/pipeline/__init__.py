@@ -34,6 +34,7 @@ from bench.pipeline._sweep import (
     run_sweep,
     write_sweep,
 )
+from bench.pipeline._tune import TuneConfig, measure_config, parse_grid, run_tune, write_tune
 
 __all__ = [
     "ArmDefinition",
@@ -41,6 +42,7 @@ __all__ = [
     "PipelineConfig",
     "RateSweepConfig",
     "SweepConfig",
+    "TuneConfig",
     "add_to_history",
     "check_servers",
     "commit_context",
@@ -48,7 +50,9 @@ __all__ = [
     "is_rate_sweep_folder",
     "load_rate_sweep",
     "load_sweep",
+    "measure_config",
     "parse_embedded_arms",
+    "parse_grid",
     "parse_levels",
     "parse_rates",
     "parse_url_arms",
@@ -56,6 +60,7 @@ __all__ = [
     "run_pipeline",
     "run_rate_sweep",
     "run_sweep",
+    "run_tune",
     "summarize_rate_sweep",
     "validate",
     "workload_name",
@@ -63,4 +68,5 @@ __all__ = [
     "write_comparison",
     "write_sweep",
     "write_traffic",
+    "write_tune",
 ]
