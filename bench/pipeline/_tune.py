@@ -287,7 +287,8 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                 measured = comparisons.setdefault(level, {})
                 prediction = None
                 while True:
-                    wanted = plan_next(config.grid, measured, prediction, budget=budget)
+                    wanted = plan_next(config.grid, measured, None if config.full_grid else prediction,
+                                       budget=budget)
                     if not wanted:
                         break
                     for draft_max in wanted:
