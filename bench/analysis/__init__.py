@@ -61,8 +61,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_stats": ("paired_stats",),
     "_stream": ("stream_latency_stats",),
     "_sweep": (
-        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "cell_family",
-        "crossover", "summarize_sweep", "sweep_cell",
+        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
+        "cell_family", "crossover", "summarize_sweep", "sweep_cell",
     ),
     "_traffic": (
         "DECODE_SPEEDUP_PAIRED", "DEFAULT_SLO_TARGET", "LATENCY_SPEEDUP_SCHEDULED", "TTFT_SPEEDUP_SCHEDULED",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -56,21 +57,30 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             pairs = [(run, candidate) for run in (reference if isinstance(reference, list) else [reference])]
         pairs = list(pairs)
         said: set[str] = set()
+        warnings: list[str] = []
+        arms = ("baseline", "speculative") if len(pairs) == 2 and isinstance(reference, tuple) else ("",) * len(pairs)
+        # the speculative arms first: a refusal names the drafter's state before the baseline's prompt cache
+        for (first, second), arm in reversed(list(zip(pairs, arms, strict=True))):
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings, arm=arm)
+        failures = []
         for first, second in pairs:
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said)
-        for first, second in pairs:
-            line = drafting_mismatch(first, second)
-            if line:
-                sys.stderr.write(f"speedbench: warning: {line}\n")
-        result = gate(reference, candidate, thresholds=thresholds)
+            change = speculation_change(first, second)
+            if change is not None:
+                lost, line = change
+                (failures if lost else warnings).append(line)
+                if not lost:
+                    sys.stderr.write(f"speedbench: warning: {line}\n")
+        result = dataclasses.replace(gate(reference, candidate, thresholds=thresholds), failures=tuple(failures),
+                                     warnings=tuple(warnings))
     out(gate_text(result, allow_partial=args.allow_partial))
     _step_summary(gate_markdown(result, allow_partial=args.allow_partial))
     return EXIT_FAILED if result.failed(allow_partial=args.allow_partial) else EXIT_OK
 
 
-def drafting_mismatch(reference: Any, candidate: Any) -> str | None:
-    """A sentence when one of two gated runs drafted and the other did not: the gate then measures speculation
-    itself (a baseline against a speculative run), not a regression of one configuration."""
+def speculation_change(reference: Any, candidate: Any) -> tuple[bool, str] | None:
+    """(lost, sentence) when one of two gated runs drafted and the other did not, else None. Lost: the reference
+    drafted and the candidate none (speculation switched off or lost, a regression); otherwise the candidate
+    drafted and the reference none (a baseline reference, or --reference and --candidate swapped)."""
     from bench._constants import OVERALL
     from bench.analysis import drafted_by_category
 
@@ -81,9 +91,13 @@ def drafting_mismatch(reference: Any, candidate: Any) -> str | None:
     plain_run, plain_drafted = (candidate, drafted[1]) if counts[0] else (reference, drafted[0])
     if not (plain_drafted is not None and plain_drafted.reported) and plain_run.settings.tags.get("mode") != "baseline":
         return None  # the other server says nothing about drafting: it may have drafted unseen
-    speculative, plain = ("reference", "candidate") if counts[0] else ("candidate", "reference")
-    return (f"the {speculative} drafted {max(counts)} tokens and the {plain} none: this gates a baseline run "
-            "against a speculative one, so its changes measure speculation itself, not a regression")
+    if counts[0]:
+        return True, (f"speculation lost: the reference drafted {counts[0]:,} tokens and the candidate none, so its "
+                      "accept rate cannot be gated; the candidate's server was started without speculation or lost "
+                      "its draft model (check its flags and log: --spec, --draft-model, -md, --spec-type)")
+    return False, (f"the candidate drafted {counts[1]:,} tokens and the reference none: this gates a speculative run "
+                   "against a baseline one, so its changes measure speculation itself; are --reference and "
+                   "--candidate swapped, or was the reference recorded without speculation?")
 
 
 def _is_sweep(path: str) -> bool:
@@ -112,7 +126,7 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
     from bench.analysis import Gate, gate
     from bench.records import BASELINE, load_run, sweep_cell_file, sweep_cells
 
-    rows, missing, notes = [], [], []
+    rows, missing, notes, warnings = [], [], [], []
     for level, arm in sweep_cells(args.reference):
         cell, twin = (sweep_cell_file(folder, level, arm) for folder in (args.reference, args.candidate))
         name = f"{level}/{arm}"
@@ -122,15 +136,16 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
         pairs = [(load_run(sweep_cell_file(args.reference, level, BASELINE)), load_run(cell)),
                  (load_run(sweep_cell_file(args.candidate, level, BASELINE)), load_run(twin))]
         said: set[str] = set()
-        for first, second in zip(*pairs, strict=True):
-            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said)
+        for (first, second), side in zip(zip(*pairs, strict=True), (BASELINE, arm), strict=True):
+            vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings,
+                arm=f"{name} {side}")
         found = gate(pairs[0], pairs[1], thresholds=thresholds)
         rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in found.rows]
         missing += [f"{name}: {item}" for item in found.missing]
         notes += [f"{name}: {item}" for item in found.notes]
     if not rows:
         raise BenchError(f"{args.reference} and {args.candidate} share no sweep cell (c<level>/<arm>.json)")
-    return Gate(tuple(rows), tuple(missing), tuple(notes))
+    return Gate(tuple(rows), tuple(missing), tuple(notes), warnings=tuple(warnings))
 
 
 def _step_summary(markdown: str) -> None:

@@ -24,7 +24,7 @@ from bench.render._stats import (
     stream_markdown,
     stream_text,
 )
-from bench.render._sweep import plot_sweep, sweep_json, sweep_markdown, sweep_text
+from bench.render._sweep import plot_sweep, sweep_decision_text, sweep_json, sweep_markdown, sweep_text
 from bench.render._tables import (
     COMPARISON_COLUMNS,
     SUMMARY_COLUMNS,
@@ -117,6 +117,7 @@ __all__ = [
     "stream_text",
     "summary_text",
     "sweep_chart",
+    "sweep_decision_text",
     "sweep_json",
     "sweep_markdown",
     "sweep_text",

@@ -43,15 +43,14 @@ def _reference_rows(comparison: Comparison) -> list[dict[str, Any]]:
 
 
 def acceptance_line(comparison: Comparison) -> str | None:
-    """One sentence on the server counters over the speculative run, when they were recorded."""
+    """One sentence on the server counters over the speculative run, when they recorded an acceptance length."""
     acceptance = comparison.run_acceptance
-    if not acceptance:
+    if not acceptance or acceptance.acceptance_length is None:
         return None
     scope = "server-wide (other traffic may be included)" if acceptance.server_wide else "this run only"
-    length = acceptance.acceptance_length
     return (
         f"Server counters over the speculative run ({scope}): acceptance length "
-        f"{'n/a' if length is None else f'{length:.2f}'} tokens per step."
+        f"{acceptance.acceptance_length:.2f} tokens per step."
     )
 
 
