@@ -171,3 +171,11 @@ def test_a_server_command_that_never_answers_is_ended_and_reported(tmp_path: Pat
                  "--results-dir", str(tmp_path), "--quiet"]) == 2
     assert "did not answer" in capsys.readouterr().err
     assert _running(marker) == []
+
+
+def test_tune_md_fits_githubs_width(tuned: Path, tmp_path: Path) -> None:
+    from tests.browser import chromium_or_skip
+    from tests.test_report_width import _too_wide
+
+    chromium_or_skip()
+    assert _too_wide((tuned / "tune.md").read_text(), tmp_path / "tune.html") == []
