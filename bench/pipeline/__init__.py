@@ -9,6 +9,13 @@ from bench.pipeline._bench import (
     validate,
     workloads,
 )
+from bench.pipeline._history import (
+    CommitContext,
+    add_to_history,
+    commit_context,
+    history_points,
+    workload_name,
+)
 from bench.pipeline._rate_sweep import (
     RateSweepConfig,
     is_rate_sweep_folder,
@@ -31,11 +38,15 @@ from bench.pipeline._tune import TuneConfig, measure_config, parse_grid, run_tun
 
 __all__ = [
     "ArmDefinition",
+    "CommitContext",
     "PipelineConfig",
     "RateSweepConfig",
     "SweepConfig",
     "TuneConfig",
+    "add_to_history",
     "check_servers",
+    "commit_context",
+    "history_points",
     "is_rate_sweep_folder",
     "load_rate_sweep",
     "load_sweep",
@@ -52,6 +63,7 @@ __all__ = [
     "run_tune",
     "summarize_rate_sweep",
     "validate",
+    "workload_name",
     "workloads",
     "write_comparison",
     "write_sweep",
