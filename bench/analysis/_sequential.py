@@ -113,7 +113,7 @@ class SequentialTest:
 def overall_decode(baseline: Run, speculative: Run) -> LogMean | None:
     """The overall decode-speedup estimate a sequential look reads (the paired statistics' overall row)."""
     paired = pair_runs(baseline, speculative, min_pairs=0)
-    return paired_log_mean(paired, "decode_speedup") if len(paired) else None
+    return paired_log_mean(paired, "decode_speedup", stratified=True) if len(paired) else None
 
 
 @dataclass(frozen=True, slots=True)
