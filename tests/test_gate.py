@@ -45,7 +45,10 @@ def test_three_outcomes_each_with_its_interval() -> None:
     assert row.status == INCONCLUSIVE and row.detectable > 0.05 and not noisy.failed()
     text = gate_text(noisy)
     assert "could_detect" in text and f"-{row.detectable:.0%}" in text and "] at " in text
-    assert "(reported)" in text  # category rows are shown, not gated
+    assert "(reported)" not in text  # by default every category row is gated
+    reported = gate_text(gate(synthetic_runs(rng, 2, 1.5, sigma=0.6), synthetic_runs(rng, 2, 1.5, sigma=0.6),
+                              gate_categories=False))
+    assert "(reported)" in reported  # --gate overall: category rows are shown, not gated
     assert "### speedbench regress: passed" in gate_markdown(noisy)
 
 

@@ -26,7 +26,7 @@ def _by_hand(strata: list[np.ndarray]) -> tuple[float, float, float]:
 def test_ten_a_category_follows_the_formulas_and_ignores_the_spread_between_categories() -> None:
     rng = np.random.default_rng(3)
     strata = [math.log(truth) + rng.normal(0.0, sigma, 10) for truth, sigma in ((4.6, 0.10), (1.9, 0.05), (1.1, 0.2))]
-    found = stratified_log_mean(strata)
+    found = stratified_log_mean(strata, df_rule="satterthwaite")
     assert found is not None and found.method.startswith(STRATIFIED_METHOD)
     mean, se, df = _by_hand(strata)
     assert found.mean == pytest.approx(mean) and found.se == pytest.approx(se) and found.df == pytest.approx(df)
@@ -39,11 +39,16 @@ def test_ten_a_category_follows_the_formulas_and_ignores_the_spread_between_cate
 
 def test_two_a_category_uses_one_degree_of_freedom_each() -> None:
     strata = [np.array([0.0, 0.2]), np.array([1.0, 1.1]), np.array([0.5, 0.9])]
-    found = stratified_log_mean(strata)
-    assert found is not None
+    classic = stratified_log_mean(strata, df_rule="satterthwaite")
+    assert classic is not None
     mean, se, df = _by_hand(strata)
-    assert (found.mean, found.se, found.df) == pytest.approx((mean, se, df))
-    assert 1.0 <= found.df <= 3.0
+    assert (classic.mean, classic.se, classic.df) == pytest.approx((mean, se, df))
+    assert 1.0 <= classic.df <= 3.0
+    shipped = stratified_log_mean(strata)  # Welch's 1947 form: (sum a)^2 / sum a^2 / (n + 1) - 2, within [1, N - K]
+    assert shipped is not None and "Welch 1947" in shipped.method
+    parts = [(2 / 6) ** 2 * np.var(s, ddof=1) / 2 for s in strata]
+    welch = sum(parts) ** 2 / sum(part**2 / 3 for part in parts) - 2
+    assert shipped.df == pytest.approx(min(max(welch, 1.0), 3.0)) and shipped.se == pytest.approx(se)
 
 
 def test_equal_weights_agree_with_per_prompt_weights_at_equal_n() -> None:

@@ -47,10 +47,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_sequential": (
         "SEQUENTIAL_METHOD", "Decided", "Look", "SequentialTest", "look_estimate", "overall_decode", "recorded_stop",
-        "sample_until_decided", "spent_alpha", "stopping_look", "with_record",
+        "sample_rounds", "sample_until_decided", "spent_alpha", "stopping_look", "verified_stop", "with_record",
     ),
     "_stats": ("paired_stats",),
-    "_stratified": ("ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD", "stratified_log_mean"),
+    "_stratified": ("DF_RULES", "ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD", "stratified_log_mean"),
     "_stream": ("stream_latency_stats",),
     "_sweep": (
         "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "cell_family",

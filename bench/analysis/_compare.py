@@ -40,7 +40,7 @@ from bench.analysis._intervals import (
 from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import pair_runs, paired_log_mean, per_sample_geomean, require_pairs
 from bench.analysis._reference import compare_summaries
-from bench.analysis._sequential import look_estimate, recorded_stop, stopping_look
+from bench.analysis._sequential import look_estimate, verified_stop
 from bench.analysis._stratified import DEFAULT_WEIGHTS
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv, speedup_repeat_cv
@@ -268,8 +268,9 @@ def compare(
 ) -> Comparison:
     """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld.
 
-    Runs sampled until decided (a sequential record in their files) are compared at the stopping look: every
-    interval and verdict is drawn at the level that look spent, and the overall decode row is the look itself."""
+    Runs sampled until decided (a sequential record in their files) are compared at the stopping look, re-derived
+    from the samples (`verified_stop`; a record the samples contradict is refused): every interval and verdict is
+    drawn at the level that look spent, and the overall decode row is the look itself."""
     reference = reference_rows(baseline, speculative)
     labels = {
         "baseline_label": baseline_label or str(baseline.path or "baseline"),
@@ -283,11 +284,7 @@ def compare(
         return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
                           **labels, **state)  # type: ignore[arg-type]
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
-    stop, notes = recorded_stop(baseline, speculative)
-    if stop is not None:
-        overall = paired_log_mean(paired, "decode_speedup", stratified=True) if len(paired) else None
-        stop, more = stopping_look(stop, overall, threshold)
-        notes += more
+    stop, notes = verified_stop(baseline, speculative, threshold=threshold, paired=paired)
     look = stop.last if stop is not None else None
     alpha = look.level if look is not None else FAMILY_ALPHA
     try:

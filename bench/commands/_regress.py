@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="ignored (the gate does not resample)")
     parser.add_argument("--allow-mismatch", action="store_true",
                       help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")
+    parser.add_argument("--gate", choices=("categories", "overall"), default="categories",
+                        help="rows that can fail the job: overall and every category as one family (default), or "
+                             "only the overall rows (categories reported)")
     parser.add_argument("--allow-partial", action="store_true",
                         help="pass a candidate that lost samples, categories or sweep levels the reference has")
 
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             line = drafting_mismatch(first, second)
             if line:
                 sys.stderr.write(f"speedbench: warning: {line}\n")
-        result = gate(reference, candidate, thresholds=thresholds)
+        result = gate(reference, candidate, thresholds=thresholds, gate_categories=args.gate == "categories")
     out(gate_text(result, allow_partial=args.allow_partial))
     _step_summary(gate_markdown(result, allow_partial=args.allow_partial))
     return EXIT_FAILED if result.failed(allow_partial=args.allow_partial) else EXIT_OK
@@ -124,13 +127,13 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
         said: set[str] = set()
         for first, second in zip(*pairs, strict=True):
             vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said)
-        found = gate(pairs[0], pairs[1], thresholds=thresholds)
+        found = gate(pairs[0], pairs[1], thresholds=thresholds, gate_categories=args.gate == "categories")
         rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in found.rows]
         missing += [f"{name}: {item}" for item in found.missing]
         notes += [f"{name}: {item}" for item in found.notes]
     if not rows:
         raise BenchError(f"{args.reference} and {args.candidate} share no sweep cell (c<level>/<arm>.json)")
-    return Gate(tuple(rows), tuple(missing), tuple(notes))
+    return Gate(tuple(rows), tuple(missing), tuple(notes), method=found.method)
 
 
 def _step_summary(markdown: str) -> None:

@@ -52,7 +52,8 @@ def _head(gate: Gate, allow_partial: bool) -> str:
     regressed = gate.regressions
     if regressed:
         named = ", ".join(f"{row.category} {row.metric.label}" for row in regressed)
-        head = f"{len(regressed)} regression(s): {named}"
+        in_categories = sum(not _is_overall(row) for row in regressed)
+        head = f"{len(regressed)} regression(s) ({in_categories} in categories): {named}"
     else:
         head = "0 regression(s)"
     if gate.missing:
@@ -61,10 +62,27 @@ def _head(gate: Gate, allow_partial: bool) -> str:
     return head
 
 
+def _is_overall(row: GateRow) -> bool:
+    return row.category == "overall" or row.category.endswith(": overall")
+
+
+def inconclusive_line(gate: Gate) -> str | None:
+    """The gated category rows that neither passed nor failed, each with the regression it could have detected."""
+    rows = [row for row in gate.rows if row.gated and not _is_overall(row) and row.status == "inconclusive"]
+    if not rows:
+        return None
+    named = ", ".join(f"{row.category} {row.metric.label}"
+                      + (f" (could detect -{row.detectable:.0%})" if math.isfinite(row.detectable) else "")
+                      for row in rows)
+    return f"inconclusive categories ({len(rows)}): {named}"
+
+
 def _lines(gate: Gate) -> list[str]:
     notes = [row for row in gate.rows if row.note]
+    inconclusive = inconclusive_line(gate)
     return ([f"missing: {item}" for item in gate.missing] + list(gate.notes)
-            + [f"{row.category} {row.metric.label}: {row.note}" for row in notes])
+            + [f"{row.category} {row.metric.label}: {row.note}" for row in notes]
+            + ([inconclusive] if inconclusive else []))
 
 
 def gate_text(result: Gate | Sequence[GateRow], *, allow_partial: bool = False) -> str:
