@@ -177,7 +177,8 @@ def _decision_legend(comparisons: Sequence[Comparison]) -> str:
     levels = ("intervals at the sequential test's stopping look (sampled until decided: a fixed 95% interval would "
               "not keep its error rate)" if any(each.sequential is not None for each in comparisons)
               else "95% intervals")
-    return (f"_Overall geometric means of per-prompt speedups with {levels}; a verdict needs the interval to "
+    return (f"_Overall geometric means of per-prompt speedups with {levels}, stratified by category (the spread "
+            "between categories is fixed by the design, not noise); a verdict needs the interval to "
             f"exclude 1.00x and a change over {comparisons[0].threshold:.0%}. Details per category below._")
 
 
