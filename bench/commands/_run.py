@@ -51,7 +51,16 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
     from bench.prompts import HUB_REVISION, Shard, load_prompts
     from bench.render import summary_text
-    from bench.runner import RunConfig, RunStopped, choose_workers, run_benchmark, run_workers
+    from bench.runner import (
+        RunConfig,
+        RunStopped,
+        check_endpoints,
+        choose_workers,
+        normalize_base_url,
+        refuse_existing_output,
+        run_benchmark,
+        run_workers,
+    )
 
     single = "--shard" if args.shard is not None else "--start-at" if args.start_at is not None else None
     workers, why = choose_workers(args.workers, concurrency=args.concurrency, request_rate=args.request_rate,
@@ -76,8 +85,15 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
         parse_slo(args.slo)  # a malformed --slo fails before anything is sent
     shard = Shard.parse(args.shard) if args.shard is not None else None
+    output = args.output or _default_output(args.label)
+    if not args.resume:
+        refuse_existing_output(output, force=args.force)
     count_tokens = None
-    if args.dataset == "categories" and args.bench.startswith("throughput_"):
+    # before anything is sent or written, after the options and prompt names are checked: a closed port, a server
+    # that is not HTTP or not an LLM server is one line, exit 2
+    sized_by_server = args.dataset == "categories" and args.bench.startswith("throughput_")
+    if sized_by_server:
+        check_endpoints([normalize_base_url(url) for url in config.urls()], config.api, config.request_headers())
         from bench.runner import server_token_counter
 
         count_tokens = server_token_counter(config.urls()[0], headers=config.request_headers())
@@ -87,10 +103,11 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         args.dataset, bench=args.bench, category=args.category, limit=args.limit,
         revision=args.revision or HUB_REVISION, count_tokens=count_tokens,
     )
+    if not sized_by_server:
+        check_endpoints([normalize_base_url(url) for url in config.urls()], config.api, config.request_headers())
     if prompts.skipped:
         out(f"speedbench: skipped {prompts.skipped} rows without usable turns\n")
     out(f"speedbench: loaded {len(prompts.samples)} samples from bench={args.bench} category={args.category}\n")
-    output = args.output or _default_output(args.label)
     try:
         if config.workers > 1:
             run, interrupted = run_workers(prompts, config, output=output, progress=progress_display(args.quiet),

@@ -40,6 +40,7 @@ from bench.records import (
     rate_folder,
     rate_sweep_files,
     run_file,
+    write_text_file,
 )
 from bench.render import rate_sweep_text, traffic_json
 from bench.runner import ArmSpec, Progress, RunConfig, choose_workers, run_arms_workers, run_open_ab
@@ -144,9 +145,9 @@ def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folde
     from bench.render import plot_goodput_rate, plot_timeline
 
     files = rate_sweep_files(folder)
-    files[0].write_text(rate_sweep_text(result), encoding="utf-8")
-    files[1].write_text(rate_sweep_text(result, markdown=True), encoding="utf-8")
-    files[2].write_text(traffic_json(result), encoding="utf-8")
+    write_text_file(files[0], rate_sweep_text(result))
+    write_text_file(files[1], rate_sweep_text(result, markdown=True))
+    write_text_file(files[2], traffic_json(result))
     plots = plots_folder(folder)
     if result.levels:
         files += plot_goodput_rate(list(result.levels), plots, target=result.target, formats=("png",))
