@@ -28,7 +28,8 @@ from bench.analysis._intervals import DECODE_SPEEDUP, LogMean, Metric, verdict
 from bench.analysis._paired import pair_runs, paired_log_mean
 from bench.records import LOOK_DECISIONS, Look, Run, SequentialStop
 
-SEQUENTIAL_METHOD = "group-sequential t-tests, Lan-DeMets Pocock-type alpha spending, union bound over looks"
+SEQUENTIAL_METHOD = ("group-sequential t-tests on the overall decode speedup stratified by category, Lan-DeMets "
+                     "Pocock-type alpha spending, union bound over looks")
 
 FASTER, SLOWER, EQUIVALENT, CONTINUE, UNDECIDED = LOOK_DECISIONS
 
