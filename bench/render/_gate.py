@@ -53,7 +53,8 @@ def _head(gate: Gate, allow_partial: bool) -> str:
     if regressed:
         named = ", ".join(f"{row.category} {row.metric.label}" for row in regressed)
         in_categories = sum(not _is_overall(row) for row in regressed)
-        head = f"{len(regressed)} regression(s) ({in_categories} in categories): {named}"
+        counted = f" ({in_categories} in categories)" if in_categories else ""
+        head = f"{len(regressed)} regression(s){counted}: {named}"
     else:
         head = "0 regression(s)"
     if gate.missing:
