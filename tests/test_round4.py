@@ -1,4 +1,4 @@
-"""Adversarial round 4: each case a fault found by trying a feature as an adversary would (issue 37)."""
+"""Adversarial round 4: each case a fault found by trying a feature as an adversary would."""
 
 from __future__ import annotations
 
