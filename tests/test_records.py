@@ -260,3 +260,36 @@ def test_a_sequential_record_survives_the_run_file_and_a_version_2_file_has_none
     (tmp_path / "bad.json").write_text(json.dumps(data))
     read = load_run(tmp_path / "bad.json").info.sequential
     assert read is not None and len(read.looks) == 1 and read.alpha == 0.05 and read.finished
+
+
+def test_comparison_inputs_reads_every_results_folder_a_user_has(tmp_path: Path) -> None:
+    import pytest
+
+    from bench._errors import BenchError
+    from bench.records import comparison_inputs
+
+    def runs(folder: Path, *names: str) -> Path:
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).write_text("{}")
+        return folder
+
+    one = runs(tmp_path / "one", "baseline.json", "speculative.json")
+    assert comparison_inputs(one) == [("one", one / "baseline.json", one / "speculative.json")]
+    readme = runs(tmp_path / "readme", "baseline.json", "spec.json", "comparison.json")
+    assert comparison_inputs(readme) == [("readme", readme / "baseline.json", readme / "spec.json")]
+    bench = tmp_path / "bench"
+    runs(bench / "20260101T000000Z-grounded", "baseline.json", "speculative.json")
+    runs(bench / "20260101T000100Z-qualitative", "baseline.json", "speculative.json")
+    assert [name for name, _, _ in comparison_inputs(bench)] == ["grounded", "qualitative"]
+    sweep = tmp_path / "sweep"
+    runs(sweep / "c1", "baseline.json", "k8.json")
+    runs(sweep / "c2", "baseline.json", "k8.json")
+    assert [name for name, _, _ in comparison_inputs(sweep)] == ["k8 at c1", "k8 at c2"]
+    ambiguous = runs(tmp_path / "ambiguous", "baseline.json", "a.json", "b.json")
+    for folder, message in ((ambiguous, "not a comparison (a.json, b.json, baseline.json)"),
+                            (tmp_path / "nope", "no such folder"), (runs(tmp_path / "empty"), "(no run files)")):
+        with pytest.raises(BenchError) as raised:
+            comparison_inputs(folder)
+        assert message in str(raised.value) and "\n" not in str(raised.value)
+        assert raised.value._render_traceback_() == [f"speedbench: error: {raised.value}"]

@@ -11,12 +11,24 @@ from typing import Any
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "_cache": ("CACHED_SHARE", "ArmCache", "CacheUse", "CategoryCache", "cache_use", "served_from_cache"),
+    "_change_points": (
+        "asv_change_points", "otava_change_points", "weighted_segmentation",
+    ),
     "_comparability": (
         "ERROR", "NOTHING_CHECKED", "WARNING", "ArmState", "Comparability", "Difference", "check_comparable",
         "check_regress_comparable", "summary_only",
     ),
     "_compare": (
         "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates", "family_size",
+    ),
+    "_explain": (
+        "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
+        "joint_and_conditional",
+    ),
+    "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
+    "_tune": (
+        "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick", "PredictionCheck", "Tune", "TuneRow", "decide",
+        "comparison_scopes", "estimate_from_interval", "scope_prediction", "summarize_tune", "tune_rows",
     ),
     "_drafted": ("NOTHING_DRAFTED", "Drafted", "drafted_by_category"),
     "_drafter_state": ("DrafterState", "drafter_state", "first_repeat", "recorded_states", "state_warnings"),
@@ -29,6 +41,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "REQUEST_THROUGHPUT", "AttainmentRow", "Goodput", "Interval", "PairedGoodput", "RequestTiming", "Slo",
         "Throughput", "attainment_interval", "goodput", "paired_goodput", "parse_slo", "request_timing",
         "request_timings", "throughput", "wilson_interval",
+    ),
+    "_history": (
+        "DEFAULT_TREND_WINDOW", "DRAFTED_SHARE", "HISTORY_METRIC", "IMPROVEMENT", "REGRESSION", "ChangePoint",
+        "HistoryAnalysis", "Regression", "Series", "SeriesPoint", "Trend", "WindowReference", "analyse_history",
+        "build_series", "history_gate", "history_rows", "open_regressions", "recent_trend", "window_references",
     ),
     "_intervals": (
         "ACCEPT_RATE", "DECODE_RATE", "DECODE_SPEEDUP", "LATENCY", "LATENCY_SPEEDUP", "SPEED_VERDICT_WORDS", "LogMean",
@@ -53,8 +70,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_stratified": ("DF_RULES", "ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD", "stratified_log_mean"),
     "_stream": ("stream_latency_stats",),
     "_sweep": (
-        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "cell_family",
-        "crossover", "summarize_sweep", "sweep_cell",
+        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
+        "cell_family", "crossover", "summarize_sweep", "sweep_cell",
     ),
     "_traffic": (
         "DECODE_SPEEDUP_PAIRED", "DEFAULT_SLO_TARGET", "LATENCY_SPEEDUP_SCHEDULED", "TTFT_SPEEDUP_SCHEDULED",

@@ -27,6 +27,24 @@ def json_object(value: str) -> dict[str, Any]:
     return data
 
 
+def bounded_number(option: str) -> Any:
+    """An argparse type for `option`: a float that is finite and within the option's range (`NUMBER_RANGES`)."""
+
+    def parse(text: str) -> float:
+        from bench.runner import checked_number
+
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        try:
+            return checked_number(option, value)
+        except BenchError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option} ")) from None
+
+    return parse
+
+
 def header_pair(value: str) -> tuple[str, str]:
     """A `K:V` header argument."""
     if ":" not in value:
@@ -73,7 +91,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight")
     parser.add_argument("--limit", type=int, default=None,
                         help="at most this many samples per category (default: every sample)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout in seconds")
+    parser.add_argument("--timeout", type=bounded_number("--timeout"), default=600.0,
+                        help="per-request timeout in seconds")
     parser.add_argument(
         "--dataset", default="categories",
         help="'categories' (shipped), 'speed-bench' (hub), or a local .jsonl/.json/.parquet file",
@@ -107,12 +126,12 @@ def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = Fals
         parser.add_argument("--request-rate", default=None, metavar="R1,R2,...",
                             help="sweep arrival rates (requests/s) instead of concurrency levels (default: off)")
     else:
-        parser.add_argument("--request-rate", type=float, default=None, metavar="R",
+        parser.add_argument("--request-rate", type=bounded_number("--request-rate"), default=None, metavar="R",
                             help="open loop: requests arrive at R per second on a seeded schedule (default: closed "
                                  "loop)")
     parser.add_argument("--arrival", default="poisson", choices=["poisson", "gamma", "constant"],
                         help="arrival process of --request-rate (default: poisson)")
-    parser.add_argument("--burstiness", type=float, default=1.0,
+    parser.add_argument("--burstiness", type=bounded_number("--burstiness"), default=1.0,
                         help="gamma shape with --arrival gamma: < 1 burstier, > 1 more regular (default: 1)")
     parser.add_argument("--max-concurrency", type=int, default=None,
                         help="open loop: at most N requests in flight; a due request waits for a slot and its "
@@ -174,14 +193,15 @@ def progress_display(quiet: bool) -> Any:
 
 def vet(
     first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = True, gate: bool = False,
-    said: set[str] | None = None,
+    said: set[str] | None = None, collect: list[str] | None = None, arm: str = "",
 ) -> Any:
     """Check two runs are comparable: refuse meaning-changing differences (and partial runs where asked), exit 2;
     print every other difference, partial or failing arm and note to stderr, one line each (a line already in
-    `said`, from another pair of the same command, is not printed again)."""
+    `said`, from another pair of the same command, is not printed again); every warning and note printed is also
+    appended to `collect` (the job summary's). `arm` names which arm of two gated comparisons the runs are."""
     from bench.analysis import check_comparable, check_regress_comparable
 
-    checked = (check_regress_comparable if gate else check_comparable)(first, second)
+    checked = check_regress_comparable(first, second, arm) if gate else check_comparable(first, second)
     if checked.errors and not allow_mismatch:
         raise BenchError(
             "the runs are not comparable: " + "; ".join(d.message for d in checked.errors)
@@ -201,6 +221,11 @@ def vet(
                 continue
             said.add(line)
         sys.stderr.write(f"speedbench: {terminal_text(line)}\n")
-    for line in state_warnings({"baseline": first, "speculative": second}):
+        if collect is not None and line.startswith(("warning: ", "note: ")):
+            collect.append(line.removeprefix("warning: "))
+    # compare and report draw these with the comparison; the gate's table has no place for them
+    for line in state_warnings({"baseline": first, "speculative": second}) if gate else ():
         sys.stderr.write(f"speedbench: warning: {terminal_text(line)}\n")
+        if collect is not None:
+            collect.append(line)
     return checked

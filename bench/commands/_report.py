@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", default=None,
                         help="the report's heading (default: 'Speculative decoding benchmark')")
     parser.add_argument("--latest", default=None, metavar="RESULTS_DIR",
-                        help="use the newest make-bench folder under RESULTS_DIR and write there "
+                        help="use the newest make-bench or make-sweep folder under RESULTS_DIR and write there "
                         "(default: none; give --baseline, --speculative and --out instead)")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="smallest change that counts (0.02 = 2%%)")
@@ -32,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="report on runs whose prompts, osl, concurrency or dataset differ (named in the report)")
     parser.add_argument("--allow-partial", action="store_true",
                         help="report on an interrupted or partial run (flagged in the report)")
+    parser.add_argument("--history", default=None, metavar="DIR",
+                        help="add a one-line trend per workload from this history folder (default: none)")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -39,6 +41,12 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.records import BASELINE, SPECULATIVE, run_file
     from bench.render import write_report
 
+    if args.latest and not (args.baseline or args.speculative):
+        from bench.records import is_rate_sweep_layout, is_sweep_folder
+
+        newest = _latest_results(args.latest)
+        if is_sweep_folder(newest) or is_rate_sweep_layout(newest):  # `make sweep` ran last: its report
+            args.sweep = str(newest)
     if args.sweep:
         from pathlib import Path
 
@@ -61,13 +69,33 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         if folders:  # a `bench --bench a,b` folder: one report over every workload
             comparisons = [_comparison(args, *(str(run_file(folder, arm)) for arm in (BASELINE, SPECULATIVE)))
                            for folder in folders]
-            report = write_report(comparisons, args.out or folders[0].parent, title=args.title)
+            report = write_report(comparisons, args.out or folders[0].parent, title=args.title,
+                                  trends=_trends(args, comparisons))
             out(f"speedbench: wrote {report}\n")
             return EXIT_OK
     baseline_path, speculative_path = _report_inputs(args)
-    report = write_report(_comparison(args, baseline_path, speculative_path), args.out, title=args.title)
+    comparison = _comparison(args, baseline_path, speculative_path)
+    report = write_report(comparison, args.out, title=args.title, trends=_trends(args, [comparison]))
     out(f"speedbench: wrote {report}\n")
     return EXIT_OK
+
+
+def _trends(args: argparse.Namespace, comparisons: list[Any]) -> list[str]:
+    """With --history: one trend line per compared workload (its overall decode series), else none."""
+    if not args.history:
+        return []
+    from bench.analysis import recent_trend
+    from bench.commands._history import load_analysis
+    from bench.pipeline import workload_name
+    from bench.render import trend_line
+
+    analysis = load_analysis(args.history)
+    lines = []
+    for comparison in comparisons:
+        name = workload_name(comparison.speculative)
+        line = trend_line(recent_trend(analysis, name))
+        lines.append(f"{name}: {line}" if len(comparisons) > 1 else line)
+    return lines
 
 
 def _comparison(args: argparse.Namespace, baseline_path: str, speculative_path: str) -> Any:
@@ -93,9 +121,10 @@ def _report_inputs(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _latest_results(results_dir: str) -> Any:
-    from bench.records import latest_comparison_folder
+    """The newest results folder of any kind (comparison, workloads, sweep, rate sweep) under `results_dir`."""
+    from bench.records import latest_results_folder
 
-    folder = latest_comparison_folder(results_dir)
+    folder = latest_results_folder(results_dir)
     if folder is None:
-        raise BenchError(f"{results_dir}: no benchmark results yet; run 'make bench' first")
+        raise BenchError(f"{results_dir}: no benchmark results yet; run 'make bench' (or 'make sweep') first")
     return folder

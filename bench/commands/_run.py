@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench._errors import BenchError
 from bench._redact import one_line, redact
 from bench.commands._common import (
     add_open_loop_options,
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         RunStopped,
         check_endpoints,
         choose_workers,
+        fit_trace,
         normalize_base_url,
         refuse_existing_output,
         run_benchmark,
@@ -108,6 +110,9 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     if prompts.skipped:
         out(f"speedbench: skipped {prompts.skipped} rows without usable turns\n")
     out(f"speedbench: loaded {len(prompts.samples)} samples from bench={args.bench} category={args.category}\n")
+    prompts, short = fit_trace(prompts, config)
+    if short:
+        out(f"speedbench: {short}\n")
     try:
         if config.workers > 1:
             run, interrupted = run_workers(prompts, config, output=output, progress=progress_display(args.quiet),
@@ -165,15 +170,21 @@ def _default_output(label: str | None) -> str:
 
 
 def start_time(text: str) -> float:
-    """`--start-at`: epoch seconds, or an ISO 8601 time with its zone (`2026-12-02T15:00:00Z`)."""
+    """`--start-at`: epoch seconds, or an ISO 8601 time with its zone (`2026-12-02T15:00:00Z`), within the next
+    30 days (`checked_start`)."""
+    from bench.runner import checked_start
+
     try:
-        return float(text)
+        epoch_s = float(text)
     except ValueError:
-        pass
+        try:
+            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is neither epoch seconds nor an ISO 8601 time") from None
+        if moment.tzinfo is None:
+            raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z for UTC)") from None
+        epoch_s = moment.timestamp()
     try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither epoch seconds nor an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z for UTC)")
-    return moment.timestamp()
+        return checked_start(epoch_s)
+    except BenchError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--start-at ")) from None

@@ -15,6 +15,10 @@ other's files. Format history (`schema_version`):
   renumbers it, and readers treat the new keys as absent.
 - 3: speedbench 0.3. Adds `sequential` (a run sampled until decided: the stopping rule and every look). A 2 file
   has none: it was sampled at a fixed size, so the upgrade only renumbers it.
+- 4: speedbench 0.4. Adds `server_start`: what the server's /metrics said when the run began (tokens generated,
+  drafted and reused from the prompt cache before the run, its process start and uptime) and the state they put it
+  in (`fresh`, `served before`, `drafter warm`). A 3 file has none: its server's state is `unknown`, which the
+  comparisons name but do not refuse.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -28,7 +32,7 @@ from typing import Any
 
 from bench._errors import BenchError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def finite(value: Any) -> Any:

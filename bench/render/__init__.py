@@ -12,6 +12,15 @@ from typing import Any
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._escape import markdown_escape, mermaid_text, terminal_text
 from bench.render._gate import gate_markdown, gate_text
+from bench.render._history import (
+    check_markdown,
+    check_text,
+    history_html,
+    history_json,
+    history_markdown,
+    history_text,
+    trend_line,
+)
 from bench.render._mermaid import speedup_chart, sweep_chart
 from bench.render._stats import (
     STREAM_DEFINITIONS,
@@ -24,7 +33,7 @@ from bench.render._stats import (
     stream_markdown,
     stream_text,
 )
-from bench.render._sweep import plot_sweep, sweep_json, sweep_markdown, sweep_text
+from bench.render._sweep import plot_sweep, sweep_decision_text, sweep_json, sweep_markdown, sweep_text
 from bench.render._tables import (
     COMPARISON_COLUMNS,
     SUMMARY_COLUMNS,
@@ -43,6 +52,7 @@ from bench.render._traffic_text import (
     traffic_json,
     traffic_text,
 )
+from bench.render._tune import decision_lines, plot_tune, tune_markdown, tune_text
 
 _LAZY = {
     "FEW_SAMPLES": "bench.render._plots",
@@ -75,18 +85,25 @@ __all__ = [
     "Column",
     "RichProgress",
     "accept_figure",
+    "check_markdown",
+    "check_text",
     "ci_cell",
     "comparison_markdown",
     "comparison_payload",
     "comparison_text",
     "cv_text",
     "decision_line",
+    "decision_lines",
     "decision_text",
     "format_value",
     "gate_markdown",
     "gate_text",
     "goodput_rate_figure",
     "goodput_text",
+    "history_html",
+    "history_json",
+    "history_markdown",
+    "history_text",
     "interval_label",
     "latency_figure",
     "latency_speedups",
@@ -100,6 +117,7 @@ __all__ = [
     "plot_goodput_rate",
     "plot_sweep",
     "plot_timeline",
+    "plot_tune",
     "rate_sweep_text",
     "render_json",
     "render_markdown",
@@ -114,6 +132,7 @@ __all__ = [
     "stream_text",
     "summary_text",
     "sweep_chart",
+    "sweep_decision_text",
     "sweep_json",
     "sweep_markdown",
     "sweep_text",
@@ -123,6 +142,9 @@ __all__ = [
     "timeline_figure",
     "traffic_json",
     "traffic_text",
+    "trend_line",
+    "tune_markdown",
+    "tune_text",
     "write_rate_sweep_report",
     "write_report",
     "write_sweep_report",

@@ -20,9 +20,11 @@ from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._endpoint_check import check_endpoints
 from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
 from bench.runner._lag import LagMonitor
+from bench.runner._limits import NUMBER_RANGES, checked_number, checked_start
 from bench.runner._loops import DEFAULT_LOOP, LOOP_ENV, LOOPS, choose_loop, loop_factory, loop_name
 from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
 from bench.runner._open_ab import execute_open_ab, run_open_ab
+from bench.runner._open_loop import fit_trace
 from bench.runner._pacer import Pacer
 from bench.runner._probes import server_token_counter
 from bench.runner._progress import LineProgress, Progress, SilentProgress
@@ -51,6 +53,7 @@ __all__ = [
     "FULL_COLLECTIONS_HELD",
     "LOOPS",
     "LOOP_ENV",
+    "NUMBER_RANGES",
     "PER_PROCESS_IN_FLIGHT",
     "PER_PROCESS_REQUESTS_PER_S",
     "READ_BYTES",
@@ -88,6 +91,8 @@ __all__ = [
     "block_plan",
     "build_payload",
     "check_endpoints",
+    "checked_number",
+    "checked_start",
     "choose_loop",
     "choose_workers",
     "chunk_token_counts",
@@ -96,6 +101,7 @@ __all__ = [
     "execute",
     "execute_interleaved",
     "execute_open_ab",
+    "fit_trace",
     "inter_arrival_cv",
     "left_workers",
     "load_trace",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -13,6 +12,7 @@ from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
 from bench.engines import ENGINE_NAMES
 from bench.runner._arrivals import ARRIVAL_PROCESSES
+from bench.runner._limits import checked_number
 from bench.runner._loops import choose_loop
 
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
@@ -112,8 +112,7 @@ class RunConfig:
             raise BenchError(f"--concurrency must be >= 1 (got {self.concurrency})")
         if self.limit is not None and self.limit < 1:
             raise BenchError(f"--limit must be >= 1 (got {self.limit})")
-        if self.timeout <= 0:
-            raise BenchError(f"--timeout must be > 0 (got {self.timeout})")
+        checked_number("--timeout", self.timeout)
         if self.repeat < 1 or self.warmup < 0 or self.retries < 0:
             raise BenchError("--repeat must be >= 1, --warmup and --retries >= 0")
         if self.engine not in ENGINE_NAMES:
@@ -148,12 +147,11 @@ class RunConfig:
         """Refuse open-loop settings that cannot go together or mean nothing without a schedule."""
         if self.request_rate is not None and self.trace is not None:
             raise BenchError("--request-rate and --trace both set the arrivals: give one")
-        if self.request_rate is not None and not (math.isfinite(self.request_rate) and self.request_rate > 0):
-            raise BenchError(f"--request-rate must be a positive number of requests/s (got {self.request_rate})")
+        if self.request_rate is not None:
+            checked_number("--request-rate", self.request_rate)
         if self.arrival not in ARRIVAL_PROCESSES:
             raise BenchError(f"unknown --arrival {self.arrival!r}; available: {', '.join(ARRIVAL_PROCESSES)}")
-        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
-            raise BenchError(f"--burstiness must be a positive number (got {self.burstiness})")
+        checked_number("--burstiness", self.burstiness)
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise BenchError(f"--max-concurrency must be >= 1 (got {self.max_concurrency})")
         if not self.open_loop and (self.max_concurrency is not None or self.burstiness != 1.0

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 
 from bench._errors import BenchError
 from bench.records import Run, output_lock
-from bench.runner._arm import Arm, RunStopped, build_run, close_journal, conclude_arm, connect_arm, open_journal
+from bench.runner._arm import (
+    Arm,
+    RunStopped,
+    build_run,
+    close_journal,
+    conclude_arm,
+    connect_arm,
+    open_journal,
+    read_start,
+)
 from bench.runner._lag import LagMonitor
 from bench.runner._progress import Progress
 from bench.runner._stop import Stop, signals_to
@@ -51,11 +60,13 @@ def ensure_file_limit(connections: int, *, workers: int = 1, whole: int | None =
 
 @dataclass
 class Session:
-    """What the timed part of a run gets: the shared stop, the start time and each arm's open transport."""
+    """What the timed part of a run gets: the shared stop, the start time and each arm's open transport; `notes`
+    are warnings the timed part found (recorded in every arm's run file)."""
 
     stop: Stop
     started: float
     transports: dict[str, Transport] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 async def run_arms(
@@ -93,6 +104,8 @@ async def run_arms(
                                       headers=config.request_headers(), max_body_bytes=config.max_response_bytes,
                                       stamped=config.stream)
                         )
+                        await read_start(arm, session.transports[name], stop)  # before any arm's first request
+                    for name, arm in arms.items():
                         await connect_arm(arm, session.transports[name], stop)
                     for arm in arms.values():
                         open_journal(arm, resume=resume)
@@ -105,7 +118,7 @@ async def run_arms(
                     progress.finish()
                     said: dict[str, None] = {}
                     for name, arm in arms.items():
-                        lag_notes = lag.notes(arm.new_results)
+                        lag_notes = [*lag.notes(arm.new_results), *session.notes]
                         said.update(dict.fromkeys(lag_notes))
                         concluded[name] = await conclude_arm(arm, session.transports[name], progress, stop, lag_notes)
                     for note in said:  # one loop for every arm: each note once per run, recorded in every run file

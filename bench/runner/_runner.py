@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import time
 
 from bench.prompts import PromptSet, Shard
 from bench.records import Run
@@ -15,6 +17,16 @@ from bench.runner._progress import Progress, SilentProgress
 from bench.runner._schedule import ClosedLoop, OpenLoop, Schedule
 from bench.runner._stop import run_loop, sleep_until
 from bench.runner._team import Team
+
+LATE_START_S = 1.0
+"""A shard whose schedule starts more than this many seconds after `--start-at` says so in its run file."""
+
+
+def late_start_note(late_s: float, start_at: float) -> str:
+    """The warning of a shard that started `late_s` seconds after the shared start `start_at` (epoch seconds)."""
+    when = dt.datetime.fromtimestamp(start_at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (f"started {late_s:.1f} s after --start-at {when} (its set-up ended late): this shard's schedule did not "
+            "start with the others', so the shards did not add up to one run's load; give a later --start-at")
 
 
 async def execute(
@@ -70,6 +82,9 @@ async def execute(
                 releases = OpenLoop(strategy.offsets_s, strategy.max_concurrency, start=origin)
         if start_at is not None:
             await sleep_until(start_at, session.stop)
+            late = time.time() - start_at
+            if late > LATE_START_S:
+                session.notes.append(late_start_note(late, start_at))
         arm.new_results = await drive(
             session.transports["run"], arm.engine, arm.plan.jobs, arm.settings, releases, session.stop,
             progress, arm.journal, arm.meter, origin=origin,
