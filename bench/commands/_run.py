@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
     from bench.prompts import HUB_REVISION, Shard, load_prompts
     from bench.render import summary_text
-    from bench.runner import RunConfig, RunStopped, choose_workers, run_benchmark, run_workers
+    from bench.runner import RunConfig, RunStopped, choose_workers, run_benchmark
 
     single = "--shard" if args.shard is not None else "--start-at" if args.start_at is not None else None
     workers, why = choose_workers(args.workers, concurrency=args.concurrency, request_rate=args.request_rate,
@@ -92,13 +92,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     out(f"speedbench: loaded {len(prompts.samples)} samples from bench={args.bench} category={args.category}\n")
     output = args.output or _default_output(args.label)
     try:
-        if config.workers > 1:
-            run, interrupted = run_workers(prompts, config, output=output, progress=progress_display(args.quiet),
-                                           force=args.force, resume=args.resume)
-        else:
-            run, interrupted = run_benchmark(prompts, config, output=output, progress=progress_display(args.quiet),
-                                             resume=args.resume, force=args.force, shard=shard,
-                                             start_at=args.start_at)
+        run, interrupted = run_benchmark(prompts, config, output=output, progress=progress_display(args.quiet),
+                                         resume=args.resume, force=args.force, shard=shard, start_at=args.start_at)
     except RunStopped as exc:  # the journal could not be written: what finished is kept, the run is not done
         sys.stderr.write(f"speedbench: error: {redact(str(exc))}\n")
         return EXIT_FAILED

@@ -42,7 +42,7 @@ from bench.records import (
     run_file,
 )
 from bench.render import rate_sweep_text, traffic_json
-from bench.runner import ArmSpec, Progress, RunConfig, choose_workers, run_arms_workers, run_open_ab
+from bench.runner import Arm, Progress, RunConfig, RunOptions, choose_workers, run_arms, strategy_for
 
 
 def parse_rates(text: str) -> tuple[float, ...]:
@@ -106,14 +106,10 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
             states = {name: "restart" for name in names if name not in _given_urls(sweep)}
             level = rate_folder(folder, rate)
             level.mkdir()
-            arms = [ArmSpec(name, _arm_config(config, rate, name, urls[name]), run_file(level, name))
-                    for name in names]
-            if arms[0].config.workers > 1:
-                cell, interrupted = run_arms_workers(prompts, arms, block_size=config.block_size, progress=progress,
-                                                     server_states=states)
-            else:
-                cell, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
-                                                server_states=states)
+            arms = [Arm(name, _arm_config(config, rate, name, urls[name]), run_file(level, name),
+                        server_state=states.get(name)) for name in names]
+            strategy = strategy_for(arms[0].config, arms=len(arms), block_size=config.block_size)
+            cell, interrupted = run_arms(prompts, arms, strategy, RunOptions(progress=progress))
         runs[rate] = cell
         if interrupted:
             out(f"speedbench: interrupted at {rate:g} req/s; the finished rates are in {folder}\n")

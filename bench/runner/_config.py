@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlsplit
 
 from bench._errors import BenchError
@@ -14,6 +15,9 @@ from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
 from bench.engines import ENGINE_NAMES
 from bench.runner._arrivals import ARRIVAL_PROCESSES
 from bench.runner._loops import choose_loop
+
+if TYPE_CHECKING:
+    from bench.server import ServerRequest
 
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """Largest response body read and stored per request (`--max-response-bytes`)."""
@@ -214,3 +218,25 @@ class RunConfig:
         if self.chat_template_kwargs is not None:
             data["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         return data
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of a run: its name, its endpoint and settings, the request overrides, the server to start, its file."""
+
+    name: str
+    config: RunConfig
+    """The endpoint (`url`) and every setting of the arm's requests."""
+    output: str | os.PathLike[str] | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """Request fields this arm sends on top of `config.extra_inputs` (a draft length, say)."""
+    server: ServerRequest | None = None
+    """An embedded server to start for this arm: its URL replaces `config.url` and its state is `restart`."""
+    server_state: str | None = None
+    """How the server's state was set before the run (recorded on every result)."""
+
+    def settings(self) -> RunConfig:
+        """The arm's run settings with its request overrides applied."""
+        if not self.overrides:
+            return self.config
+        return replace(self.config, extra_inputs={**self.config.extra_inputs, **self.overrides})

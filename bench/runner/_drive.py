@@ -11,39 +11,34 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from bench._redact import one_line
-from bench.engines import Engine
 from bench.prompts import Sample
-from bench.records import Journal, SampleResult
-from bench.runner._probes import SampleMeter
+from bench.records import SampleResult
+from bench.runner._arm import ArmRun
 from bench.runner._progress import Progress
 from bench.runner._sample import run_sample
-from bench.runner._schedule import Schedule
+from bench.runner._schedule import Schedule, Send
 from bench.runner._stop import GRACE_PERIOD_S, Stop
 from bench.runner._transport import Transport
-from bench.runner._turns import RequestSettings
 
 
 async def drive(
     transport: Transport,
-    engine: Engine,
+    arm: ArmRun,
     jobs: Sequence[tuple[Sample, int]],
-    settings: Sequence[RequestSettings],
     schedule: Schedule,
     stop: Stop,
     progress: Progress,
-    journal: Journal | None,
-    meter: SampleMeter | None = None,
     *,
     origin: float | None = None,
     batch: int | None = None,
-    server_state: str | None = None,
 ) -> list[SampleResult]:
-    """Run `jobs` (sample, repeat) as `schedule` releases them; return the results in the order they finished.
+    """Run `jobs` (sample, repeat) of `arm` as `schedule` releases them; return the results in the order they ended.
 
     `origin` is the perf_counter time records count from (the drive's start by default); `batch` (interleaved
-    arms) and `server_state` (how the server's state was set for these jobs) are recorded on every result before
-    it is journalled. Job i goes to `settings[i % len(settings)]`.
+    arms) and the arm's `server_state` (how the server's state was set) are recorded on every result before it
+    is journalled. Job i goes to `arm.settings[i % len(arm.settings)]`.
     """
+    engine, settings, journal, meter, server_state = arm.engine, arm.settings, arm.journal, arm.meter, arm.server_state
     origin = time.perf_counter() if origin is None else origin
     results: list[SampleResult] = []
     loop = asyncio.get_running_loop()
@@ -93,7 +88,13 @@ async def drive(
         progress.advance(result)
         return done_at
 
-    running = asyncio.ensure_future(schedule.run(len(jobs), send, stop))
+    await release(schedule, len(jobs), send, stop, progress)
+    return results
+
+
+async def release(schedule: Schedule, count: int, send: Send, stop: Stop, progress: Progress) -> None:
+    """Run `schedule` over `count` jobs; on a stop request give the jobs in flight `GRACE_PERIOD_S` to end."""
+    running = asyncio.ensure_future(schedule.run(count, send, stop))
     stop_wait = asyncio.create_task(stop.requested.wait())
     await asyncio.wait([running, stop_wait], return_when=asyncio.FIRST_COMPLETED)
     if stop.requested.is_set() and not running.done():
@@ -107,4 +108,3 @@ async def drive(
     await asyncio.gather(running, stop_wait, return_exceptions=True)
     if not running.cancelled() and running.exception() is not None:
         raise running.exception()  # a schedule that cannot run these jobs (e.g. too few arrival offsets)
-    return results

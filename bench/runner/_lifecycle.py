@@ -1,6 +1,6 @@
 """The one arm lifecycle, shared by single and interleaved runs: lock, signals, transport, journal, lag, run files.
 
-`run_arms` holds every arm's output lock, routes SIGINT/SIGTERM to one `Stop`, opens a transport per arm and
+`arms_lifecycle` holds every arm's output lock, routes SIGINT/SIGTERM to one `Stop`, opens a transport per arm and
 connects it (engine, settings, warm-up), opens the journals, starts progress and the loop-lag monitor, awaits
 the caller's timed part, then concludes each arm, closes the journals and writes each arm's run file.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from bench._errors import BenchError
 from bench.records import Run, output_lock
-from bench.runner._arm import Arm, RunStopped, build_run, close_journal, conclude_arm, connect_arm, open_journal
+from bench.runner._arm import ArmRun, RunStopped, build_run, close_journal, conclude_arm, connect_arm, open_journal
 from bench.runner._lag import LagMonitor
 from bench.runner._progress import Progress
 from bench.runner._stop import Stop, signals_to
@@ -58,8 +58,8 @@ class Session:
     transports: dict[str, Transport] = field(default_factory=dict)
 
 
-async def run_arms(
-    arms: Mapping[str, Arm],
+async def arms_lifecycle(
+    arms: Mapping[str, ArmRun],
     timed: Callable[[Session], Awaitable[None]],
     *,
     progress: Progress,

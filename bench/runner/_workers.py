@@ -24,7 +24,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,30 +32,18 @@ from typing import Any
 from bench._errors import BenchError
 from bench.prompts import PromptSet, Shard
 from bench.records import Run, SampleResult, journal_path, output_lock
-from bench.runner._config import RunConfig
-from bench.runner._interleave import DEFAULT_SEED, ArmSpec, run_interleaved
+from bench.runner._config import Arm, RunConfig
 from bench.runner._lifecycle import ensure_file_limit
-from bench.runner._open_ab import run_open_ab
 from bench.runner._progress import Progress, SilentProgress
-from bench.runner._runner import run_benchmark
 from bench.runner._team import Team
+from bench.runner._worker_count import worker_shares
 from bench.runner._worker_files import join_outputs, split_journal, worker_file
 
-Body = Callable[[Shard, Team, list[ArmSpec], Progress], None]
+Body = Callable[[Shard, Team, list[Arm], Progress], None]
 """What one worker process runs: its shard, the team, its own arm specs (configs with its share, files) and the
 progress it reports to."""
 SHOW_EVERY_S = 0.5
 """How often the parent shows what the workers finished."""
-
-
-def worker_shares(concurrency: int, workers: int) -> list[int]:
-    """The closed-loop concurrency of each of `workers` processes, summing to `concurrency`."""
-    if workers < 1:
-        raise BenchError(f"--workers must be >= 1 (got {workers})")
-    if workers > concurrency:
-        raise BenchError(f"--workers {workers} exceeds --concurrency {concurrency}: each worker needs a request "
-                         "in flight")
-    return [concurrency // workers + (1 if index < concurrency % workers else 0) for index in range(workers)]
 
 
 def _worker_config(config: RunConfig, share: int | None) -> RunConfig:
@@ -173,7 +161,7 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
 
 
 def spread(
-    prompts: PromptSet, specs: Sequence[ArmSpec], workers: int, body: Body, *, progress: Progress | None = None,
+    prompts: PromptSet, specs: Sequence[Arm], workers: int, body: Body, *, progress: Progress | None = None,
     resume: bool = False, force: bool = False, batch: int = 1, title: str = "speedbench",
 ) -> tuple[dict[str, Run], bool]:
     """Run `body` in `workers` processes, each on its shard, and join each arm's files into its output.
@@ -204,8 +192,9 @@ def spread(
         for output in outputs:
             held.enter_context(output_lock(output))
         folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(outputs[0]).parent if outputs else None))
-        own = [[ArmSpec(spec.name, _worker_config(spec.config, share), str(worker_file(folder, index, spec.name)))
-                for spec in specs] for index, share in enumerate(shares)]
+        own = [[replace(spec, config=_worker_config(spec.config, share),
+                        output=str(worker_file(folder, index, spec.name))) for spec in specs]
+               for index, share in enumerate(shares)]
         if resume:
             try:
                 for position, spec in enumerate(specs):
@@ -242,51 +231,3 @@ def spread(
         raise BenchError(f"none of the {workers} workers recorded anything")
     done = {name: run for name, run in runs.items() if run is not None}
     return done, stopped or any(run.info.interrupted for run in done.values())
-
-
-def run_workers(
-    prompts: PromptSet,
-    config: RunConfig,
-    *,
-    output: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    force: bool = False,
-    resume: bool = False,
-) -> tuple[Run, bool]:
-    """Run the prompt set over `config.workers` processes started together; (the joined run, interrupted)."""
-
-    def body(shard: Shard, team: Team, mine: list[ArmSpec], tally: Progress) -> None:
-        run_benchmark(prompts, mine[0].config, output=mine[0].output, progress=tally, force=True,
-                      resume=resume, shard=shard, team=team)
-
-    runs, interrupted = spread(prompts, [ArmSpec("run", config, output)], config.workers, body, progress=progress,
-                               resume=resume, force=force, title=config.label or "speedbench")
-    return runs["run"], interrupted
-
-
-def run_arms_workers(
-    prompts: PromptSet,
-    arms: Sequence[ArmSpec],
-    *,
-    seed: int = DEFAULT_SEED,
-    block_size: int | None = None,
-    progress: Progress | None = None,
-    resume: bool = False,
-    force: bool = False,
-    server_states: Mapping[str, str] | None = None,
-) -> tuple[dict[str, Run], bool]:
-    """An interleaved comparison over `arms[0].config.workers` processes: lock-step batches at the concurrency,
-    or with a rate (or trace) the open-loop A/B's blocks of one schedule; (runs by arm name, interrupted)."""
-    config = arms[0].config
-
-    def body(shard: Shard, team: Team, mine: list[ArmSpec], tally: Progress) -> None:
-        if config.open_loop:
-            run_open_ab(prompts, mine, block_size=block_size, progress=tally, resume=resume, force=True,
-                        server_states=server_states, shard=shard, team=team)
-        else:
-            run_interleaved(prompts, mine, seed=seed, progress=tally, resume=resume, force=True,
-                            server_states=server_states, shard=shard, team=team)
-
-    names = " vs ".join(arm.name for arm in arms)
-    return spread(prompts, arms, config.workers, body, progress=progress, resume=resume, force=force,
-                  batch=config.concurrency, title=("open loop " if config.open_loop else "interleaved ") + names)
