@@ -14,6 +14,7 @@ from bench.records._identity import (
     RunIdentity,
 )
 from bench.records._journal import Journal, read_journal
+from bench.records._json import python_reference_json, reference_json
 from bench.records._layout import (
     BASELINE,
     SPECULATIVE,
@@ -106,9 +107,11 @@ __all__ = [
     "open_no_follow",
     "output_lock",
     "plots_folder",
+    "python_reference_json",
     "rate_folder",
     "rate_sweep_files",
     "read_journal",
+    "reference_json",
     "report_file",
     "result_from_dict",
     "run_file",

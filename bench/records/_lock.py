@@ -23,7 +23,8 @@ def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
     cannot redirect the write to another file.
     """
     flags = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-             "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND,
+             "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+             "xb": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND,
              "rb+": os.O_RDWR}[mode]
     try:
         descriptor = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
@@ -33,7 +34,7 @@ def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
                              "(remove it or choose another --output)") from None
         raise
     binary = "b" in mode
-    return os.fdopen(descriptor, mode.replace("x", "w") if not binary else mode,
+    return os.fdopen(descriptor, mode.replace("x", "w"),
                      **({} if binary else {"encoding": "utf-8"}))
 
 
