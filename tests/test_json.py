@@ -39,7 +39,8 @@ def test_floats_are_spelled_as_repr_spells_them() -> None:
     values = [1e-05, 2.5e-07, 1e16, 1e22, 1.5e300, 5e-324, 0.0001, 0.00012, -3e-05, -0.0, 123456789012345678.0,
               1e15, 9999999999999998.0, 0.1, 100.0, 12345.678, -1e-100]
     assert reference_json(values) == _python(values)
-    assert reference_json({"a": 1e-05, "b": [1e+16, {"c": -2e-09}]}) == _python({"a": 1e-05, "b": [1e16, {"c": -2e-09}]})
+    nested = {"a": 1e-05, "b": [1e16, {"c": -2e-09}]}
+    assert reference_json(nested) == _python(nested)
 
 
 def test_text_that_looks_like_a_float_is_left_as_text() -> None:
