@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import paired_stats
 from bench.cli import main
 from bench.prompts import load_prompts
@@ -64,7 +64,7 @@ def test_interleaved_bench_sees_no_change_under_drift_where_sequential_runs_call
     assert overall["decode_speedup_verdict"] == "no significant change", overall
     assert overall["latency_speedup_verdict"] == "no significant change", overall
     meta = load_run(folder / "baseline.json").meta
-    assert meta["interleaved"] == {"seed": 0, "partner": "speculative", "batch": 1}
+    assert meta["interleaved"] == {"order_seed": 0, "partner": "speculative", "batch": 1}
     assert load_run(folder / "speculative.json").meta["interleaved"]["partner"] == "baseline"
 
     for base, spec in _pair(_drift()):
@@ -152,7 +152,7 @@ def test_interleaved_runs_resume_from_their_journals(tmp_path: Path) -> None:
         runs, _ = run_interleaved(prompts, arms, install_signal_handlers=False, resume=True)
     for run in runs.values():
         assert sorted(result.id for result in run.results) == sorted(sample.id for sample in prompts.samples)
-        assert run.meta["interleaved"]["seed"] == 0
+        assert run.meta["interleaved"]["order_seed"] == 0
     sent = {text for _, text in log}
     assert sent == {sample.turns[0] for sample in prompts.samples[2:]}  # only what was missing
     assert json.loads((tmp_path / "baseline.json").read_text())["results"]

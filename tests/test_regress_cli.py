@@ -44,7 +44,6 @@ def test_gating_a_baseline_run_against_a_speculative_one_is_named(tmp_path: Path
     assert "gates a baseline run" not in capsys.readouterr().err  # two speculative runs: nothing to say
 
 
-def test_the_resamples_help_says_the_gate_draws_none(capsys) -> None:
-    assert main(["regress", "--help"]) == 0
-    text = " ".join(capsys.readouterr().out.split())
-    assert "--resamples RESAMPLES ignored (the gate does not resample)" in text  # no bootstrap promised
+def test_the_gate_takes_no_resampling_options(capsys) -> None:
+    assert main(["regress", "--reference", "a", "--candidate", "b", "--resamples", "2000"]) == 2
+    assert "unrecognized arguments: --resamples 2000" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.prompts import PromptSet, Sample, Shard, shard_schedule
 
 

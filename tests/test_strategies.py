@@ -57,10 +57,10 @@ def test_splitting_over_workers_shares_the_concurrency_or_the_cap() -> None:
 
 def test_the_settings_choose_the_strategy() -> None:
     assert strategy_for(RunConfig(concurrency=3)) == Concurrent(3)
-    assert strategy_for(RunConfig(request_rate=2.0, seed=4)) == OpenArrivals(2.0, arrival_seed=4)
+    assert strategy_for(RunConfig(request_rate=2.0, arrival_seed=4)) == OpenArrivals(2.0, arrival_seed=4)
     assert strategy_for(RunConfig(concurrency=2), arms=2, order_seed=7) == LockStep(2, 7)
-    assert strategy_for(RunConfig(request_rate=2.0, seed=4), arms=2, block_size=5) == Blocks(
-        OpenArrivals(2.0, arrival_seed=4), 5, 4)
+    assert strategy_for(RunConfig(request_rate=2.0, arrival_seed=4), arms=2, block_size=5, order_seed=1) == Blocks(
+        OpenArrivals(2.0, arrival_seed=4), 5, 1)
 
 
 def test_a_closed_loop_is_one_turn_of_every_job_left() -> None:
@@ -84,4 +84,4 @@ def test_abba_blocks_alternate_the_arms_on_one_schedule_and_record_it() -> None:
     assert firsts[0] != firsts[1]  # forward, then reversed
     assert all(plan.turns[i].jobs == plan.turns[i + 1].jobs for i in range(0, len(plan.turns), 2))
     assert plan.own_clock and plan.connections == 2
-    assert plan.marker == {"seed": 0, "block_size": 2, "blocks": (count + 1) // 2, "schedule": "open loop"}
+    assert plan.marker == {"order_seed": 0, "block_size": 2, "blocks": (count + 1) // 2, "schedule": "open loop"}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import compare
 from bench.prompts import PromptSet, Sample
 from bench.records import journal_path, load_run, read_journal
@@ -38,7 +38,7 @@ from tests.conftest import make_prompts
 from tests.fakeserver import FakeServer, FakeState
 
 
-def compare_arms(prompts, arms, *, seed=None, block_size=None, **options):
+def compare_arms(prompts, arms, *, seed=0, block_size=None, **options):
     strategy = strategy_for(arms[0].config, arms=len(arms), block_size=block_size, order_seed=seed)
     return run_arms(prompts, arms, strategy, RunOptions(**options))
 
@@ -110,7 +110,7 @@ def test_an_open_loop_over_workers_keeps_the_whole_runs_arrival_offsets(fake_ser
     from bench.runner import arrival_schedule
 
     prompts = _qa(12)
-    config = RunConfig(url=fake_server.url, osl=4, request_rate=20.0, seed=3, workers=2)
+    config = RunConfig(url=fake_server.url, osl=4, request_rate=20.0, arrival_seed=3, workers=2)
     run, _ = run_benchmark(prompts, config, output=tmp_path / "open.json")
     offsets = arrival_schedule(12, 20.0, seed=3).offsets_s
     due = {result.id: result.scheduled_s for result in run.results}
@@ -165,10 +165,10 @@ def test_an_open_loop_ab_over_two_workers_keeps_the_schedule_and_blocks(fake_ser
     spec = FakeServer(FakeState(drafting=True))
     spec.start()
     try:
-        arms = [Arm(name, RunConfig(url=server.url, osl=4, request_rate=40.0, seed=2, workers=2, label=name),
+        arms = [Arm(name, RunConfig(url=server.url, osl=4, request_rate=40.0, arrival_seed=2, workers=2, label=name),
                         tmp_path / f"{name}.json")
                 for name, server in (("baseline", fake_server), ("speculative", spec))]
-        runs, interrupted = compare_arms(prompts, arms, block_size=4)
+        runs, interrupted = compare_arms(prompts, arms, seed=2, block_size=4)
     finally:
         spec.stop()
     assert not interrupted

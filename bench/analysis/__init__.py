@@ -24,6 +24,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "DEFAULT_TARGET_EFFECT", "FAMILY_ALPHA", "HOLM_METHOD", "OUTLIER_DISTANCE", "POWER", "Outlier",
         "detectable_log_effect", "flag_outliers", "holm_levels", "samples_needed",
     ),
+    "_gating": ("GATED_METRICS", "drafting_mismatch", "gate_paths", "gate_side", "gate_thresholds"),
     "_goodput": (
         "ACHIEVED_RATE", "ATTAINMENT", "ATTAINMENT_DIFFERENCE", "GOODPUT", "GOODPUT_RATIO", "OUTPUT_THROUGHPUT",
         "REQUEST_THROUGHPUT", "AttainmentRow", "Goodput", "Interval", "PairedGoodput", "RequestTiming", "Slo",

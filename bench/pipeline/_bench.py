@@ -25,6 +25,7 @@ from bench.records import (
     journal_path,
     load_run,
     new_results_folder,
+    round_folder,
     run_file,
 )
 from bench.render import render_text
@@ -65,7 +66,10 @@ class PipelineConfig:
     threshold: float = DEFAULT_THRESHOLD
     resume: str | None = None
     interleave: bool = True
-    seed: int = 0
+    arrival_seed: int = 0
+    """Seeds the open loop's arrival schedule (both arms get the same)."""
+    order_seed: int = 0
+    """Seeds the order in which the arms take their turns."""
     logprobs: bool = True
     stream: bool = False
     until_decided: bool = False  # rounds of one sample per category until the overall decode verdict is decided
@@ -142,9 +146,9 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
                                   single="--until-decided" if config.until_decided else None)
     return RunConfig(
         url=endpoint, bench=config.bench, osl=config.osl, category=config.category, limit=config.limit,
-        concurrency=config.concurrency, label=side, timeout=600.0, tags=tags, logprobs=config.logprobs,
+        concurrency=config.concurrency, label=side, tags=tags, logprobs=config.logprobs,
         stream=config.stream, request_rate=config.request_rate, arrival=config.arrival,
-        burstiness=config.burstiness, max_concurrency=config.max_concurrency, seed=config.seed,
+        burstiness=config.burstiness, max_concurrency=config.max_concurrency, arrival_seed=config.arrival_seed,
         workers=workers, workers_auto=why,
     )
 
@@ -192,15 +196,16 @@ def _both_sides(
                             server_state="restart" if server is not None else None))
         resume = all(_resuming(config, Path(arm.output)) for arm in arms if arm.output is not None)
         workers = arms[0].config.workers
-        strategy = strategy_for(arms[0].config, arms=len(arms), block_size=config.block_size, order_seed=config.seed)
+        strategy = strategy_for(arms[0].config, arms=len(arms), block_size=config.block_size,
+                                order_seed=config.order_seed)
         if workers > 1:
             out(f"speedbench: {workers} client processes, each sending both arms' requests for its slice of the "
-                f"samples, in step (seed {config.seed})\n")
+                f"samples, in step (order seed {config.order_seed})\n")
         elif config.request_rate is not None:
             out(f"speedbench: both arms on one seeded {config.arrival} schedule at {config.request_rate:g} req/s, "
-                f"alternating blocks ABBA (seed {config.seed})\n")
+                f"alternating blocks ABBA (order seed {config.order_seed})\n")
         else:
-            out(f"speedbench: interleaving baseline and speculative per sample (seed {config.seed})\n")
+            out(f"speedbench: interleaving baseline and speculative per sample (order seed {config.order_seed})\n")
         runs, interrupted = run_arms(prompts, arms, strategy, RunOptions(progress=progress, resume=resume))
         died = any([_report_death(side, servers[side], out) for side, _, _ in sides])
     return runs[BASELINE], runs[SPECULATIVE], interrupted, died
@@ -226,11 +231,11 @@ def _until_decided(
             prompts = load_prompts(category=config.category, limit=k, bench=config.bench)
             fresh = dataclasses.replace(prompts, samples=tuple(
                 sample for sample in prompts.samples if sample.id not in {r.id for r in done[BASELINE]}))
-            round_folder = folder / "rounds" / str(k)
-            round_folder.mkdir(parents=True, exist_ok=True)
+            rounds = round_folder(folder, k)
+            rounds.mkdir(parents=True, exist_ok=True)
             arms = [Arm(side, _run_config(side, endpoints[side][0], mode, config, endpoints[side][1]),
-                        run_file(round_folder, side)) for side, _, mode in sides]
-            runs, interrupted = run_arms(fresh, arms, LockStep(config.concurrency, config.seed + k),
+                        run_file(rounds, side)) for side, _, mode in sides]
+            runs, interrupted = run_arms(fresh, arms, LockStep(config.concurrency, config.order_seed + k),
                                     RunOptions(progress=progress))
             state["interrupted"] = state["interrupted"] or interrupted
             merged = []

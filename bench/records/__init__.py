@@ -18,6 +18,7 @@ from bench.records._json import python_reference_json, reference_json
 from bench.records._layout import (
     BASELINE,
     SPECULATIVE,
+    cell_name,
     comparison_files,
     default_run_file,
     folder_rate,
@@ -32,10 +33,13 @@ from bench.records._layout import (
     rate_folder,
     rate_sweep_files,
     report_file,
+    round_folder,
     run_file,
+    run_files,
     sweep_cell_file,
     sweep_cells,
     sweep_files,
+    traffic_files,
     workload_folders,
 )
 from bench.records._lock import open_no_follow, output_lock, write_text_file
@@ -54,6 +58,16 @@ from bench.records._run import (
 )
 from bench.records._schema import SCHEMA_VERSION, finite
 from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop
+from bench.records._settings import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT_S,
+    SEED_HELP,
+    SETTINGS,
+    Setting,
+    check_limits,
+    default,
+    setting,
+)
 from bench.records._summary import SUMMARY_KEYS, SummaryRow, summarize, summarize_group
 
 __all__ = [
@@ -61,10 +75,14 @@ __all__ = [
     "COMPARED_AS_ERROR",
     "COMPARED_AS_WARNING",
     "COUNTER_KEYS",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TIMEOUT_S",
     "LOOK_DECISIONS",
     "MAX_LABEL_LENGTH",
     "SCHEMA_VERSION",
+    "SEED_HELP",
     "SELECTION_KEYS",
+    "SETTINGS",
     "SHARD_KEY",
     "SPECULATIVE",
     "SUMMARY_KEYS",
@@ -79,14 +97,18 @@ __all__ = [
     "SampleResult",
     "SequentialStop",
     "ServerDescription",
+    "Setting",
     "ShardMarker",
     "SummaryRow",
     "acceptance_summary",
+    "cell_name",
+    "check_limits",
     "collector_paused",
     "comparison_files",
     "counter_acceptance",
     "counter_deltas",
     "decode_margins",
+    "default",
     "default_run_file",
     "dumps_run",
     "encode_margins",
@@ -114,15 +136,19 @@ __all__ = [
     "reference_json",
     "report_file",
     "result_from_dict",
+    "round_folder",
     "run_file",
+    "run_files",
     "run_from_dict",
     "save_run",
+    "setting",
     "shard_marker",
     "summarize",
     "summarize_group",
     "sweep_cell_file",
     "sweep_cells",
     "sweep_files",
+    "traffic_files",
     "workload_folders",
     "write_text_file",
 ]

@@ -15,6 +15,8 @@ other's files. Format history (`schema_version`):
   renumbers it, and readers treat the new keys as absent.
 - 3: speedbench 0.3. Adds `sequential` (a run sampled until decided: the stopping rule and every look). A 2 file
   has none: it was sampled at a fixed size, so the upgrade only renumbers it.
+- 4: the seeds are named for what they seed: `config.seed` (the arrival schedule's) is `config.arrival_seed`, and
+  `interleaved.seed` (the compared arms' order) is `interleaved.order_seed`. The upgrade renames both keys.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -28,7 +30,7 @@ from typing import Any
 
 from bench._errors import BenchError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def finite(value: Any) -> Any:
@@ -55,6 +57,16 @@ def upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
         data = dict(data)
         data.setdefault("harness", {"name": "speed_bench.py", "version": None})
         data["schema_version"] = 0
+    if version < 4:
+        data = _renamed(_renamed(data, "config", "seed", "arrival_seed"), "interleaved", "seed", "order_seed")
     return data
+
+
+def _renamed(data: dict[str, Any], section: str, old: str, new: str) -> dict[str, Any]:
+    """`data` with key `old` of its `section` object named `new` (unchanged where there is none)."""
+    inner = data.get(section)
+    if not isinstance(inner, dict) or old not in inner or new in inner:
+        return data
+    return {**data, section: {(new if key == old else key): value for key, value in inner.items()}}
 
 

@@ -67,9 +67,7 @@ def _prepare(prompts: PromptSet, arms: Sequence[Arm], strategy: Strategy, option
     if plan.marker is not None:
         for name, arm in prepared.items():
             partners = [other for other in names if other != name]
-            arm.header["interleaved"] = {"seed": plan.marker["seed"],
-                                         "partner": partners[0] if len(partners) == 1 else partners,
-                                         **{key: value for key, value in plan.marker.items() if key != "seed"}}
+            arm.header["interleaved"] = {**plan.marker, "partner": partners[0] if len(partners) == 1 else partners}
     return prepared, plan
 
 

@@ -154,7 +154,7 @@ class OpenArrivals(Strategy):
     @classmethod
     def of(cls, config: RunConfig) -> OpenArrivals:
         """The open loop a run's settings ask for."""
-        return cls(config.request_rate, config.trace, config.arrival, config.burstiness, config.seed,
+        return cls(config.request_rate, config.trace, config.arrival, config.burstiness, config.arrival_seed,
                    config.max_concurrency)
 
     def __str__(self) -> str:
@@ -230,7 +230,7 @@ class LockStep(Strategy):
         turns = self.turns(work.jobs(work.whole if work.in_team else work.own), work.names)
         own = {sample.id for sample in work.own.samples}
         connections = max([1, *(sum(job[0].id in own for job in turn.jobs) for turn in turns)])
-        return Plan(tuple(turns), connections, {"seed": self.order_seed, "batch": self.batch})
+        return Plan(tuple(turns), connections, {"order_seed": self.order_seed, "batch": self.batch})
 
     def split(self, workers: int) -> list[Strategy]:
         """Every worker runs the whole run's batches, sending its own jobs of each."""
@@ -265,7 +265,7 @@ class Blocks(Strategy):
         turns = [Turn(name, tuple(ordered[block.start:block.stop]), offsets_s=block_offsets(schedule, block),
                       max_concurrency=self.arrivals.max_concurrency, batch=block.index)
                  for block in blocks for name in block.order]
-        marker = {"seed": self.order_seed, "block_size": size, "blocks": len(blocks), "schedule": "open loop"}
+        marker = {"order_seed": self.order_seed, "block_size": size, "blocks": len(blocks), "schedule": "open loop"}
         return Plan(tuple(turns), self.arrivals.max_concurrency or size, marker, own_clock=True)
 
     def split(self, workers: int) -> list[Strategy]:
@@ -277,17 +277,14 @@ class Blocks(Strategy):
         return "open loop " + " vs ".join(names)
 
 
-def strategy_for(config: RunConfig, *, arms: int = 1, block_size: int | None = None,
-                 order_seed: int | None = None) -> Strategy:
-    """The strategy a run's settings ask for: one arm closed or open loop; arms in lock-step or in ABBA blocks.
-
-    `order_seed` (None: the settings' seed) seeds the arms' order.
-    """
-    seed = config.seed if order_seed is None else order_seed
+def strategy_for(config: RunConfig, *, arms: int = 1, block_size: int | None = None, order_seed: int = 0,
+                 ) -> Strategy:
+    """The strategy a run's settings ask for: one arm closed or open loop; arms in lock-step or in ABBA blocks,
+    their order seeded by `order_seed`."""
     if arms > 1:
         if config.open_loop:
-            return Blocks(OpenArrivals.of(config), block_size, seed)
-        return LockStep(config.concurrency, seed)
+            return Blocks(OpenArrivals.of(config), block_size, order_seed)
+        return LockStep(config.concurrency, order_seed)
     return OpenArrivals.of(config) if config.open_loop else Concurrent(config.concurrency)
 
 
