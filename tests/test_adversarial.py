@@ -385,6 +385,10 @@ async def _hang_metrics(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         _, path, _, _ = await read_request(reader)
         if path == "/metrics":
             await asyncio.sleep(3600)
+        if path == "/v1/models":  # an OpenAI-compatible server, so the run gets past its first check
+            writer.write(http_response(200, b'{"object": "list", "data": []}'))
+            await writer.drain()
+            return
         writer.write(http_response(404, b"no"))
         await writer.drain()
         return
@@ -407,6 +411,29 @@ def test_a_stop_is_honoured_while_a_probe_hangs(tmp_path: Path, signum: int) -> 
     assert process.returncode == cli.EXIT_INTERRUPTED, err
     assert waited < 4.5, f"took {waited:.1f}s to honour the stop (probe timeout is 5 s, old client: 10 s per probe)"
     assert "Traceback" not in err
+
+
+async def _hang_everything(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await read_request(reader)
+    await asyncio.sleep(3600)
+
+
+def test_a_stop_is_honoured_while_the_first_check_hangs(tmp_path: Path) -> None:
+    with RawServer(_hang_everything) as server:
+        process = subprocess.Popen([sys.executable, "-m", "bench", "run", "--url", server.url, "--dataset",
+                                    str(_dataset(tmp_path, 4)), "--output", str(tmp_path / "r.json"), "--quiet"],
+                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not server.connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        waited = time.monotonic() - sent
+    assert process.returncode == cli.EXIT_INTERRUPTED, err
+    assert waited < 4.5 and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
 
 
 # ---------------------------------------------------------------- 9. bounded responses
@@ -766,6 +793,8 @@ def _echo_handler(status: int, body_of: Any, failing: int = 1) -> Any:
         _, path, headers, body = await read_request(reader)
         if not path.endswith("/chat/completions"):
             writer.write(http_response(404, b"no"))
+        elif "messages" not in json.loads(body):  # the run's first check: the route exists, the body is empty
+            writer.write(http_response(400, b'{"error": {"message": "no messages"}}'))
         elif json.loads(body).get("max_tokens") != 1 and seen["chat"] < failing:  # 1 token: the engine probe
             seen["chat"] += 1
             writer.write(http_response(status, body_of(headers).encode("utf-8"), {"Content-Type": "application/json"}))
@@ -1251,10 +1280,12 @@ def test_a_label_never_writes_outside_the_results_folder(
 # ---------------------------------------------------------------- round 3, 2. redirects
 
 
-def _redirecting(target: str, status: int = 307) -> Any:
+def _redirecting(target: str, status: int = 307, lists_models: bool = True) -> Any:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         _, path, _, _ = await read_request(reader)
-        if path.endswith("/chat/completions"):
+        if path == "/v1/models" and lists_models:  # passes the run's first check: the samples meet the redirect
+            writer.write(http_response(200, b'{"object": "list", "data": []}'))
+        elif path.endswith("/chat/completions"):
             writer.write(http_response(status, b"moved", {"Location": f"{target}{path}"}))
         else:
             writer.write(http_response(404, b"no"))
@@ -1278,6 +1309,17 @@ def test_a_redirect_is_a_failed_sample_and_sends_nothing_elsewhere(
     assert all(not result.ok and result.error_kind == "redirect" for result in run.results)
     assert all(f"HTTP {status}" in (result.error or "") and other.url in (result.error or "") for result in run.results)
     assert secret not in out + err
+
+
+def test_a_server_that_redirects_everything_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    secret = "sk-redirected-" + "5" * 20
+    with _fake() as other, RawServer(_redirecting(other.url, 307, lists_models=False)) as server:
+        code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 2)), "--osl",
+                               "8", "--api-key", secret, "--output", str(tmp_path / "r.json"), "--quiet")
+        assert not other.state.requests
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "redirects POST /chat/completions (HTTP 307" in err and secret not in err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["prompts.jsonl"]
 
 
 # ---------------------------------------------------------------- round 3, 6. a byte-order mark before the first event

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from bench.cli import main
 from tests.fakeserver import FakeServer, FakeState
@@ -30,14 +31,79 @@ def test_run_prints_reference_summary_and_writes_file(fake_server: FakeServer, t
     assert saved["config"]["osl"] == 8 and saved["config"]["category"] == "qa,math"
 
 
-def test_unreachable_server_exits_1_with_summary_and_file(tmp_path: Path, capsys) -> None:
+def _fails_fast(url: str, tmp_path: Path, capsys) -> str:
+    """Run against `url`: exit 2, one line on stderr, nothing on stdout, no run file or journal; the line."""
     output = tmp_path / "r.json"
-    code = main(["run", "--url", "127.0.0.1:9", "--category", "qa", "--limit", "2", "--osl", "4",
-                 "--output", str(output), "--quiet"])
+    code = main(["run", "--url", url, "--category", "qa", "--limit", "2", "--osl", "4", "--output", str(output),
+                 "--quiet"])
     captured = capsys.readouterr()
-    assert code == 1
-    assert "Summary (elapsed=" in captured.out and "2 samples failed" in captured.err
-    assert json.loads(output.read_text())["failed_samples"] == 2
+    assert code == 2
+    assert captured.err.count("\n") == 1 and captured.out == ""
+    assert list(tmp_path.iterdir()) == []
+    return captured.err
+
+
+def test_unreachable_server_fails_fast_without_a_file(tmp_path: Path, capsys) -> None:
+    err = _fails_fast("127.0.0.1:9", tmp_path, capsys)
+    assert err == "speedbench: error: cannot reach http://127.0.0.1:9/v1: connection refused\n"
+
+
+def _serve_in_thread(handler: type) -> tuple[Any, str]:
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"127.0.0.1:{server.server_address[1]}"
+
+
+def test_a_server_that_is_not_http_fails_fast(tmp_path: Path, capsys) -> None:
+    import socketserver
+
+    class Banner(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    server, url = _serve_in_thread(Banner)  # type: ignore[arg-type]
+    try:
+        err = _fails_fast(url, tmp_path, capsys)
+    finally:
+        server.shutdown()
+    assert "does not speak HTTP" in err and url in err
+
+
+def test_an_http_server_that_is_not_an_llm_server_fails_fast(tmp_path: Path, capsys) -> None:
+    import http.server
+
+    class Static(http.server.SimpleHTTPRequestHandler):  # what `python -m http.server` answers: 404 and 501
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server, url = _serve_in_thread(Static)
+    try:
+        err = _fails_fast(url, tmp_path, capsys)
+    finally:
+        server.shutdown()
+    assert "is not an OpenAI-compatible server" in err and "HTTP 404" in err and "HTTP 501" in err
+
+
+def test_a_server_that_wants_a_key_says_so(fake_server: FakeServer, tmp_path: Path, capsys) -> None:
+    import http.server
+
+    class Locked(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server, url = _serve_in_thread(Locked)
+    try:
+        err = _fails_fast(url, tmp_path, capsys)
+    finally:
+        server.shutdown()
+    assert "HTTP 401" in err and "--api-key" in err
 
 
 def test_unknown_category_exits_2_with_one_line(tmp_path: Path, capsys) -> None:

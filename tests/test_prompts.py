@@ -269,12 +269,13 @@ def test_reachable_hub_is_loaded(hub_calls: list, monkeypatch: pytest.MonkeyPatc
 
 
 def test_offline_hub_is_one_line_and_exit_2_from_the_cli(
-    hub_calls: list, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    hub_calls: list, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from bench.cli import main
 
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
-    assert main(["run", "--dataset", "speed-bench", "--url", "127.0.0.1:9", "--quiet", "--output", "/dev/null"]) == 2
+    output = str(tmp_path / "r.json")
+    assert main(["run", "--dataset", "speed-bench", "--url", "127.0.0.1:9", "--quiet", "--output", output]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("speedbench: error: cannot load nvidia/SPEED-Bench (qualitative)")
 

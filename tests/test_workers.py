@@ -471,3 +471,112 @@ def test_a_worker_killed_while_waiting_for_its_turn_stops_the_team_without_hangi
     late.start()
     serve_until(late)
     assert late.exitcode == 0 and outcome.value == -2.0  # told to stop, as a stop request of its own
+
+
+_ORPHAN = """
+import asyncio, os, signal, sys, time
+from bench.runner import Stop, Team
+from bench.runner._workers import _launch
+from bench.runner._progress import SilentProgress
+
+team = Team.create(2)
+marks = sys.argv[1]
+
+def waiting():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only an EOF on its pipe can end this worker's wait
+    began = asyncio.run(team.member(0).turn(Stop()))
+    open(os.path.join(marks, "ended"), "w").write(repr(began))
+
+def busy():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(120)
+
+_launch([waiting, busy], team, SilentProgress(), "t", 2, [0, 0, 0, 0])
+"""
+
+
+def test_a_worker_waiting_for_its_turn_sees_its_parents_death_as_an_eof(tmp_path: Path) -> None:
+    script = tmp_path / "orphan.py"
+    script.write_text(_ORPHAN)
+    process = subprocess.Popen([sys.executable, str(script), str(tmp_path)], cwd=Path(__file__).parent.parent,
+                               start_new_session=True)
+    _STARTED.append(process)
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+    deadline = time.monotonic() + 30
+    while len(children.read_text().split()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = [int(pid) for pid in children.read_text().split()]
+    time.sleep(1.0)  # worker 0 has arrived at its turn and waits on its pipe
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    try:
+        deadline = time.monotonic() + 5
+        while not (tmp_path / "ended").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "ended").read_text() == "None"  # the wait ended: no other process held the parent's end
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _kill_parent_and_wait_for_workers(process: subprocess.Popen[str], within_s: float = 5.0) -> None:
+    """SIGKILL `process` (no chance to forward a stop) and assert its workers end within `within_s`."""
+    workers = [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+    assert len(workers) == 2
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate(timeout=60)
+    deadline = time.monotonic() + within_s
+    while any(map(_running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if _running(pid)], f"workers alive {within_s} s after their parent's death"
+
+
+def test_what_workers_finished_before_their_parent_was_killed_is_joined_by_resume(
+    fake_server: FakeServer, fake_state, tmp_path: Path
+) -> None:
+    fake_state.delay_s = 0.2
+    process = _start(fake_server, tmp_path)
+    _kill_parent_and_wait_for_workers(process)
+    assert not (tmp_path / "w.json").exists() and not journal_path(tmp_path / "w.json").exists()
+    left = sum(len(read_journal(path)[1]) for path in tmp_path.glob(".workers-*/worker-*/run.json.jsonl"))
+    assert left > 0
+    fake_state.delay_s = 0.0
+    sent_before = len(fake_state.requests)
+    done = _cli(["run", "--url", fake_server.url, "--dataset", str(tmp_path / "prompts.jsonl"), "--osl", "4",
+                 "--concurrency", "2", "--workers", "2", "--output", "w.json", "--resume"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"joined {left} finished samples from" in done.stdout + done.stderr
+    resumed = load_run(tmp_path / "w.json")
+    assert sorted(result.id for result in resumed.results) == sorted(f"q{index}" for index in range(40))
+    assert len(fake_state.requests) - sent_before == 40 - left  # only what had not finished
+    assert not list(tmp_path.glob(".workers-*"))
+
+
+def test_a_comparison_over_workers_whose_parent_was_killed_resumes_from_their_folder(tmp_path: Path) -> None:
+    base, spec = FakeServer(FakeState(delay_s=0.2)), FakeServer(FakeState(delay_s=0.2, drafting=True))
+    base.start()
+    spec.start()
+    try:
+        args = ["bench", "--base-url", base.url, "--spec-url", spec.url, "--limit", "3", "--osl", "4",
+                "--concurrency", "2", "--workers", "2", "--no-logprobs", "--results-dir", str(tmp_path / "b")]
+        process = subprocess.Popen([sys.executable, "-m", "bench", *args, "--quiet"], cwd=tmp_path,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        _STARTED.append(process)
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("b/*/.workers-*/*/speculative.json.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.8)
+        _kill_parent_and_wait_for_workers(process)
+        (folder,) = (tmp_path / "b").iterdir()
+        assert not journal_path(folder / "baseline.json").exists()
+        base.state.delay_s = spec.state.delay_s = 0.0
+        done = _cli([*args, "--resume", str(folder)], tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (done.stdout + done.stderr).count("finished samples from") == 2  # both arms joined, and said so
+        for side in ("baseline", "speculative"):
+            run = load_run(folder / f"{side}.json")
+            assert len(run.results) == run.selected_samples and not run.info.interrupted
+    finally:
+        base.stop()
+        spec.stop()

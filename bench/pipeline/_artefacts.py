@@ -50,9 +50,9 @@ def write_traffic(
     )
     out("\n" + traffic_text(comparison))
     paths = traffic_files(folder)
-    paths[0].write_text(traffic_text(comparison), encoding="utf-8")
-    paths[1].write_text(traffic_text(comparison, markdown=True), encoding="utf-8")
-    paths[2].write_text(traffic_json(comparison), encoding="utf-8")
+    write_text_file(paths[0], traffic_text(comparison))
+    write_text_file(paths[1], traffic_text(comparison, markdown=True))
+    write_text_file(paths[2], traffic_json(comparison))
     from bench.render import plot_timeline
 
     paths += plot_timeline(requests, plots_folder(folder), formats=("png",))

@@ -36,6 +36,7 @@ from bench.runner import (
     RunConfig,
     RunOptions,
     choose_workers,
+    left_workers,
     normalize_base_url,
     run_arms,
     strategy_for,
@@ -164,7 +165,7 @@ def _report_death(side: str, server: Any, out: Callable[[str], Any]) -> bool:
 
 def _resuming(config: PipelineConfig, output: Path) -> bool:
     """Whether this side continues an interrupted comparison (`--resume FOLDER` and a journal to continue)."""
-    return config.resume is not None and journal_path(output).exists()
+    return config.resume is not None and (journal_path(output).exists() or left_workers(output) is not None)
 
 
 def _one_side(
@@ -408,7 +409,8 @@ def _results_folder(config: PipelineConfig) -> Path:
     """A new `<results>/<UTC time>-<label>` folder, or the comparison folder given to `--resume`."""
     if config.resume is not None:
         folder = Path(config.resume)
-        if not has_journal(folder):
+        left = any(left_workers(run_file(folder, arm)) for arm in (BASELINE, SPECULATIVE))
+        if not has_journal(folder) and not left:
             journal = journal_path(run_file("", BASELINE))
             raise BenchError(f"{folder}: no interrupted comparison to resume (no {journal})")
         return folder

@@ -41,6 +41,7 @@ from bench.records import (
     rate_sweep_files,
     run_file,
     run_files,
+    write_text_file,
 )
 from bench.render import rate_sweep_text, traffic_json
 from bench.runner import Arm, Progress, RunConfig, RunOptions, choose_workers, run_arms, strategy_for
@@ -142,9 +143,9 @@ def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folde
     from bench.render import plot_goodput_rate, plot_timeline
 
     files = rate_sweep_files(folder)
-    files[0].write_text(rate_sweep_text(result), encoding="utf-8")
-    files[1].write_text(rate_sweep_text(result, markdown=True), encoding="utf-8")
-    files[2].write_text(traffic_json(result), encoding="utf-8")
+    write_text_file(files[0], rate_sweep_text(result))
+    write_text_file(files[1], rate_sweep_text(result, markdown=True))
+    write_text_file(files[2], traffic_json(result))
     plots = plots_folder(folder)
     if result.levels:
         files += plot_goodput_rate(list(result.levels), plots, target=result.target, formats=("png",))

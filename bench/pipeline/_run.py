@@ -50,17 +50,28 @@ def _settled(job: RunJob) -> RunConfig:
 
 
 def _prompts(config: RunConfig, out: Callable[[str], Any]) -> PromptSet:
-    """The selected prompts; throughput prompts sized with the server's tokenizer when it has one."""
+    """The selected prompts; throughput prompts sized with the server's tokenizer when it has one.
+
+    Every URL is checked before anything is sent or written, after the options and prompt names are: a closed
+    port, a server that is not HTTP or not an LLM server is one line, exit 2.
+    """
     from bench.prompts import HUB_REVISION, load_prompts
-    from bench.runner import server_token_counter
+    from bench.runner import check_endpoints, normalize_base_url, server_token_counter
+
+    def check() -> None:
+        check_endpoints([normalize_base_url(url) for url in config.urls()], config.api, config.request_headers())
 
     count_tokens = None
-    if config.dataset == "categories" and config.bench.startswith("throughput_"):
+    sized_by_server = config.dataset == "categories" and config.bench.startswith("throughput_")
+    if sized_by_server:
+        check()
         count_tokens = server_token_counter(config.urls()[0], headers=config.request_headers())
         out("speedbench: sizing prompts with " + ("the server's /tokenize\n" if count_tokens else
                                                   "an estimate (the server has no /tokenize)\n"))
     prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit,
                            revision=config.revision or HUB_REVISION, count_tokens=count_tokens)
+    if not sized_by_server:
+        check()
     if prompts.skipped:
         out(f"speedbench: skipped {prompts.skipped} rows without usable turns\n")
     out(f"speedbench: loaded {len(prompts.samples)} samples from bench={config.bench} category={config.category}\n")
@@ -73,12 +84,14 @@ def run_one(job: RunJob, *, out: Callable[[str], Any], progress: Progress) -> in
     EXIT_FAILED)."""
     from bench.prompts import Shard
     from bench.records import default_run_file
-    from bench.runner import RunStopped, run_benchmark
+    from bench.runner import RunStopped, refuse_existing_output, run_benchmark
 
     config = _settled(job)
     shard = Shard.parse(job.shard) if job.shard is not None else None
-    prompts = _prompts(config, out)
     output = job.output or default_run_file(config.label)
+    if not job.resume:
+        refuse_existing_output(output, force=job.force)
+    prompts = _prompts(config, out)
     try:
         run, interrupted = run_benchmark(prompts, config, output=output, progress=progress, resume=job.resume,
                                          force=job.force, shard=shard, start_at=job.start_at)

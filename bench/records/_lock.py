@@ -6,6 +6,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -18,21 +19,30 @@ from bench.records._layout import lock_path
 def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
     """Open a file for writing without following a symbolic link planted at `path` (one-line BenchError if one is).
 
-    `mode` is "w" (truncate), "a" (append), "x" (a new file only) or "a+b" (a binary read/append handle);
-    the kernel refuses the link itself (O_NOFOLLOW), so a link planted between a check and the open
-    cannot redirect the write to another file.
+    `mode` is "w" (truncate), "wb" (the same, binary), "a" (append), "x" (a new file only) or "a+b" (a binary
+    read/append handle); the kernel refuses the link itself (O_NOFOLLOW), so a link planted between a check and
+    the open cannot redirect the write to another file. What the path names must be a regular file: a FIFO or a
+    device is refused in one line too (opened without blocking, so a FIFO with no reader cannot hang the write).
     """
-    flags = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-             "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+    flags = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+             "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND, "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
              "xb": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND,
              "rb+": os.O_RDWR}[mode]
+    not_regular = BenchError(f"{path}: is not a regular file (a FIFO, a device or a folder); speedbench writes "
+                             "its outputs to regular files only (remove it or choose another path)")
     try:
-        descriptor = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP or os.path.islink(path):
             raise BenchError(f"{path}: is a symbolic link; speedbench does not write through one "
                              "(remove it or choose another --output)") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, or a folder
+            raise not_regular from None
         raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise not_regular
+    os.set_blocking(descriptor, True)
     binary = "b" in mode
     return os.fdopen(descriptor, mode.replace("x", "w"),
                      **({} if binary else {"encoding": "utf-8"}))

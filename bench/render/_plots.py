@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import matplotlib
 
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
+from bench.records import open_no_follow
 from bench.render._escape import terminal_text
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def _save(figure: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list
     for fmt in formats:
         path = out_dir / f"{stem}.{fmt}"
         metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
-        figure.savefig(path, dpi=110, bbox_inches="tight", metadata=metadata)
+        with open_no_follow(path, "wb") as handle:  # never through a planted link, never into a FIFO
+            figure.savefig(handle, format=fmt, dpi=110, bbox_inches="tight", metadata=metadata)
         paths.append(path)
     plt.close(figure)
     return paths

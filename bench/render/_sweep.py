@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.records import finite
+from bench.records import finite, open_no_follow
 from bench.render._escape import terminal_text
 from bench.render._stats import ci_cell
 from bench.render._tables import Column, format_value, markdown_table, text_table
@@ -194,7 +194,9 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
     figure.tight_layout()
     for suffix in formats:
         path = out_dir / f"sweep_speedup.{suffix}"
-        figure.savefig(path, dpi=110, metadata={"Software": None} if suffix == "png" else {"Date": None})
+        with open_no_follow(path, "wb") as handle:
+            figure.savefig(handle, format=suffix, dpi=110,
+                           metadata={"Software": None} if suffix == "png" else {"Date": None})
         files.append(path)
     plt.close(figure)
     grid = [[(c.throughput.point if (c := sweep.cell(arm, level)) is not None else math.nan)
@@ -212,7 +214,9 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
     figure.tight_layout()
     for suffix in formats:
         path = out_dir / f"sweep_heatmap.{suffix}"
-        figure.savefig(path, dpi=110, metadata={"Software": None} if suffix == "png" else {"Date": None})
+        with open_no_follow(path, "wb") as handle:
+            figure.savefig(handle, format=suffix, dpi=110,
+                           metadata={"Software": None} if suffix == "png" else {"Date": None})
         files.append(path)
     plt.close(figure)
     return files

@@ -2,7 +2,7 @@
 
 from bench.runner._aiohttp_timing import READ_BYTES, Arrivals, StampedSocket, stamped_socket
 from bench.runner._aiohttp_timing import check_internals as aiohttp_internals_missing
-from bench.runner._arm import RunStopped, machine_info, prompts_digest
+from bench.runner._arm import RunStopped, machine_info, prompts_digest, refuse_existing_output
 from bench.runner._arrivals import (
     ARRIVAL_PROCESSES,
     TRACE,
@@ -17,6 +17,7 @@ from bench.runner._arrivals import (
 )
 from bench.runner._chunks import SampleFailure, StreamChunks
 from bench.runner._config import Arm, RunConfig, normalize_base_url, server_root
+from bench.runner._endpoint_check import check_endpoints
 from bench.runner._execute import RunOptions, execute, run_arms, run_benchmark
 from bench.runner._lag import LagMonitor
 from bench.runner._loops import DEFAULT_LOOP, LOOP_ENV, LOOPS, choose_loop, loop_factory, loop_name
@@ -51,6 +52,7 @@ from bench.runner._worker_count import (
     cores,
     worker_shares,
 )
+from bench.runner._worker_files import left_workers
 from bench.runner._workers import spread
 
 __all__ = [
@@ -103,6 +105,7 @@ __all__ = [
     "block_offsets",
     "block_plan",
     "build_payload",
+    "check_endpoints",
     "choose_loop",
     "choose_workers",
     "chunk_token_counts",
@@ -111,6 +114,7 @@ __all__ = [
     "execute",
     "inter_arrival_cv",
     "job_key",
+    "left_workers",
     "load_trace",
     "loop_factory",
     "loop_name",
@@ -118,6 +122,7 @@ __all__ = [
     "normalize_base_url",
     "per_token_itl",
     "prompts_digest",
+    "refuse_existing_output",
     "retry_after_seconds",
     "run_arms",
     "run_benchmark",

@@ -167,9 +167,15 @@ def prepare_arm(
             old_header, previous = read_journal(journal_file)
             _check_resumable(old_header, prompts, config, str(journal_file))
             header["started_at"] = old_header.get("started_at", header["started_at"])
-        elif not force and (Path(output).exists() or journal_file.exists()):
-            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+        else:
+            refuse_existing_output(output, force=force)
     return ArmRun(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
+
+
+def refuse_existing_output(output: str | os.PathLike[str], *, force: bool) -> None:
+    """A one-line BenchError when the run file or its journal exists and `--force` was not given."""
+    if not force and (Path(output).exists() or journal_path(output).exists()):
+        raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
 
 
 def open_journal(arm: ArmRun, *, resume: bool) -> None:

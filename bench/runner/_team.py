@@ -47,6 +47,18 @@ class Team:
         """The team as worker `index` sees it."""
         return replace(self, index=index, arrived=set())
 
+    def keep_only(self, index: int) -> None:
+        """In worker `index` after the fork: close every pipe end but its own, so the parent's death is an EOF."""
+        for position, (parent, worker) in enumerate(self.ends):
+            parent.close()
+            if position != index:
+                worker.close()
+
+    def close_worker_ends(self) -> None:
+        """In the parent once every worker is started: close the workers' ends, so a dead worker is an EOF."""
+        for _, worker in self.ends:
+            worker.close()
+
     # the parent's side
 
     def connections(self) -> list[Any]:
@@ -103,7 +115,11 @@ class Team:
             self.abort()
             return None
         pipe = self.ends[self.index][1]
-        pipe.send(ARRIVE)
+        try:
+            pipe.send(ARRIVE)
+        except OSError:  # the parent is gone
+            stop.signal()
+            return None
         waiting = asyncio.ensure_future(asyncio.to_thread(pipe.recv))
         stopped = asyncio.ensure_future(stop.requested.wait())
         await asyncio.wait([waiting, stopped], return_when=asyncio.FIRST_COMPLETED)

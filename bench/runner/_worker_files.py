@@ -9,6 +9,7 @@ any number of processes: `split_journal` cuts it into one journal per worker aga
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,6 +31,9 @@ from bench.records import (
 from bench.runner._arm import _check_resumable, prompts_digest
 from bench.runner._config import RunConfig
 
+MARKER = "outputs.json"
+"""The file in a workers' folder naming the outputs it is for and each arm's whole-run config, so a run whose
+parent process was killed before it joined them can be joined by `--resume`."""
 WORKER_VARY = frozenset({"label", "concurrency", "max_concurrency"})
 """Config keys a run's workers differ in: each has its share of the concurrency (or open-loop cap)."""
 
@@ -37,6 +41,45 @@ WORKER_VARY = frozenset({"label", "concurrency", "max_concurrency"})
 def worker_file(folder: Path, index: int, name: str) -> Path:
     """Worker `index`'s run file of arm `name` in the workers' private folder."""
     return folder / f"worker-{index}" / f"{name}.json"
+
+
+def mark_folder(folder: Path, outputs: dict[str, str], configs: dict[str, dict[str, Any]]) -> None:
+    """Name in `folder` the output of each arm its workers write and the arm's whole-run recorded config."""
+    (folder / MARKER).write_text(json.dumps({"outputs": {name: str(Path(path).resolve())
+                                                         for name, path in outputs.items()},
+                                             "configs": configs}), encoding="utf-8")
+
+
+def _marker(folder: Path) -> dict[str, Any] | None:
+    """The folder's marker, or None when it has none or it cannot be read."""
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and isinstance(marker.get("outputs"), dict) else None
+
+
+def left_workers(output: str | os.PathLike[str]) -> Path | None:
+    """The newest workers' folder beside `output` that a killed parent left unjoined (None when there is none)."""
+    target = str(Path(output).resolve())
+    found = [folder for folder in Path(output).parent.glob(".workers-*")
+             if folder.is_dir() and target in ((_marker(folder) or {}).get("outputs") or {}).values()]
+    return max(found, key=lambda folder: folder.stat().st_mtime, default=None)
+
+
+def join_left_workers(folder: Path, output: str | os.PathLike[str], name: str, prompts: PromptSet,
+                      config: RunConfig) -> str:
+    """Join arm `name`'s work a killed parent's workers left in `folder` into `output` (run file and journal,
+    interrupted); a one-line notice of what was joined from where. The caller removes the folder."""
+    marker = _marker(folder) or {}
+    count = len([path for path in folder.glob("worker-*") if path.is_dir()])
+    paths = [worker_file(folder, index, name) for index in range(count)]
+    recorded = (marker.get("configs") or {}).get(name)
+    run = join_outputs(paths, output, prompts, config, interrupted=True,
+                       recorded=recorded if isinstance(recorded, dict) else None)
+    finished = len(run.results) if run is not None else 0
+    return (f"joined {finished} finished samples from {folder}, the {count} workers' folder of a run whose "
+            f"parent process ended before it joined them")
 
 
 def _gather(paths: Sequence[Path]) -> list[Run]:
@@ -55,17 +98,18 @@ def _gather(paths: Sequence[Path]) -> list[Run]:
 
 def join_outputs(
     paths: Sequence[Path], output: str | os.PathLike[str] | None, prompts: PromptSet, config: RunConfig, *,
-    interrupted: bool,
+    interrupted: bool, recorded: dict[str, Any] | None = None,
 ) -> Run | None:
     """The run the workers' files of one output make (None when no worker recorded anything), saved with its
-    journal at `output`. Its config is the whole run's (`config`), with the workers' count."""
+    journal at `output`. Its config is the whole run's (`recorded`, else `config`'s), with the workers' count."""
     runs = _gather(paths)
     if not runs:
         return None
     merged = merge_shards(runs, vary=WORKER_VARY, part="worker", allow_missing=True)
     meta: dict[str, Any] = dict(merged.meta)
     meta["interrupted"] = bool(meta.get("interrupted")) or interrupted or len(runs) < len(paths)
-    run = Run(config={**config.recorded(), "workers": len(paths)}, selected_samples=merged.selected_samples,
+    whole = recorded if recorded is not None else config.recorded()
+    run = Run(config={**whole, "workers": len(paths)}, selected_samples=merged.selected_samples,
               results=merged.results, summary=merged.summary, meta=meta,
               path=str(output) if output is not None else None)
     if output is not None:

@@ -37,7 +37,14 @@ from bench.runner._lifecycle import ensure_file_limit
 from bench.runner._progress import Progress, SilentProgress
 from bench.runner._team import Team
 from bench.runner._worker_count import worker_shares
-from bench.runner._worker_files import join_outputs, split_journal, worker_file
+from bench.runner._worker_files import (
+    join_left_workers,
+    join_outputs,
+    left_workers,
+    mark_folder,
+    split_journal,
+    worker_file,
+)
 
 Body = Callable[[Shard, Team, list[Arm], Progress], None]
 """What one worker process runs: its shard, the team, its own arm specs (configs with its share, files) and the
@@ -105,8 +112,10 @@ def _stop_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _child(index: int, body: Callable[[], None], parent: int) -> None:
-    """A worker process: out of the terminal's process group (the parent forwards one stop), errors in one line."""
+def _child(index: int, body: Callable[[], None], parent: int, team: Team) -> None:
+    """A worker process: only its own pipe end, out of the terminal's process group (the parent forwards one
+    stop), stopped when the parent dies, errors in one line."""
+    team.keep_only(index)
     os.setpgid(0, 0)
     _stop_with_parent(parent)
     try:
@@ -124,7 +133,7 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
     second one stops them at once); a worker that fails stops the team, so the others stop at their next turn.
     """
     context = multiprocessing.get_context("fork")
-    processes = [context.Process(target=_child, args=(index, body, os.getpid()), daemon=True)
+    processes = [context.Process(target=_child, args=(index, body, os.getpid(), team), daemon=True)
                  for index, body in enumerate(bodies)]
     asked = {"stop": False}
 
@@ -140,6 +149,7 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
     try:
         for process in processes:
             process.start()
+        team.close_worker_ends()
         progress.start(total, title)
         alive = list(processes)
         shown = [0] * len(counts)
@@ -158,6 +168,19 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return [process.exitcode for process in processes], asked["stop"]
+
+
+def _join_left(specs: Sequence[Arm], prompts: PromptSet, progress: Progress) -> None:
+    """Join into each output what the workers of a parent killed before it joined them left beside it, and say so."""
+    left = {spec.name: left_workers(spec.output) for spec in specs if spec.output is not None}
+    for spec in specs:
+        folder = left.get(spec.name)
+        if folder is not None:
+            progress.message(f"speedbench: {spec.output}: "
+                             f"{join_left_workers(folder, spec.output, spec.name, prompts, spec.config)}")
+    for folder in set(left.values()):
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def spread(
@@ -180,8 +203,8 @@ def spread(
                           whole=(config.max_concurrency if config.open_loop else config.concurrency) * per_run)
     outputs = [spec.output for spec in specs if spec.output is not None]
     for output in outputs:
-        if resume and not journal_path(output).exists():
-            raise BenchError(f"{journal_path(output)}: no journal to resume from")
+        if resume and not journal_path(output).exists() and left_workers(output) is None:
+            raise BenchError(f"{journal_path(output)}: no journal to resume from (and no workers' folder beside it)")
         if not resume and not force and (Path(output).exists() or journal_path(output).exists()):
             raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
         Path(output).parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +214,11 @@ def spread(
     with contextlib.ExitStack() as held:
         for output in outputs:
             held.enter_context(output_lock(output))
+        if resume:
+            _join_left(specs, prompts, progress)
         folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(outputs[0]).parent if outputs else None))
+        mark_folder(folder, {spec.name: str(spec.output) for spec in specs if spec.output is not None},
+                    {spec.name: {**spec.config.recorded(), "workers": workers} for spec in specs})
         own = [[replace(spec, config=_worker_config(spec.config, share),
                         output=str(worker_file(folder, index, spec.name))) for spec in specs]
                for index, share in enumerate(shares)]
