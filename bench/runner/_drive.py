@@ -6,6 +6,7 @@ On a stop request, jobs in flight get `GRACE_PERIOD_S` to finish (a second stop 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -57,25 +58,14 @@ async def drive(
     async def send(index: int, scheduled_at: float) -> float:
         nonlocal flush_due
         sample, repeat = jobs[index]
-        request_settings = settings[index % len(settings)]
-
-        async def one() -> SampleResult:
-            return await run_sample(
-                transport, engine, sample, request_settings, repeat=repeat, scheduled_at=scheduled_at, origin=origin,
-            )
-
+        one = functools.partial(run_sample, transport, engine, sample, settings[index % len(settings)], repeat=repeat,
+                                scheduled_at=scheduled_at, origin=origin)
         try:
             result = await (meter.measure(one) if meter is not None else one())
         except Exception as exc:
-            result = SampleResult(
-                id=sample.id, category=sample.category, ok=False, turns=len(sample.turns), latency_s=0.0,
-                error=one_line(f"{exc.__class__.__name__}: {exc}"), error_kind="internal", repeat=repeat,
-                sub_category=sample.sub_category,
-            )
+            result = _internal_failure(sample, repeat, exc)
         done_at = time.perf_counter()
-        if batch is not None or server_state is not None:
-            result = replace(result, batch=batch if batch is not None else result.batch,
-                             server_state=server_state or result.server_state)
+        result = _marked(result, batch, server_state)
         results.append(result)  # kept in memory first: a journal failure never loses a finished sample
         if journal is not None:
             try:
@@ -90,6 +80,23 @@ async def drive(
 
     await release(schedule, len(jobs), send, stop, progress)
     return results
+
+
+def _internal_failure(sample: Sample, repeat: int, exc: Exception) -> SampleResult:
+    """The failed result of a sample whose send raised (a harness fault, recorded, never lost)."""
+    return SampleResult(
+        id=sample.id, category=sample.category, ok=False, turns=len(sample.turns), latency_s=0.0,
+        error=one_line(f"{exc.__class__.__name__}: {exc}"), error_kind="internal", repeat=repeat,
+        sub_category=sample.sub_category,
+    )
+
+
+def _marked(result: SampleResult, batch: int | None, server_state: str | None) -> SampleResult:
+    """The result with the turn's batch and the server's state recorded (unchanged when there are none)."""
+    if batch is None and server_state is None:
+        return result
+    return replace(result, batch=batch if batch is not None else result.batch,
+                   server_state=server_state or result.server_state)
 
 
 async def release(schedule: Schedule, count: int, send: Send, stop: Stop, progress: Progress) -> None:

@@ -201,13 +201,7 @@ def spread(
         per_run = len(config.urls()) * len(specs)
         ensure_file_limit(max(share or 1 for share in shares) * per_run, workers=workers,
                           whole=(config.max_concurrency if config.open_loop else config.concurrency) * per_run)
-    outputs = [spec.output for spec in specs if spec.output is not None]
-    for output in outputs:
-        if resume and not journal_path(output).exists() and left_workers(output) is None:
-            raise BenchError(f"{journal_path(output)}: no journal to resume from (and no workers' folder beside it)")
-        if not resume and not force and (Path(output).exists() or journal_path(output).exists()):
-            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    outputs = _checked_outputs(specs, resume=resume, force=force)
     shards = [Shard(index, workers) for index in range(workers)]
     team = Team.create(workers, batch)
     counts = multiprocessing.get_context("fork").Array("q", 2 * workers, lock=False)
@@ -244,6 +238,25 @@ def spread(
         except BenchError as exc:
             raise BenchError(f"{exc}; the workers' own files are kept in {folder}") from None
     shutil.rmtree(folder, ignore_errors=True)
+    return _outcome(runs, codes, stopped, outputs, progress)
+
+
+def _checked_outputs(specs: Sequence[Arm], *, resume: bool, force: bool) -> list[str | os.PathLike[str]]:
+    """The arms' outputs, each refused in one line when it cannot be resumed or would be overwritten."""
+    outputs = [spec.output for spec in specs if spec.output is not None]
+    for output in outputs:
+        if resume and not journal_path(output).exists() and left_workers(output) is None:
+            raise BenchError(f"{journal_path(output)}: no journal to resume from (and no workers' folder beside it)")
+        if not resume and not force and (Path(output).exists() or journal_path(output).exists()):
+            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    return outputs
+
+
+def _outcome(runs: dict[str, Run | None], codes: list[int | None], stopped: bool,
+             outputs: Sequence[str | os.PathLike[str]], progress: Progress) -> tuple[dict[str, Run], bool]:
+    """The joined runs and whether the run was interrupted, the workers' notes said once; a one-line BenchError
+    naming the workers that failed (what finished is kept in the outputs)."""
     said: dict[str, None] = {}
     for run in runs.values():
         said.update(dict.fromkeys(run.info.warnings if run is not None else ()))
@@ -253,8 +266,9 @@ def spread(
     failed = [index for index, code in enumerate(codes) if code != 0 and not (stopped and code == -signal.SIGTERM)]
     if failed:
         kept = f"; what finished is in {', '.join(map(str, outputs))}" if outputs else ""
-        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {workers} failed (exit {codes[failed[0]]}){kept}")
+        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {len(codes)} failed "
+                         f"(exit {codes[failed[0]]}){kept}")
     if any(run is None for run in runs.values()):
-        raise BenchError(f"none of the {workers} workers recorded anything")
+        raise BenchError(f"none of the {len(codes)} workers recorded anything")
     done = {name: run for name, run in runs.items() if run is not None}
     return done, stopped or any(run.info.interrupted for run in done.values())
