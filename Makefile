@@ -32,7 +32,7 @@ BENCH  ?= $(if $(wildcard categories/grounded),grounded$(comma)qualitative,quali
 MERMAID_DIR   := tests/mermaid
 MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
 
-.PHONY: install vllm-env mermaid chromium test test-fast test-vllm bench sweep report perf lint clean
+.PHONY: install vllm-env mermaid chromium slurm test test-fast test-vllm test-slurm bench sweep report perf lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,15 @@ chromium:
 		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; \
 	else echo "make chromium: apt-get as root not available; the browser checks will be skipped"; fi
 
+# Debian's Slurm and munge for the real-scheduler tier. Without apt (or root) that tier is skipped (pytest says why);
+# under CI=true a failed install fails.
+slurm:
+	@if command -v sbatch >/dev/null 2>&1 && [ -x /usr/sbin/munged ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null 2>&1 \
+		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null; }; \
+	else echo "make slurm: apt-get as root not available; the Slurm tier will be skipped"; fi
+
 test: $(STAMP)
 	@# the byte-parity tests need llama.cpp's own compare script; under CI=true a failed fetch fails the run
 	$(BIN)/python benchmarks/perf.py --setup-reference || [ "$$CI" != "true" ]
@@ -76,14 +85,19 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory chromium || [ "$$CI" != "true" ]
 	$(BIN)/ruff check bench tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -m "not vllm"
+	$(BIN)/pytest -q -m "not vllm and not slurm"
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not e2e and not vllm"
+	$(BIN)/pytest -q -m "not e2e and not vllm and not slurm"
 
 # The real vLLM tier: a vLLM server on the CPU, `speedbench run` against it, acceptance checked both ways.
 test-vllm: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/pytest -q -m vllm tests/test_vllm_real.py
+
+# The real Slurm tier: a one-node cluster under a temp folder runs docs/scaling.md's sharded example as written.
+test-slurm: $(STAMP)
+	$(MAKE) --no-print-directory slurm || [ "$$CI" != "true" ]
+	$(BIN)/pytest -q -m slurm tests/test_slurm.py
 
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
@@ -94,10 +108,12 @@ bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 # Where speculation stops paying: two ngram-mod draft lengths against the baseline at concurrency 1, 2 and 4.
 SWEEP_LEVELS ?= 1,2,4
 SWEEP_SPEC   ?= ngram-mod:draft_max=8,ngram-mod:draft_max=16
+SWEEP_OSL    ?= 64
 sweep: $(STAMP)
-	$(BIN)/speedbench sweep --concurrency $(SWEEP_LEVELS) --spec $(SWEEP_SPEC) --limit 5 --osl $(OSL) \
+	$(BIN)/speedbench sweep --concurrency $(SWEEP_LEVELS) --spec $(SWEEP_SPEC) --limit 5 --osl $(SWEEP_OSL) \
 		--category coding,qa,math,summarization --threads $(THREADS) $(if $(MODEL),--model $(MODEL))
 
+# The newest results folder's report: a `make bench` comparison or a `make sweep`, whichever ran last.
 report: $(STAMP)
 	$(BIN)/speedbench report --latest results
 

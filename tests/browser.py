@@ -81,7 +81,7 @@ def load_page(path: Path, *, width: int = GITHUB_CONTENT_WIDTH, height: int = 90
               timeout: float = 60.0) -> PageView:
     """Open `path` in headless Chromium at `width` x `height` and return what it drew."""
     executable = chromium_or_skip()
-    with tempfile.TemporaryDirectory(prefix="speedbench-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="speedbench-chromium-", ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
              f"--window-size={width},{height}", "about:blank"],

@@ -80,3 +80,26 @@ def make_prompts(per_category: int = 2, categories: tuple[str, ...] = ("coding",
 @pytest.fixture
 def prompts() -> PromptSet:
     return make_prompts()
+
+
+@pytest.fixture(scope="session")
+def bench_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh `make bench`-shaped folder: two workloads (qualitative, 5 prompts a category, and throughput_1k),
+    each a comparison folder, a report over both, run against two loopback fake servers (one drafting)."""
+    from bench.pipeline import PipelineConfig, run_pipeline
+    from bench.runner import SilentProgress
+
+    results = tmp_path_factory.mktemp("results")
+    base, spec = FakeServer(FakeState()), FakeServer(FakeState(drafting=True))
+    base.start()
+    spec.start()
+    try:
+        code = run_pipeline(PipelineConfig(limit=5, osl=4, base_url=base.url, spec_url=spec.url,
+                                           results_dir=str(results), bench="qualitative,throughput_1k"),
+                            out=lambda _: None, progress=SilentProgress())
+    finally:
+        base.stop()
+        spec.stop()
+    assert code == 0
+    (folder,) = results.iterdir()
+    return folder

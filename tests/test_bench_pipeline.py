@@ -78,10 +78,24 @@ def test_two_workloads_run_in_turn_and_end_with_one_decision_over_both(tmp_path:
     last = printed.strip().splitlines()[-1]
     assert last.startswith("speedbench: decision: ") and "qualitative: decode" in last and "throughput_1k:" in last
     report = (top / "report.md").read_text()
-    assert report.splitlines()[0] == f"**{last.removeprefix('speedbench: decision: ')}.**".replace("[", "\\[").replace(
+    assert report.splitlines()[2] == f"**{last.removeprefix('speedbench: decision: ')}.**".replace("[", "\\[").replace(
         "]", "\\]")
     (top / "report.md").unlink()
     assert main(["report", "--latest", str(tmp_path)]) == 0  # make report: the newest folder, every workload
     again = (top / "report.md").read_text()
     assert "## Workload: qualitative" in again and "## Workload: throughput_1k" in again
-    assert again.splitlines()[0] == report.splitlines()[0]
+    assert again.splitlines()[2] == report.splitlines()[2]
+
+
+def test_an_external_server_that_was_not_fresh_is_named_with_how_to_start_a_fresh_one(tmp_path: Path) -> None:
+    lines: list[str] = []
+    warm = FakeState(drafting=True, drafts=40, draft_tokens=160, accepted=90)  # a drafter that served before
+    with _serving(FakeState()) as base, _serving(warm) as spec:
+        code = run_pipeline(PipelineConfig(limit=1, osl=4, base_url=base.url, spec_url=spec.url, category="qa",
+                                           results_dir=str(tmp_path)), out=lines.append, progress=SilentProgress())
+    printed = "".join(lines)
+    assert code == 0, printed
+    hints = [line for line in printed.splitlines() if "was not fresh when its run began" in line]
+    assert len(hints) == 1 and hints[0].startswith(f"speedbench: warning: the speculative server at {spec.url}")
+    assert "drafter warm: 160 tokens drafted" in hints[0]
+    assert "`speedbench serve --mode ngram-mod`" in hints[0] and "leave out --spec-url" in hints[0]

@@ -96,7 +96,9 @@ def test_compare_markdown_stats_carries_every_report_table(capsys) -> None:
     headings = [line for line in markdown.splitlines() if line.startswith("### ")]
     start = headings.index("### SpeedBench comparison")
     assert headings[start:start + 3] == ["### SpeedBench comparison", "### Paired statistics", "### Lossless check"]
-    assert "decode_verdict" in markdown and "latency_verdict" in markdown
+    overall_row = next(line for line in markdown.splitlines() if line.startswith("| overall (primary) |"))
+    assert overall_row.count("<br>") == 2  # the decode and latency cells each carry their verdict under the interval
+    assert "| decode_<wbr>speedup | latency_<wbr>speedup |" in markdown and "decode_mde" in markdown  # rest: 2nd table
     assert main([*args, "--format", "json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     overall = payload["stats"][-1]

@@ -152,3 +152,13 @@ def test_generated_throughput_bench_is_sized_by_the_server(fake_server: FakeServ
     assert len(words) == 3 and all(abs(count - 1024) <= 0.02 * 1024 for count in words)
     saved = json.loads((tmp_path / "r.json").read_text())
     assert [row["category"] for row in saved["summary"]] == ["low_entropy", "mixed", "high_entropy", "overall"]
+
+
+def test_an_engine_that_is_not_the_servers_is_refused(fake_server: FakeServer, tmp_path: Path, capsys) -> None:
+    code = main(["run", "--url", fake_server.url, "--engine", "vllm", "--category", "qa", "--limit", "1", "--osl",
+                 "4", "--output", str(tmp_path / "r.json"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "--engine vllm, but the server at" in err and "is llamacpp" in err and "pass --engine llamacpp" in err
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.json.jsonl").exists()
+    assert not fake_server.state.requests  # refused before a prompt was sent

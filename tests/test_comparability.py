@@ -209,3 +209,35 @@ def test_warnings_a_run_recorded_are_shown_to_the_reader() -> None:
     assert check.notes == (f"the speculative run warned: {lagged}",) and check.differences == ()
     assert f"note: the speculative run warned: {lagged}" in check.lines()
     assert lagged in render_report(compare(base, spec))
+
+
+def test_swapped_baseline_and_speculative_get_a_hint() -> None:
+    from pathlib import Path
+
+    from bench.analysis import check_comparable
+    from bench.records import load_run
+
+    sample = Path(__file__).resolve().parents[1] / "results" / "sample"
+    checked = check_comparable(load_run(sample / "speculative.json"), load_run(sample / "baseline.json"))
+    assert any("are --baseline and --speculative swapped?" in note for note in checked.notes)
+    straight = check_comparable(load_run(sample / "baseline.json"), load_run(sample / "speculative.json"))
+    assert not any("swapped" in note for note in straight.notes)
+
+
+def test_two_runs_own_loop_stall_notes_are_one_note() -> None:
+    from dataclasses import replace
+    from pathlib import Path
+
+    from bench.analysis import check_comparable
+    from bench.records import load_run
+
+    sample = Path(__file__).resolve().parents[1] / "results" / "sample"
+    stall = ("the client's event loop stalled {} times over 10 ms during the run (max 15.0 ms, p99 9.0 ms, 2.0% of "
+             "the run's time): each request's latency can include that much; run the client on a less busy machine")
+    base, spec = (load_run(sample / f"{name}.json") for name in ("baseline", "speculative"))
+    base = replace(base, meta=replace(base.info, warnings=(stall.format(3),)))
+    spec = replace(spec, meta=replace(spec.info, warnings=(stall.format(7),)))
+    lines = check_comparable(base, spec).lines()
+    stalls = [line for line in lines if "event loop" in line]
+    assert stalls == [f"note: both runs warned: {stall.format(3)} (the baseline run; the speculative run stalled 7 "
+                      "times over 10 ms during the run (max 15.0 ms, p99 9.0 ms, 2.0% of the run's time))"]

@@ -137,3 +137,16 @@ def test_every_comparison_output_carries_the_drafter_flag(tmp_path):
     quiet = compare(_timed_run(plain, speed=1.0), _timed_run(plain, speed=1.5))
     assert quiet.drafter_warnings == () and "drafter_state" not in json.loads(render_json(quiet))
     assert "remembers" not in render_text(quiet) and "remembers" not in render_markdown(quiet)
+
+
+def test_compare_says_the_drafter_flag_once(tmp_path, capsys):
+    from bench.cli import main
+    from bench.records import save_run
+
+    plain = {(sample, repeat): (0, 0) for sample in range(11) for repeat in range(3)}
+    memorising = {(sample, repeat): (4, 2) if repeat == 0 else (50, 50) for sample in range(11) for repeat in range(3)}
+    save_run(_timed_run(plain, speed=1.0), tmp_path / "b.json")
+    save_run(_timed_run(memorising, speed=1.5), tmp_path / "s.json")
+    main(["compare", "--baseline", str(tmp_path / "b.json"), "--speculative", str(tmp_path / "s.json"), "--stats"])
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count("the drafter remembers earlier requests") == 1

@@ -140,3 +140,22 @@ def test_missing_engine_fields_give_one_warning_not_a_zero(tmp_path: Path) -> No
         server.stop()
     assert len(messages) == 1 and "--per-request-spec-decode-metrics" in messages[0]
     assert run.meta["warnings"] and run.summary[-1]["accept_rate"] is None
+
+
+def test_llamacpp_slots_name_the_speculation_and_its_settings() -> None:
+    from bench.engines import engine_by_name
+
+    engine = engine_by_name("llamacpp")
+    props = {"total_slots": 1, "default_generation_settings": {"params": {"speculative.types": "none"}}}
+    fresh = [{"id": 0, "n_ctx": 4096, "speculative": True, "is_processing": False}]  # as a fresh server lists it
+    served = [{"id": 0, "speculative": True, "n_prompt_tokens": 72, "params": {
+        "temperature": 0.0, "speculative.types": "ngram-mod", "speculative.n_max": 16}}]
+    off = [{"id": 0, "speculative": False}]
+    describe = engine.describe
+    assert describe({"props": props, "slots": engine.trim_info("slots", fresh)}).speculative == (
+        "speculative (type not reported)")  # /props' default "none" does not override the slots' flag
+    after = describe({"props": props, "slots": engine.trim_info("slots", served)})
+    assert after.speculative == "ngram-mod" and after.draft_settings == {"speculative.n_max": 16}
+    assert describe({"props": props, "slots": off}).speculative == "none"
+    assert "n_prompt_tokens" not in engine.trim_info("slots", served)[0]  # the slots' prompts are not kept
+    assert describe({"props": {}}).speculative is None

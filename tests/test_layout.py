@@ -102,3 +102,4 @@ def test_tests_use_the_public_api_of_every_package() -> None:
     offenders = {path.name: _private_imports(path.read_text(encoding="utf-8"), packages)
                  for path in (ROOT / "tests").glob("*.py")}
     assert {name: found for name, found in offenders.items() if found} == {}
+

@@ -65,3 +65,42 @@ def test_real_llamacpp_fp32_margins_have_no_grid() -> None:
     assert len(margins) > 500
     resolution = estimate_resolution(margins)
     assert resolution.step is None and resolution.threshold() == NEAR_TIE_MARGIN
+
+
+def _bf16(values: np.ndarray) -> np.ndarray:
+    """Round float32 values to bfloat16 (round to nearest even), as an engine holding bf16 logits keeps them."""
+    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _bf16_margins(count: int, seed: int = 0) -> list[float]:
+    """Top-2 margins of bf16 logits: 60% of top logits near 2-4 (steps of 2^-6), 40% near 16-32 (steps of 0.125)."""
+    rng = np.random.default_rng(seed)
+    top = np.where(rng.random(count) < 0.6, rng.uniform(2.0, 4.0, count), rng.uniform(16.0, 32.0, count))
+    gap = rng.exponential(1.0, count)
+    first, second = _bf16(top), _bf16(top - gap)
+    return [float(m) for m in first - second if m > 0]
+
+
+def test_a_one_step_margin_of_bf16_logits_near_16_to_32_is_a_tie_though_smaller_logits_set_a_finer_grid() -> None:
+    margins = _bf16_margins(204)
+    resolution = estimate_resolution(_recorded(margins))
+    assert resolution.step <= 2.0 ** -6 and resolution.coarsest == 0.125  # a fine global grid, and the 0.125 one
+    grid = " ".join(f"1:{m:.3g}" for m in margins)
+    base, spec = [], []
+    for sample, margin in (("one-step", 0.125), ("two-steps", 0.25), ("three-steps", 0.375)):
+        base.append(_result(sample, "The cat sat", f"3:1.5 4:{margin} 4:2 {grid}"))
+        spec.append(_result(sample, "The dog sat", "3:1.5 4:0.5 4:2"))
+    runs = [Run(config={}, selected_samples=3, results=tuple(results), summary=tuple(summarize(results)))
+            for results in (base, spec)]
+    row = lossless_check(*runs)[-1]
+    kinds = {item["id"]: item["kind"] for item in row["divergences"]}
+    assert kinds == {"one-step": "near_tie", "two-steps": "real", "three-steps": "real"}
+    assert "read at the step of their own binary form" in row["resolution_note"]
+
+
+def test_a_single_bf16_grid_keeps_two_steps_real_and_fp32_gets_no_coarser_grid() -> None:
+    assert estimate_resolution(_recorded(VLLM_BF16)).coarsest == 0.125  # the one grid: nothing coarser in use
+    rng = np.random.default_rng(5)
+    assert estimate_resolution(_recorded(rng.exponential(1.5, 300))).coarsest is None

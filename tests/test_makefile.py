@@ -49,3 +49,13 @@ def test_no_skip_reason_names_a_path_outside_the_repository() -> None:
         for reason in re.findall(r"(?:skip\(|reason=)\s*f?\"([^\"]*)\"", text) + re.findall(
                 r"^[A-Z_]+_MISSING = \"([^\"]*)\"", text, flags=re.M):
             assert not re.search(r"(?:^|[\s(])(?:/|\.\./|~/)", reason), f"{source.name}: {reason!r}"
+
+
+def test_make_sweep_asks_for_the_output_length_docs_sweeps_states() -> None:
+    import re
+
+    docs = (ROOT / "docs" / "sweeps.md").read_text(encoding="utf-8")
+    paragraph = docs[docs.index("`make sweep` (defaults:"):]
+    stated = re.search(r"(\d+) tokens", paragraph[: paragraph.index("\n\n")])
+    assert stated, "docs/sweeps.md no longer states make sweep's output length"
+    assert f"--osl {stated.group(1)} " in _dry_run("sweep")

@@ -149,3 +149,19 @@ def test_four_shards_on_loopback_merge_into_the_unsharded_runs_samples_and_compa
     assert again.returncode == 2 and err.strip() == "speedbench: error: missing shard(s) 3/4 of 4: a merged run must " \
         "hold every slice"
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_a_shard_that_starts_after_the_shared_start_says_so_in_its_run_file(fake_server: FakeServer,
+                                                                            tmp_path: Path, capsys) -> None:
+    import time
+
+    from bench.cli import main
+
+    common = ["run", "--url", fake_server.url, "--category", "qa", "--limit", "2", "--osl", "4", "--quiet",
+              "--shard", "0/2"]
+    assert main([*common, "--start-at", f"{time.time() - 5:.3f}", "--output", str(tmp_path / "late.json")]) == 0
+    (late,) = [note for note in load_run(tmp_path / "late.json").meta["warnings"] if "after --start-at" in note]
+    assert late.startswith("started ") and float(late.split()[1]) >= 5.0
+    assert main([*common, "--start-at", f"{time.time() + 0.5:.3f}", "--output", str(tmp_path / "on_time.json")]) == 0
+    assert not [note for note in load_run(tmp_path / "on_time.json").meta["warnings"] if "--start-at" in note]
+    capsys.readouterr()

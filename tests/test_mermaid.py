@@ -85,12 +85,14 @@ def check_xychart(markdown: str) -> dict[str, list[str]]:
 def test_chart_follows_the_grammar_and_carries_the_values() -> None:
     chart = speedup_chart("Speedup per category", ["coding", "math", "overall"], [1.26, 1.3, 1.27], [1.13, 0.98, 1.14])
     found = check_xychart(chart)
-    assert found["x-axis"] == ['"coding"', '"math"', '"overall"']
-    assert found["bar"] == ["1.26", "1.30", "1.27"] and found["line"] == ["1.13", "0.98", "1.14"]
+    assert found["x-axis"] == ['"coding: decode"', '"coding: latency"', '"math: decode"', '"math: latency"',
+                               '"overall: decode"', '"overall: latency"']
+    assert found["bar"] == ["1.26", "0.00", "1.30", "0.00", "1.27", "0.00"]
+    assert 'bar "latency speedup" [0.00, 1.13, 0.00, 0.98, 0.00, 1.14]' in chart  # bars: no line joins categories
     assert 'y-axis "speedup (x)" 0 --> 1.50' in chart
-    assert found["series"] == ['bar "decode speedup"', 'line "latency speedup"', 'line "1.00x = no change"']
-    assert 'line "1.00x = no change" [1.00, 1.00, 1.00]' in chart  # the reference line, one point per category
-    assert "_Blue bars: decode speedup; orange line: latency speedup; grey line: 1.00x = no change; " in chart
+    assert found["series"] == ['bar "decode speedup"', 'bar "latency speedup"', 'line "1.00x = no change"']
+    assert 'line "1.00x = no change" [1.00, 1.00, 1.00, 1.00, 1.00, 1.00]' in chart  # the reference, one per row
+    assert "_Blue bars: decode speedup; orange bars: latency speedup; grey line: 1.00x = no change; " in chart
 
 
 def test_eleven_categories_are_horizontal_bars_with_a_legend_and_room_for_them() -> None:
@@ -99,10 +101,10 @@ def test_eleven_categories_are_horizontal_bars_with_a_legend_and_room_for_them()
     chart = speedup_chart("t", names, [1.1] * 11, [1.0] * 11)
     found = check_xychart(chart)
     assert _blocks(chart)[0][0] == "xychart-beta horizontal"  # one row per category: labels never collide
-    assert len(found["x-axis"]) == 11
+    assert len(found["x-axis"]) == 22  # a decode and a latency row per category
     assert "    showLegend: true" in chart
     height = int(re.search(r"height: (\d+)", chart).group(1))
-    assert height >= 11 * 30  # at least 30 px a row
+    assert height >= 22 * 25  # at least 25 px a row
     palette = re.search(r'plotColorPalette: "([^"]+)"', chart).group(1).split(", ")
     assert len(palette) == len(found["series"])  # one colour per series, in the legend sentence's order
 
@@ -114,14 +116,14 @@ def test_eleven_categories_are_horizontal_bars_with_a_legend_and_room_for_them()
 def test_awkward_labels_and_titles_stay_inside_the_grammar(name: str) -> None:
     chart = speedup_chart(name, [name, "plain"], [1.5, 2.0], [1.1, 1.2])
     found = check_xychart(chart)
-    assert len(found["x-axis"]) == 2
+    assert len(found["x-axis"]) == 4
     assert mermaid_text(name) == (mermaid_text(name).strip() or "(unnamed)")
 
 
 def test_missing_values_are_left_out_and_named() -> None:
     chart = speedup_chart("t", ["coding", "math", "qa"], [1.2, None, 1.4], [1.1, 1.0, math.nan])
     found = check_xychart(chart)
-    assert found["x-axis"] == ['"coding"']
+    assert found["x-axis"] == ['"coding: decode"', '"coding: latency"']
     assert "_Not charted: math (decode speedup n/a), qa (latency speedup n/a)._" in chart
 
 

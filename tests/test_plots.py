@@ -159,7 +159,7 @@ def test_plot_all_keeps_its_files(tmp_path: Path) -> None:
     baseline, speculative = load_run(SAMPLE / "baseline.json"), load_run(SAMPLE / "speculative.json")
     files = plot_all(compare(baseline, speculative), tmp_path, formats=("png",))
     assert [path.name for path in files] == ["speedup.png", "accept_vs_speedup.png", "latency.png",
-                                            "position_acceptance.png"]
+                                            "position_acceptance.png", "speedup_parts.png"]
     assert all(path.stat().st_size > 5_000 for path in files)
 
 
@@ -174,3 +174,29 @@ def test_the_whiskers_of_a_run_sampled_until_decided_name_the_stopping_looks_lev
     assert label == f"CI at the sequential stopping look ({decided.last.confidence:.1%} overall)"
     figure = speedup_figure([row.as_cells() for row in comparison.stats], interval=label)
     assert label in figure.axes[0].get_title() and "95%" not in figure.axes[0].get_title()
+
+
+def test_speedup_marks_the_categories_with_no_drafts() -> None:
+    figure = speedup_figure(_stats(set()), no_drafts={"qa", "stem"})
+    ticks = [label.get_text() for label in figure.axes[0].get_xticklabels()]
+    assert ticks[CATEGORIES.index("qa")] == "qa\n(no drafts)" and ticks[CATEGORIES.index("stem")] == "stem\n(no drafts)"
+    assert ticks[CATEGORIES.index("coding")] == "coding"
+    hatched = [bar for bar in figure.axes[0].patches if bar.get_hatch() == "//"]
+    assert len(hatched) == 4  # decode and latency bars of both
+    assert "No drafts (hatched): qa, stem" in _all_text(figure)
+    plt.close(figure)
+
+
+def test_accept_plot_is_not_one_stack_of_points_when_every_accept_rate_is_one() -> None:
+    rows = [{"category": category, "accept_rate": 1.0, "decode_speedup": 1.0 + 0.1 * index,
+             "drafted_share": 0.1 * (index + 1)} for index, category in enumerate(["coding", "math", "qa", "rag"])]
+    figure = accept_figure(rows)
+    (points,) = [item for item in figure.axes[0].collections if isinstance(item, PathCollection)]
+    xs = sorted(x for x, _ in points.get_offsets())
+    assert xs == pytest.approx([0.1, 0.2, 0.3, 0.4])  # spread by drafted share, each point apart
+    assert "drafted share" in figure.axes[0].get_xlabel() and "every accept rate 1.00" in figure.axes[0].get_title()
+    assert "cannot tell them apart" in _all_text(figure)
+    plt.close(figure)
+    varied = accept_figure([{**row, "accept_rate": 0.5 + 0.1 * index} for index, row in enumerate(rows)])
+    assert varied.axes[0].get_xlabel().startswith("accept rate")
+    plt.close(varied)

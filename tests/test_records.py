@@ -180,7 +180,7 @@ def test_a_loaded_run_writes_back_what_it_read(name: str) -> None:
     path = Path(__file__).resolve().parents[1] / name
     original = json.loads(path.read_text())
     original.setdefault("harness", {"name": "speed_bench.py", "version": None})  # the upgrade names a 0 file's writer
-    if original.get("schema_version", 0) < 4:  # the upgrade names the seeds for what they seed
+    if original.get("schema_version", 0) < 5:  # the upgrade names the seeds for what they seed
         for section, old, new in (("config", "seed", "arrival_seed"), ("interleaved", "seed", "order_seed")):
             if isinstance(original.get(section), dict) and old in original[section]:
                 original[section][new] = original[section].pop(old)
@@ -266,7 +266,7 @@ def test_a_sequential_record_survives_the_run_file_and_a_version_2_file_has_none
     assert read is not None and len(read.looks) == 1 and read.alpha == 0.05 and read.finished
 
 
-def test_a_file_before_version_4_names_its_seeds_for_what_they_seed(tmp_path: Path) -> None:
+def test_a_file_before_version_5_names_its_seeds_for_what_they_seed(tmp_path: Path) -> None:
     from bench.records import RunIdentity, journal_path, read_journal
 
     data = json.loads((Path(__file__).resolve().parents[1] / "results/sample/baseline.json").read_text())
@@ -280,8 +280,41 @@ def test_a_file_before_version_4_names_its_seeds_for_what_they_seed(tmp_path: Pa
     assert run.meta["interleaved"] == {"order_seed": 2, "partner": "speculative", "batch": 1}
     assert RunIdentity.of(run.config).get("arrival_seed") == 5
     saved = json.loads(dumps_run(run))
-    assert saved["schema_version"] == SCHEMA_VERSION == 4 and saved["config"]["arrival_seed"] == 5
+    assert saved["schema_version"] == SCHEMA_VERSION == 5 and saved["config"]["arrival_seed"] == 5
     header = {"type": "header", "schema_version": 3, "config": {"seed": 7}, "interleaved": {"seed": 1}}
     journal_path(old).write_text(json.dumps(header) + "\n")
     upgraded, _ = read_journal(journal_path(old))
     assert upgraded["config"] == {"arrival_seed": 7} and upgraded["interleaved"] == {"order_seed": 1}
+
+
+def test_comparison_inputs_reads_every_results_folder_a_user_has(tmp_path: Path) -> None:
+    import pytest
+
+    from bench import BenchError
+    from bench.records import comparison_inputs
+
+    def runs(folder: Path, *names: str) -> Path:
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).write_text("{}")
+        return folder
+
+    one = runs(tmp_path / "one", "baseline.json", "speculative.json")
+    assert comparison_inputs(one) == [("one", one / "baseline.json", one / "speculative.json")]
+    readme = runs(tmp_path / "readme", "baseline.json", "spec.json", "comparison.json")
+    assert comparison_inputs(readme) == [("readme", readme / "baseline.json", readme / "spec.json")]
+    bench = tmp_path / "bench"
+    runs(bench / "20260101T000000Z-grounded", "baseline.json", "speculative.json")
+    runs(bench / "20260101T000100Z-qualitative", "baseline.json", "speculative.json")
+    assert [name for name, _, _ in comparison_inputs(bench)] == ["grounded", "qualitative"]
+    sweep = tmp_path / "sweep"
+    runs(sweep / "c1", "baseline.json", "k8.json")
+    runs(sweep / "c2", "baseline.json", "k8.json")
+    assert [name for name, _, _ in comparison_inputs(sweep)] == ["k8 at c1", "k8 at c2"]
+    ambiguous = runs(tmp_path / "ambiguous", "baseline.json", "a.json", "b.json")
+    for folder, message in ((ambiguous, "not a comparison (a.json, b.json, baseline.json)"),
+                            (tmp_path / "nope", "no such folder"), (runs(tmp_path / "empty"), "(no run files)")):
+        with pytest.raises(BenchError) as raised:
+            comparison_inputs(folder)
+        assert message in str(raised.value) and "\n" not in str(raised.value)
+        assert raised.value._render_traceback_() == [f"speedbench: error: {raised.value}"]

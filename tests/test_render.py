@@ -117,8 +117,8 @@ def test_markdown_table() -> None:
         [{"category": "qa", "avg_pred_t_s": 15.0, "avg_latency": 1.0, "accept_rate": 0.25}],
     )
     assert comparison_markdown(rows).splitlines() == [
-        "| category | base_avg_pred_t/s | spec_avg_pred_t/s | decode_speedup | base_avg_latency "
-        "| spec_avg_latency | latency_speedup | accept_rate |",
+        "| category | base_<wbr>avg_<wbr>pred_<wbr>t/s | spec_<wbr>avg_<wbr>pred_<wbr>t/s | decode_<wbr>speedup "
+        "| base_<wbr>avg_<wbr>latency | spec_<wbr>avg_<wbr>latency | latency_<wbr>speedup | accept_<wbr>rate |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         "| qa | 10.00 | 15.00 | 1.50x | 2.000s | 1.000s | 2.00x | 0.2500 |",
     ]
@@ -140,3 +140,22 @@ def test_lossless_table_names_each_divergence_with_its_kind_and_margin() -> None
     assert "m1@93: near-tie 0.04, m2@40: real 2.31" in text
     assert "near_tie  real" in text.splitlines()[1]
     assert "under 0.1 nats" in text
+
+
+def test_notes_about_nothing_recorded_are_not_printed() -> None:
+    from dataclasses import replace
+    from pathlib import Path
+
+    from bench.analysis import Resolution, compare
+    from bench.records import Acceptance, load_run
+    from bench.render import render_report, render_text
+
+    assert Resolution(None, 0, "estimated from recorded margins").text == ""  # no margin recorded: nothing to say
+    assert "no log-probability grid found in 12 recorded margins" in Resolution(None, 12, "estimated").text
+    sample = Path(__file__).resolve().parents[1] / "results" / "sample"
+    base, spec = (load_run(sample / f"{name}.json") for name in ("baseline", "speculative"))
+    silent = replace(spec, meta=replace(spec.info, acceptance=Acceptance(source="metrics", drafts=0.0,
+                                                                         draft_tokens=0.0, accepted=0.0)))
+    for text in (render_text(compare(base, silent)), render_report(compare(base, silent))):
+        assert "acceptance length n/a" not in text and "in 0 recorded margins" not in text
+    assert "Server counters over the speculative run" in render_text(compare(base, spec))

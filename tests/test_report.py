@@ -1,4 +1,5 @@
-"""The report's first line is the decision; several workloads share it; external servers show how they drafted."""
+"""The report opens with its title, then the decision; several workloads share it; external servers show how they
+drafted."""
 
 from __future__ import annotations
 
@@ -29,12 +30,16 @@ def _comparison(bench: str, speedup: float, *, spec_mode: str | None = "ngram-mo
                    _run(bench, speedup, drafted=drafted, mode=spec_mode, seed=1))
 
 
-def test_the_first_line_is_the_overall_decision_with_intervals() -> None:
+def test_the_title_then_the_overall_decision_with_intervals_open_the_report() -> None:
     report = render_report(_comparison("grounded", 1.5), title="T")
-    first = report.splitlines()[0]
+    assert report.splitlines()[:2] == ["# T", ""]
+    first = report.splitlines()[2]
     assert re.fullmatch(r"\*\*ngram-mod vs baseline: decode 1\.50x \\\[1\.\d\d, 1\.\d\d\\\] faster, latency 1\.50x "
                         r"\\\[1\.\d\d, 1\.\d\d\\\] faster \(12 prompts, 25\.0% of the output drafted\)\.\*\*", first)
     assert report.index("# T\n") < report.index("```mermaid")
+    legend = report.splitlines()[4]  # one short line; the long legend waits in a details block
+    assert legend.startswith("_") and len(legend.split()) <= 15
+    assert report.splitlines()[6].startswith("<details><summary>How the decision is drawn</summary>")
 
 
 def test_two_workloads_share_the_decision_line_and_get_a_section_each(tmp_path: Path) -> None:
@@ -43,7 +48,7 @@ def test_two_workloads_share_the_decision_line_and_get_a_section_each(tmp_path: 
     assert "grounded: decode 1.50x" in line and "qualitative: decode 1.00x" in line
     assert line.index("grounded") < line.index("qualitative") and "no significant change" in line
     report = write_report([grounded, qualitative], tmp_path, title="both").read_text()
-    assert report.splitlines()[0] == line
+    assert report.splitlines()[2] == line
     assert "## Workload: grounded" in report and "## Workload: qualitative" in report
     assert report.count("```mermaid") == 2 and "### Paired statistics" in report
     assert "- `plots/grounded/speedup.png`" in report and (tmp_path / "plots" / "qualitative" / "latency.png").exists()
@@ -52,15 +57,39 @@ def test_two_workloads_share_the_decision_line_and_get_a_section_each(tmp_path: 
 def test_an_external_server_that_drafted_shows_it_instead_of_na() -> None:
     report = render_report(_comparison("qualitative", 1.2, spec_mode=None))
     row = next(line for line in report.splitlines() if line.startswith("| speculative mode |"))
-    assert row == "| speculative mode | baseline | speculative (drafted 384 tokens; mode not recorded) |"
+    assert row == ("| speculative mode | baseline | speculative (drafted 384 tokens; the server does not report its "
+                   "mode) |")
     silent = render_report(_comparison("qualitative", 1.2, spec_mode=None, drafted=0))
     assert "| speculative mode | baseline | n/a |" in silent
+
+
+def _as_reported(run: Run, speculative: str | None, **settings: object) -> Run:
+    from dataclasses import replace
+
+    from bench.records import ServerDescription
+
+    described = ServerDescription(engine="llamacpp", speculative=speculative, draft_settings=settings)
+    return replace(run, meta=replace(run.info, server=described))
+
+
+def test_labels_and_draft_settings_come_from_what_the_servers_report() -> None:
+    base = _as_reported(_run("grounded", 1.0, drafted=0, mode="baseline", seed=1), "none")
+    # `bench --spec-url` tags the run with --spec's default; the server says what it runs
+    spec = _as_reported(_run("grounded", 1.4, drafted=32, mode="ngram-mod", seed=1), "draft",
+                        **{"speculative.n_max": 16, "speculative.p_min": 0.75})
+    line = decision_line([compare(base, spec)])
+    assert line.startswith("**draft vs baseline: decode 1.40x")
+    report = render_report(compare(base, spec))
+    assert "| speculative mode | baseline | draft |" in report
+    assert "| draft settings (server) | n/a | n_max 16, p_min 0.75 |" in report
+    off = _as_reported(_run("grounded", 1.0, drafted=0, mode="ngram-mod", seed=1), "none")
+    assert decision_line([compare(base, off)]).startswith("**baseline vs baseline:")  # speculation off, said so
 
 
 def test_without_paired_statistics_the_decision_says_why() -> None:
     base = _run("qualitative", 1.0, drafted=0, mode="baseline", seed=1)
     spec = _run("other", 1.2, drafted=8, mode="ngram-mod", seed=2)  # different ids: nothing pairs
-    first = render_report(compare(base, spec)).splitlines()[0]
+    first = render_report(compare(base, spec)).splitlines()[2]
     assert first.startswith("**ngram-mod vs baseline: no paired statistics (only 0 successful samples match")
 
 

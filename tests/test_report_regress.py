@@ -56,17 +56,17 @@ def test_report_is_complete_and_reproducible(comparison_pair: tuple[Path, Path],
     base, spec = load_run(ref / "baseline.json"), load_run(ref / "speculative.json")
     report = write_report(compare(base, spec), tmp_path / "out", title="My PR")
     text = report.read_text()
-    first_line = text.splitlines()[0]  # the decision: overall decode and latency with intervals
+    first_line = text.splitlines()[2]  # under the title, the decision: overall decode and latency with intervals
     assert first_line.startswith("**ngram-mod vs baseline: decode 1.50x \\[1.4") and "faster" in first_line
     assert ", latency 1.50x \\[1.4" in first_line and "(40 prompts)" in first_line
-    assert "\n# My PR\n" in text
+    assert text.startswith("# My PR\n")
     assert "| speculative mode | baseline | ngram-mod |" in text
     assert "```\nComparison: baseline=baseline.json speculative=speculative.json\n" in text
     assert str(tmp_path) not in text  # file names only: no path of the machine it ran on
     assert "\nxychart-beta horizontal\n" in text and text.index("```mermaid") < text.index("## Paired statistics")
     assert "## Paired statistics" in text and "## Lossless check" in text
     assert "](plots/" not in text and "![" not in text  # no image link: it breaks in a pull request description
-    assert "- `plots/speedup.png`: Decode and latency speedup per category" in text  # an attachment to drag in
+    assert "- `plots/speedup.png`: Decode and latency speedup per category" in text  # a file to attach
     for name in ("speedup", "accept_vs_speedup", "latency", "position_acceptance"):
         for suffix in ("png", "svg"):
             assert (tmp_path / "out" / "plots" / f"{name}.{suffix}").stat().st_size > 5_000
@@ -145,7 +145,7 @@ def test_regress_bad_input_exits_2(comparison_pair: tuple[Path, Path], tmp_path:
 
 def test_report_latest_needs_results(tmp_path: Path, capsys) -> None:
     assert main(["report", "--latest", str(tmp_path)]) == 2
-    assert "run 'make bench' first" in capsys.readouterr().err
+    assert "run 'make bench' (or 'make sweep') first" in capsys.readouterr().err
 
 
 def test_hostile_category_names_cannot_break_the_report(tmp_path: Path) -> None:

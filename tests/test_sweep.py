@@ -152,3 +152,58 @@ def test_resume_with_another_osl_is_refused_before_anything_runs(servers: tuple[
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "cannot resume the sweep: osl was 16, now 32" in error[0]
     assert sorted(path.name for path in folder.rglob("*")) == before  # no new level at the new osl
+
+
+def test_no_arm_slower_than_the_baseline_is_named_best() -> None:
+    from bench.analysis import THROUGHPUT_SPEEDUP, best_arms
+
+    class _Cell:
+        def __init__(self, arm: str, level: int, point: float) -> None:
+            self.arm, self.concurrency = arm, level
+            self.throughput = Estimate(THROUGHPUT_SPEEDUP, point, point - 0.05, point + 0.05, "no significant change")
+
+    cells = [_Cell("k8", 1, 0.97), _Cell("k16", 1, 0.95), _Cell("k8", 2, 1.10), _Cell("k16", 2, 0.99)]
+    first, second = best_arms(cells, [1, 2])
+    assert (first.arm, first.speedup, first.runner_up) == ("baseline", 1.0, "k8")
+    assert first.margin == pytest.approx(1 / 0.97 - 1)
+    assert (second.arm, second.runner_up) == ("k8", "k16")
+
+
+def test_make_report_after_make_sweep_reports_the_sweep_with_its_decision(servers: tuple[str, str], tmp_path: Path,
+                                                                          capsys) -> None:
+    base, fast = servers
+    assert main(["sweep", "--base-url", base, "--spec-url", f"fast={fast}", "--concurrency", "1,2",
+                 "--category", "qa,coding", "--limit", "3", "--osl", "8", "--results-dir", str(tmp_path),
+                 "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1].startswith("speedbench: decision: c=1: ")
+    assert main(["report", "--latest", str(tmp_path)]) == 0  # what `make report` runs
+    (folder,) = tmp_path.iterdir()
+    lines = (folder / "report.md").read_text().splitlines()
+    assert lines[0].startswith("# ") and lines[2].startswith("**sweep decision: c=1: ")
+    axes = [line for line in lines if line.strip().startswith('y-axis "speedup (x)"')]
+    assert axes and all(not line.split('"')[2].strip().startswith("0 ") for line in axes)  # not from 0: around 1.0x
+
+
+def test_the_sweep_plot_titles_fit_over_their_axes(servers: tuple[str, str], tmp_path: Path, monkeypatch) -> None:
+    import matplotlib.pyplot as plt
+
+    from bench.pipeline import load_sweep
+    from bench.render import plot_sweep
+
+    base, fast = servers
+    assert main(["sweep", "--base-url", base, "--spec-url", f"fast={fast}", "--concurrency", "1,2",
+                 "--category", "qa", "--limit", "2", "--osl", "8", "--results-dir", str(tmp_path), "--quiet"]) == 0
+    (folder,) = tmp_path.iterdir()
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figures plot_sweep would close
+    plot_sweep(load_sweep(folder), tmp_path / "plots")
+    speedup = figures[0]
+    speedup.canvas.draw()
+    renderer = speedup.canvas.get_renderer()
+    for axis in speedup.axes[:2]:
+        title, box = axis.title.get_window_extent(renderer), axis.get_window_extent(renderer)
+        assert box.x0 - 1 <= title.x0 and title.x1 <= box.x1 + 1, axis.get_title()  # never cut at the edge
+        assert "stops paying" in axis.get_title()
+    for figure in figures:
+        figure.clf()

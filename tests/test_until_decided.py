@@ -79,12 +79,31 @@ def _every_output_reads_the_stopping_look(folder: Path, tmp_path: Path, capsys) 
             assert "faster (sequential test)" in shown and "sampled until decided" in shown
     assert main(["report", *files, "--out", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
-    assert report.splitlines()[0].startswith("**") and "faster (sequential test, " in report.splitlines()[0]
-    assert "stopping look" in report.splitlines()[2] and "faster (sequential test)" in report
+    assert report.splitlines()[2].startswith("**") and "faster (sequential test, " in report.splitlines()[2]
+    assert "sequential-test intervals" in report.splitlines()[4] and "faster (sequential test)" in report
+    assert "stopping look" in report.split("</details>", 1)[0]  # the long legend, in its details block
     capsys.readouterr()
     main(["regress", "--reference", str(folder), "--candidate", str(folder), "--allow-mismatch"])
     gated = capsys.readouterr().out
     assert "the reference was sampled until decided" in gated and "the candidate was sampled until decided" in gated
+
+
+def test_the_rounds_are_one_run_that_started_from_the_first_rounds_server_state(tmp_path: Path, capsys) -> None:
+    base, spec = _servers(1.0)  # no speedup: undecided after round 1, so round 2 runs on the kept servers
+    base.start()
+    spec.start()
+    try:
+        code = main(["bench", "--base-url", base.url, "--spec-url", spec.url, "--until-decided", "--limit", "2",
+                     "--category", "coding,qa", "--osl", "8", "--results-dir", str(tmp_path), "--quiet"])
+    finally:
+        base.stop()
+        spec.stop()
+    assert code == 0, capsys.readouterr().out
+    (folder,) = tmp_path.iterdir()
+    later = load_run(folder / "rounds" / "2" / "speculative.json").info.server_start
+    assert later is not None and later.state == "drafter warm"  # round 2 starts on what round 1 drafted
+    start = load_run(folder / "speculative.json").info.server_start
+    assert start is not None and start.state == "fresh"  # the rounds' run started from round 1's state
 
 
 def test_the_decision_line_gives_an_undecided_stopping_look_and_its_level() -> None:

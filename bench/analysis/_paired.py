@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
-from bench.analysis._intervals import LogMean, bootstrap_geomean_ci, log_mean, repeat_log_mean
+from bench.analysis._intervals import LogMean, bootstrap_geomean_ci, log_mean, repeat_log_mean, yuen_log_mean
 from bench.records import Run
 
 _FRAME_COLUMNS = ("id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n",
@@ -128,3 +128,8 @@ def per_sample_geomean(frame: pd.DataFrame, column: str) -> np.ndarray:
     values = values[values[column] > 0]
     values["log"] = np.log(values[column].astype(float))
     return np.exp(values.groupby("id", sort=False)["log"].mean().to_numpy())
+
+
+def robust_log_mean(group: pd.DataFrame, column: str) -> LogMean | None:
+    """Yuen's trimmed estimate over the per-sample logs of a paired column."""
+    return yuen_log_mean(np.log(per_sample_geomean(group, column)))

@@ -102,6 +102,10 @@ class Gate:
     rows: tuple[GateRow, ...]
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()
+    """Findings that fail the job besides the rows (speculation switched off or lost), one sentence each."""
+    warnings: tuple[str, ...] = ()
+    """What explains the outcome and is shown above the table (servers that started in different states, ...)."""
     method: str = ("gated rows: one Holm family, one-sided 5% (an unchanged build fails <= 5%); category rows: "
                    "their own Holm family, reported")
     threshold: Mapping[str, float] = field(default_factory=dict)
@@ -112,8 +116,9 @@ class Gate:
         return tuple(row for row in self.rows if row.fails)
 
     def failed(self, *, allow_partial: bool = False) -> bool:
-        """Whether the job fails: a gated regression, or lost samples/categories/levels unless allowed."""
-        return bool(self.regressions) or (bool(self.missing) and not allow_partial)
+        """Whether the job fails: a gated regression, speculation lost, or lost samples/categories/levels unless
+        allowed."""
+        return bool(self.regressions) or bool(self.failures) or (bool(self.missing) and not allow_partial)
 
 
 def _per_sample(frame: pd.DataFrame, geometric: Sequence[str], summed: Sequence[str]) -> pd.DataFrame:

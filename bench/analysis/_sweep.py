@@ -89,7 +89,10 @@ class Crossover:
 
 @dataclass(frozen=True, slots=True)
 class BestArm:
-    """The arm with the highest system throughput speedup at one level, and its margin over the runner-up."""
+    """The arm with the highest system throughput speedup at one level, and its margin over the runner-up.
+
+    When every arm's point estimate is below 1.00x the best is the baseline itself (`arm` is `baseline`, speedup 1.0)
+    and the runner-up is the fastest speculative arm: an arm slower than the baseline is never named best."""
 
     concurrency: int
     arm: str
@@ -184,7 +187,8 @@ def crossover(levels: Sequence[int], estimates: Sequence[Estimate], *, margin: f
 
 
 def best_arms(cells: Sequence[SweepCell], levels: Sequence[int]) -> tuple[BestArm, ...]:
-    """Per level, the arm with the highest system throughput speedup (per-request decode when none has one)."""
+    """Per level, the arm with the highest system throughput speedup (per-request decode when none has one); the
+    baseline when every arm is slower than it."""
     best = []
     for level in levels:
         ranked = []
@@ -197,6 +201,8 @@ def best_arms(cells: Sequence[SweepCell], levels: Sequence[int]) -> tuple[BestAr
         ranked.sort(reverse=True)
         if not ranked:
             continue
+        if ranked[0][0] < 1.0:  # every arm slower than the baseline: the baseline is the level's best
+            ranked.insert(0, (1.0, BASELINE))
         runner_up = ranked[1] if len(ranked) > 1 else None
         best.append(BestArm(level, ranked[0][1], ranked[0][0], runner_up[1] if runner_up else None,
                             (ranked[0][0] / runner_up[0] - 1.0) if runner_up else None))

@@ -5,7 +5,7 @@
 
 from types import ModuleType
 
-from bench.commands import _bench, _compare, _merge, _regress, _report, _run, _serve, _sweep
+from bench.commands import _bench, _compare, _merge, _regress, _report, _run, _serve, _sweep, _tune
 
 COMMANDS: dict[str, ModuleType] = {
     "run": _run,
@@ -13,6 +13,7 @@ COMMANDS: dict[str, ModuleType] = {
     "serve": _serve,
     "bench": _bench,
     "sweep": _sweep,
+    "tune": _tune,
     "report": _report,
     "regress": _regress,
     "merge": _merge,

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from bench._errors import BenchError
+
 SERVER_ENGINES = ("llamacpp", "vllm")
 """The engines `bench` and `sweep` can embed (bench.server.SERVER_ENGINES, named here so --help stays light)."""
 MODEL_HELP = (
@@ -23,6 +25,24 @@ def json_object(value: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return data
+
+
+def bounded_number(option: str) -> Any:
+    """An argparse type for `option`: a float that is finite and within the option's range (`NUMBER_RANGES`)."""
+
+    def parse(text: str) -> float:
+        from bench.runner import checked_number
+
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        try:
+            return checked_number(option, value)
+        except BenchError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option} ")) from None
+
+    return parse
 
 
 def header_pair(value: str) -> tuple[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.commands._common import header_pair, json_object
+from bench.commands._common import bounded_number, header_pair, json_object
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     declared("extra_inputs", type=json_object)
     declared("concurrency", type=int)
     declared("limit", type=int)
-    declared("timeout", type=float)
+    declared("timeout", type=bounded_number("--timeout"))
     declared("dataset")
     declared("revision", help=f"hub dataset revision (default: the pinned {HUB_REVISION[:12]})")
     declared("repeat", type=int)
@@ -62,10 +62,14 @@ def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = Fals
         parser.add_argument("--request-rate", default=None, metavar="R1,R2,...",
                             help="sweep arrival rates (requests/s) instead of concurrency levels (default: off)")
     else:
-        parser.add_argument("--request-rate", type=float, default=None, metavar="R",
+        parser.add_argument("--request-rate", type=bounded_number("--request-rate"), default=None, metavar="R",
                             help=setting("request_rate").help)
-    for key, kwargs in (("arrival", {"choices": ["poisson", "gamma", "constant"]}), ("burstiness", {"type": float}),
-                        ("max_concurrency", {"type": int})):
+    options: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("arrival", {"choices": ["poisson", "gamma", "constant"]}),
+        ("burstiness", {"type": bounded_number("--burstiness")}),
+        ("max_concurrency", {"type": int}),
+    )
+    for key, kwargs in options:
         parser.add_argument(setting(key).flag, default=setting(key).default, help=setting(key).help, **kwargs)
     if not rates:
         parser.add_argument("--trace", default=None, metavar="FILE", help=setting("trace").help)

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", default=None,
                         help="the report's heading (default: 'Speculative decoding benchmark')")
     parser.add_argument("--latest", default=None, metavar="RESULTS_DIR",
-                        help="use the newest make-bench folder under RESULTS_DIR and write there "
+                        help="use the newest make-bench or make-sweep folder under RESULTS_DIR and write there "
                         "(default: none; give --baseline, --speculative and --out instead)")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="smallest change that counts (0.02 = 2%%)")
@@ -38,6 +38,12 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.records import BASELINE, SPECULATIVE, run_file
     from bench.render import write_report
 
+    if args.latest and not (args.baseline or args.speculative):
+        from bench.records import is_rate_sweep_layout, is_sweep_folder
+
+        newest = _latest_results(args.latest)
+        if is_sweep_folder(newest) or is_rate_sweep_layout(newest):  # `make sweep` ran last: its report
+            args.sweep = str(newest)
     if args.sweep:
         from pathlib import Path
 
@@ -93,9 +99,10 @@ def _report_inputs(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _latest_results(results_dir: str) -> Any:
-    from bench.records import latest_comparison_folder
+    """The newest results folder of any kind (comparison, workloads, sweep, rate sweep) under `results_dir`."""
+    from bench.records import latest_results_folder
 
-    folder = latest_comparison_folder(results_dir)
+    folder = latest_results_folder(results_dir)
     if folder is None:
-        raise BenchError(f"{results_dir}: no benchmark results yet; run 'make bench' first")
+        raise BenchError(f"{results_dir}: no benchmark results yet; run 'make bench' (or 'make sweep') first")
     return folder

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from bench._errors import BenchError
 from bench.commands._common import (
     progress_display,
     worker_count,
@@ -55,15 +56,21 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 
 def start_time(text: str) -> float:
-    """`--start-at`: epoch seconds, or an ISO 8601 time with its zone (`2026-12-02T15:00:00Z`)."""
+    """`--start-at`: epoch seconds, or an ISO 8601 time with its zone (`2026-12-02T15:00:00Z`), within the next
+    30 days (`checked_start`)."""
+    from bench.runner import checked_start
+
     try:
-        return float(text)
+        epoch_s = float(text)
     except ValueError:
-        pass
+        try:
+            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is neither epoch seconds nor an ISO 8601 time") from None
+        if moment.tzinfo is None:
+            raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z for UTC)") from None
+        epoch_s = moment.timestamp()
     try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither epoch seconds nor an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z for UTC)")
-    return moment.timestamp()
+        return checked_start(epoch_s)
+    except BenchError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--start-at ")) from None

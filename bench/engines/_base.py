@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bench.engines._prometheus import by_label, parse_prometheus, value_of
-from bench.records import ServerDescription, counter_acceptance, counter_deltas
+from bench.records import ServerDescription, ServerStart, counter_acceptance, counter_deltas
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +156,8 @@ class Engine:
 
     name: ClassVar[str] = "openai"
     metric_prefix: ClassVar[str | None] = None
+    generated_counters: ClassVar[tuple[str, ...]] = ("generation_tokens", "tokens_predicted")
+    """/metrics counters (after `<prefix>:`) of the tokens the server generated, the first present counts."""
 
     def __init__(self) -> None:
         """Start with no notes and no model seen."""
@@ -220,6 +222,10 @@ class Engine:
         """Server-root paths whose JSON describes the server (build, model, slots), read once before a run."""
         return {}
 
+    def late_info_paths(self) -> dict[str, str]:
+        """Info documents read again after the run (what the server says only once it served), by name."""
+        return {}
+
     def trim_info(self, name: str, data: Any) -> Any:
         """What of one info document is worth keeping in the run file (large templates dropped)."""
         return data
@@ -239,6 +245,25 @@ class Engine:
     def token_count(self, response: Any) -> int | None:
         """The token count in a tokenize response, or None when it has none."""
         return None
+
+    def start_state(self, metrics_text: str, now_s: float) -> ServerStart | None:
+        """What /metrics says about the server's state (tokens served and drafted so far, uptime), None without
+        metrics; `now_s` (epoch seconds) dates the uptime."""
+        if not metrics_text:
+            return None
+        series = parse_prometheus(metrics_text)
+        prefix = self.metric_prefix
+        counters = self.acceptance_counters(metrics_text) or {}
+        started = value_of(series, "process_start_time_seconds")
+        start = ServerStart(
+            generated_tokens=value_of(series, *(f"{prefix}:{name}" for name in self.generated_counters))
+            if prefix else None,
+            prompt_tokens=value_of(series, f"{prefix}:prompt_tokens") if prefix else None,
+            cached_prompt_tokens=value_of(series, f"{prefix}:prompt_tokens_cached") if prefix else None,
+            drafts=counters.get("drafts"), draft_tokens=counters.get("draft_tokens"), accepted=counters.get("accepted"),
+            process_started=started, uptime_s=max(0.0, now_s - started) if started else None,
+        )
+        return start if any(getattr(start, name) is not None for name in ServerStart.__slots__) else None
 
     def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
         """Time-averaged acceptance gauges {acceptance_length, accept_rate} from /metrics, if the engine has them."""

@@ -56,11 +56,20 @@ class LlamaCpp(Engine):
         return spec_decode_counters(metrics_text, "llamacpp")
 
     def info_paths(self) -> dict[str, str]:
-        """llama.cpp describes itself at `/props` (build, model path, slots)."""
-        return {"props": "/props"}
+        """llama.cpp describes itself at `/props` (build, model path, slots) and `/slots` (speculation per slot)."""
+        return {"props": "/props", "slots": "/slots"}
+
+    def late_info_paths(self) -> dict[str, str]:
+        """`/slots` names the speculative type only once a slot has served a request: read again after the run."""
+        return {"slots": "/slots"}
 
     def trim_info(self, name: str, data: Any) -> Any:
-        """Drop the chat templates from `/props`: large and not a setting of the run."""
+        """Drop the chat templates from `/props`: large and not a setting of the run; of `/slots` keep what
+        describes speculation (each slot's flag and `speculative.*` settings), not the prompts it holds."""
+        if name == "slots" and isinstance(data, list):
+            return [{"id": slot.get("id"), "n_ctx": slot.get("n_ctx"), "speculative": slot.get("speculative"),
+                     "params": _speculative_params(slot.get("params"))}
+                    for slot in data if isinstance(slot, dict)]
         if isinstance(data, dict):
             return {key: value for key, value in data.items() if key not in {"chat_template", "chat_template_tool_use"}}
         return data
@@ -78,7 +87,7 @@ class LlamaCpp(Engine):
         slots = props.get("total_slots")
         if isinstance(slots, int) and not isinstance(slots, bool):
             described = replace(described, slots=slots)
-        return described
+        return _with_speculation(described, props, info.get("slots"))
 
     def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
         """llama.cpp's `/tokenize` takes `content`."""
@@ -93,3 +102,34 @@ class LlamaCpp(Engine):
     def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
         """llama.cpp answers with a `timings` object."""
         return super().claims(response, metrics_text) or bool(response and isinstance(response.get("timings"), dict))
+
+
+def _speculative_params(params: Any) -> dict[str, Any]:
+    """The `speculative.*` entries of a slot's (or the default) generation params."""
+    if not isinstance(params, Mapping):
+        return {}
+    return {key: value for key, value in params.items() if isinstance(key, str) and key.startswith("speculative.")}
+
+
+def _with_speculation(described: ServerDescription, props: Mapping[str, Any], slots: Any) -> ServerDescription:
+    """The speculation /slots reports (each slot's `speculative` flag, `speculative.types` once it served) and the
+    draft settings beside it; /props' defaults only where the slots say nothing."""
+    listed = [slot for slot in slots if isinstance(slot, Mapping)] if isinstance(slots, list) else []
+    flags = {slot.get("speculative") for slot in listed if isinstance(slot.get("speculative"), bool)}
+    params = next((_speculative_params(slot.get("params")) for slot in listed
+                   if _speculative_params(slot.get("params"))), {})
+    if not params:
+        defaults = props.get("default_generation_settings")
+        params = _speculative_params(defaults.get("params") if isinstance(defaults, Mapping) else None)
+    kind = params.get("speculative.types")
+    kind = kind if isinstance(kind, str) and kind else None
+    if flags == {False}:
+        mode = "none"
+    elif kind and kind != "none":
+        mode = kind
+    elif flags == {True}:
+        mode = "speculative (type not reported)"
+    else:
+        mode = kind  # "none" from the defaults alone, or nothing said
+    settings = {key: value for key, value in params.items() if key != "speculative.types"}
+    return replace(described, speculative=mode, draft_settings=settings)

@@ -22,6 +22,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ArmDefinition", "SweepConfig", "load_sweep", "parse_embedded_arms", "parse_levels", "parse_url_arms",
         "run_sweep", "write_sweep",
     ),
+    "_tune": ("TuneConfig", "measure_config", "parse_grid", "run_tune", "write_tune"),
     "_vet": ("vet",),
 }
 _HOME = {name: f"bench.pipeline.{module}" for module, names in _MODULES.items() for name in names}

@@ -19,7 +19,9 @@ from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
+    FRESH,
     SPECULATIVE,
+    UNKNOWN,
     Run,
     has_journal,
     journal_path,
@@ -225,6 +227,7 @@ def _until_decided(
     everything = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
     done: dict[str, list[Any]] = {BASELINE: [], SPECULATIVE: []}
     state: dict[str, Any] = {"interrupted": False, "stop": None}
+    first_start: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         endpoints = {side: stack.enter_context(_endpoint(url, mode, config, out)) for side, url, mode in sides}
 
@@ -243,8 +246,11 @@ def _until_decided(
             for side, _, _ in sides:
                 done[side] += list(runs[side].results)
                 results = tuple(done[side])
+                # the rounds are one run: its server state is the one the first round started from
+                start = first_start.setdefault(side, runs[side].info.server_start)
                 whole = Run(config={**runs[side].config, "limit": k}, selected_samples=len(results), results=results,
-                            summary=tuple(summarize(results)), meta=runs[side].meta)
+                            summary=tuple(summarize(results)),
+                            meta=dataclasses.replace(runs[side].info, server_start=start))
                 whole = with_record(whole, state["stop"]) if state["stop"] else whole  # an interrupted run too
                 save_run(whole, run_file(folder, side))  # finished rounds are never lost
                 merged.append(whole)
@@ -389,6 +395,7 @@ def _run_workload(
         if interrupted or died:
             out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
+    fresh_server_hints(config, {BASELINE: baseline, SPECULATIVE: speculative}, out)
     comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
     out("\n" + render_text(comparison))
     files += write_traffic(baseline, speculative, folder, out=out, slo=config.slo, rate=config.request_rate,
@@ -403,6 +410,18 @@ def _run_workload(
         out(f"speedbench: {failed} samples failed; see the run files\n")
         return EXIT_FAILED, comparison
     return EXIT_OK, comparison
+
+
+def fresh_server_hints(config: PipelineConfig, runs: dict[str, Run], out: Callable[[str], Any]) -> None:
+    """A warning, with how to start a fresh one, for each given server that had served requests before its run."""
+    for side, url, flag, mode in ((BASELINE, config.base_url, "--base-url", "baseline"),
+                                  (SPECULATIVE, config.spec_url, "--spec-url", config.spec)):
+        start = runs[side].info.server_start
+        if url and start is not None and start.state not in (FRESH, UNKNOWN):
+            out(f"speedbench: warning: the {side} server at {redact_url(url)} was not fresh when its run began "
+                f"({start.describe()}): earlier requests warm its prompt cache and a drafter's memory; start a fresh "
+                f"server before each comparison (restart it: `speedbench serve --mode {mode}` or your own server "
+                f"command), or leave out {flag} and bench starts one\n")
 
 
 def _results_folder(config: PipelineConfig) -> Path:

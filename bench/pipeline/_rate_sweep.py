@@ -34,6 +34,7 @@ from bench.records import (
     BASELINE,
     Run,
     folder_rate,
+    is_rate_sweep_layout,
     load_run,
     new_results_folder,
     plots_folder,
@@ -44,7 +45,16 @@ from bench.records import (
     write_text_file,
 )
 from bench.render import rate_sweep_text, traffic_json
-from bench.runner import Arm, Progress, RunConfig, RunOptions, choose_workers, run_arms, strategy_for
+from bench.runner import (
+    Arm,
+    Progress,
+    RunConfig,
+    RunOptions,
+    checked_number,
+    choose_workers,
+    run_arms,
+    strategy_for,
+)
 
 
 def parse_rates(text: str) -> tuple[float, ...]:
@@ -55,6 +65,8 @@ def parse_rates(text: str) -> tuple[float, ...]:
         rates = ()
     if not rates or any(not math.isfinite(rate) or rate <= 0 for rate in rates):
         raise BenchError(f"--request-rate {text!r}: give positive requests/s separated by commas, e.g. 1,2,4,8")
+    for rate in rates:
+        checked_number("--request-rate", rate)
     return rates
 
 
@@ -157,9 +169,7 @@ def write_rate_sweep(result: RateSweep, runs: dict[float, dict[str, Run]], folde
 
 def is_rate_sweep_folder(folder: str | Path) -> bool:
     """Whether a folder holds a rate sweep (an `r<rate>/` with a baseline run file)."""
-    root = Path(folder)
-    return root.is_dir() and any(folder_rate(path) is not None and run_file(path, BASELINE).exists()
-                                 for path in root.iterdir())
+    return is_rate_sweep_layout(folder)
 
 
 def _recorded_slo(root: Path) -> tuple[Slo | None, float]:

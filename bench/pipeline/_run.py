@@ -84,7 +84,7 @@ def run_one(job: RunJob, *, out: Callable[[str], Any], progress: Progress) -> in
     EXIT_FAILED)."""
     from bench.prompts import Shard
     from bench.records import default_run_file
-    from bench.runner import RunStopped, refuse_existing_output, run_benchmark
+    from bench.runner import RunStopped, fit_trace, refuse_existing_output, run_benchmark
 
     config = _settled(job)
     shard = Shard.parse(job.shard) if job.shard is not None else None
@@ -92,6 +92,9 @@ def run_one(job: RunJob, *, out: Callable[[str], Any], progress: Progress) -> in
     if not job.resume:
         refuse_existing_output(output, force=job.force)
     prompts = _prompts(config, out)
+    prompts, short = fit_trace(prompts, config)
+    if short:
+        out(f"speedbench: {short}\n")
     try:
         run, interrupted = run_benchmark(prompts, config, output=output, progress=progress, resume=job.resume,
                                          force=job.force, shard=shard, start_at=job.start_at)

@@ -34,7 +34,7 @@ from bench.records import (
     sweep_files,
     write_text_file,
 )
-from bench.render import plot_sweep, sweep_json, sweep_markdown, sweep_text
+from bench.render import plot_sweep, sweep_decision_text, sweep_json, sweep_markdown, sweep_text
 from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, choose_workers, run_arms
 
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]*$")
@@ -293,7 +293,9 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
     written = write_sweep(sweep, folder)
     out("\n" + sweep_text(sweep))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
-    return finished_exit_code(runs, out, where="the cell folders")
+    code = finished_exit_code(runs, out, where="the cell folders")
+    out(f"speedbench: {sweep_decision_text(sweep).replace('sweep decision', 'decision', 1)}\n")
+    return code
 
 
 def finished_exit_code(runs: Mapping[Any, Mapping[str, Run]], out: Callable[[str], Any], *, where: str) -> int:

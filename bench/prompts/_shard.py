@@ -20,7 +20,8 @@ from bench._errors import BenchError
 from bench.prompts._sets import PromptSet, Sample
 
 _T = TypeVar("_T")
-_SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+_SHARD = re.compile(r"\s*(\d{1,9})\s*/\s*(\d{1,9})\s*")
+"""I/N with at most 9 digits each: a longer number is no shard count (and would pass Python's int digit limit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,9 @@ class Shard:
         """Read `I/N` (I from 0, as Kubernetes' JOB_COMPLETION_INDEX and a Slurm array 0-(N-1) give it)."""
         match = _SHARD.fullmatch(text)
         if match is None:
-            raise BenchError(f"--shard {text!r}: expected I/N, such as 0/4 (I counts from 0)")
+            shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+            raise BenchError(f"--shard {shown!r}: expected I/N with at most 9 digits each, such as 0/4 (I counts "
+                             "from 0)")
         return cls(int(match.group(1)), int(match.group(2)))
 
     def __str__(self) -> str:

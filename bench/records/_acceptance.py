@@ -15,6 +15,28 @@ def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[
     return {key: delta for key in COUNTER_KEYS if (delta := _delta(before, after, key)) is not None}
 
 
+POSITION_KEY = "accepted_pos_"
+"""Prefix of a sample's per-position counter deltas in its `spec`: `accepted_pos_0` counts drafts with >= 1 accepted."""
+
+
+def position_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+    """How much each per-position acceptance counter moved, keyed `accepted_pos_<position>` (0-based)."""
+    positions_before = before.get("per_position") or {}
+    positions_after = after.get("per_position") or {}
+    return {f"{POSITION_KEY}{key}": float(value) - float(positions_before.get(key, 0.0))
+            for key, value in positions_after.items() if str(key).isdigit()}
+
+
+def sample_positions(spec: Mapping[str, Any]) -> tuple[float, ...]:
+    """A sample's per-position counter deltas in position order (position 0 first); () when it has none."""
+    if f"{POSITION_KEY}0" not in spec:
+        return ()
+    positions = []
+    while (value := spec.get(f"{POSITION_KEY}{len(positions)}")) is not None:
+        positions.append(float(value))
+    return tuple(positions)
+
+
 def acceptance_summary(
     drafts: float, draft_tokens: float | None, accepted: float, *, source: str, server_wide: bool
 ) -> dict[str, Any]:

@@ -129,6 +129,54 @@ def latest_comparison_folder(results_dir: str | os.PathLike[str]) -> Path | None
     return folders[-1] if folders else None
 
 
+def is_rate_sweep_layout(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` holds a rate sweep (an `r<rate>/` folder with a baseline run file)."""
+    root = Path(path)
+    return root.is_dir() and any(folder_rate(cell) is not None and run_file(cell, BASELINE).exists()
+                                 for cell in root.iterdir())
+
+
+def latest_results_folder(results_dir: str | os.PathLike[str]) -> Path | None:
+    """The newest results folder of any kind under `results_dir` (a comparison, a several-workload `bench`, a
+    concurrency sweep or a rate sweep; names sort by time), the committed sample aside."""
+    folders = sorted(
+        path for path in Path(results_dir).glob("*")
+        if path.is_dir() and path.name != SAMPLE_FOLDER
+        and (is_comparison_folder(path) or workload_folders(path) or is_sweep_folder(path)
+             or is_rate_sweep_layout(path))
+    )
+    return folders[-1] if folders else None
+
+
+def comparison_inputs(folder: str | os.PathLike[str]) -> list[tuple[str, Path, Path]]:
+    """Every (name, baseline run file, speculative run file) a results folder holds, in order: a comparison folder
+    (`baseline.json`, `speculative.json`), a `bench --bench a,b` folder (one per workload), a folder of
+    `baseline.json` and one other run file (the README's `spec.json`), or a sweep (one per level and arm).
+
+    Anything else is a one-line `BenchError` that says what the folder holds and what would be read."""
+    from bench._errors import BenchError
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise BenchError(f"{root}: no such folder (give a results folder, or a baseline and a speculative run file)")
+    if is_comparison_folder(root):
+        return [(root.name, run_file(root, BASELINE), run_file(root, SPECULATIVE))]
+    workloads = workload_folders(root)
+    if workloads:
+        return [(path.name.split("-", 1)[-1], run_file(path, BASELINE), run_file(path, SPECULATIVE))
+                for path in workloads]
+    if is_sweep_folder(root):
+        return [(f"{arm} at {level}", sweep_cell_file(root, level, BASELINE), sweep_cell_file(root, level, arm))
+                for level, arm in sweep_cells(root)]
+    others = sorted(path for path in root.glob(f"*{RUN_SUFFIX}") if path.name != f"{BASELINE}{RUN_SUFFIX}"
+                    and not path.name.startswith(("comparison", "sweep", "rate_sweep")))
+    if run_file(root, BASELINE).exists() and len(others) == 1:
+        return [(root.name, run_file(root, BASELINE), others[0])]
+    found = ", ".join(path.name for path in sorted(root.glob(f"*{RUN_SUFFIX}"))) or "no run files"
+    raise BenchError(f"{root}: not a comparison ({found}): expected baseline.json with speculative.json or one other "
+                     "run file, a make bench folder of workloads, or a sweep; or name the two run files")
+
+
 def level_folder(folder: str | os.PathLike[str], level: int) -> Path:
     """A sweep's folder for one concurrency level: `<folder>/c<level>`."""
     return Path(folder) / f"{LEVEL_PREFIX}{level}"

@@ -93,6 +93,15 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
     if missing and not allow_missing:
         raise BenchError(f"missing shard(s) {', '.join(missing)} of {first_marker.count}: a merged run must hold "
                          "every slice")
+    repeat = first.config.get("repeat")
+    repeat = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat >= 1 else 1
+    total = first_marker.selected_samples // repeat
+    for run, marker in zip(runs, markers, strict=True):
+        expected = len(range(marker.index, total, marker.count))
+        if len(marker.sample_ids) != expected:
+            raise BenchError(f"{name(run)}: its marker lists {len(marker.sample_ids)} sample ids, but slice "
+                             f"{marker.index}/{marker.count} of the run's {total} samples holds {expected}: these "
+                             "are not its slice of the prompt set")
     owner: dict[str, int] = {}
     position: dict[str, int] = {}
     for marker in markers:
@@ -111,7 +120,10 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
             raise BenchError(f"{name(run)}: holds sample {strays[0]!r}, which is not in its slice")
         results.extend(run.results)
     results.sort(key=lambda result: (result.repeat, position[result.id]))
-    return _merged_run(ordered, by_index, results, first_marker, part)
+    done = {(result.id, result.repeat) for result in results}
+    missing = [(sample_id, index) for index in range(repeat) for sample_id in sorted(owner, key=position.__getitem__)
+               if (sample_id, index) not in done]
+    return _merged_run(ordered, by_index, results, first_marker, part, missing)
 
 
 def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, marker: ShardMarker, name: Any,
@@ -138,8 +150,9 @@ def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, mark
 
 
 def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results: list[Any],
-                marker: ShardMarker, part: str) -> Run:
-    """Build the merged Run: joined results, summed concurrency, meta of the whole plus each shard's own."""
+                marker: ShardMarker, part: str, missing: Sequence[tuple[str, int]] = ()) -> Run:
+    """Build the merged Run: joined results, summed concurrency, meta of the whole plus each shard's own; samples
+    of the slices that have no result (`missing`: id, repeat) make it interrupted, and are named."""
     runs = [by_index[item.index] for item in ordered]
     first = runs[0]
     config = dict(first.config)
@@ -152,7 +165,12 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
     elapsed = [float(run.meta["elapsed_s"]) for run in runs if isinstance(run.meta.get("elapsed_s"), int | float)]
     warnings = [f"{part} {item.index}/{item.count}: {warning}"
                 for item, run in zip(ordered, runs, strict=True) for warning in run.info.warnings]
-    interrupted = any(run.info.interrupted for run in runs)
+    interrupted = any(run.info.interrupted for run in runs) or bool(missing)
+    if missing:
+        shown = ", ".join(f"{sample_id}" + (f" (repeat {index})" if index else "") for sample_id, index in missing[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        warnings.append(f"{len(missing)} of the {part}s' {marker.selected_samples} selected samples have no result: "
+                        f"{shown}{more}")
     meta = {key: value for key, value in first.meta.items() if key != "shard"}
     meta.update({
         "started_at": min(started, default=None),

@@ -89,6 +89,11 @@ class ServerDescription:
     build: str | None = None
     model: str | None = None
     slots: int | None = None
+    speculative: str | None = None
+    """The speculation the server reports (llama.cpp's /slots `speculative.types`: `ngram-mod`, `draft`...), `none`
+    when it reports speculation off, None when it says nothing."""
+    draft_settings: Mapping[str, Any] = field(default_factory=dict)
+    """The draft settings the server reports (`speculative.n_max`, ...), as it names them."""
 
     @classmethod
     def from_mapping(cls, data: Any) -> ServerDescription:
@@ -96,18 +101,98 @@ class ServerDescription:
         if not isinstance(data, Mapping):
             return cls()
         slots = _number(data.get("slots"))
+        settings = data.get("draft_settings")
         return cls(engine=_text(data.get("engine")), build=_text(data.get("build")), model=_text(data.get("model")),
-                   slots=int(slots) if slots is not None else None)
+                   slots=int(slots) if slots is not None else None, speculative=_text(data.get("speculative")),
+                   draft_settings=dict(settings) if isinstance(settings, Mapping) else {})
 
     def to_dict(self) -> dict[str, Any]:
-        """The description as a JSON object."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        """The description as a JSON object (speculation only when the server reported it)."""
+        data = {name: getattr(self, name) for name in ("engine", "build", "model", "slots")}
+        if self.speculative is not None:
+            data["speculative"] = self.speculative
+        if self.draft_settings:
+            data["draft_settings"] = dict(self.draft_settings)
+        return data
+
+
+FRESH = "fresh"
+"""A server that had generated nothing before the run: no drafter memory, no prompt cache of earlier requests."""
+SERVED = "served before"
+"""A server that had generated tokens before the run (a warm prompt cache) but never drafted."""
+DRAFTED = "drafter warm"
+"""A server whose drafter had drafted before the run: n-gram memory or a warm draft cache carried into it."""
+UNKNOWN = "unknown"
+"""The server exported nothing about its state (no /metrics), or the file predates the record."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStart:
+    """What the server said about its own state when the run began, before the run's first request (/metrics).
+
+    Counters are the server's totals at that moment: non-zero ones mean earlier requests, whose prompt cache and
+    drafter memory (llama.cpp's ngram-mod keeps n-grams until a restart) carry into the run.
+    """
+
+    generated_tokens: float | None = None
+    prompt_tokens: float | None = None
+    cached_prompt_tokens: float | None = None
+    """Prompt tokens the server had already reused from its cache."""
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted: float | None = None
+    process_started: float | None = None
+    """The server process's start (epoch seconds), where it exports `process_start_time_seconds`."""
+    uptime_s: float | None = None
+    """Seconds the server process had been up when the run began."""
+
+    @property
+    def state(self) -> str:
+        """`fresh`, `served before`, `drafter warm` or `unknown`: the class of state two compared runs must share."""
+        if self.drafts or self.draft_tokens:
+            return DRAFTED
+        if self.generated_tokens or self.prompt_tokens:
+            return SERVED
+        if self.generated_tokens is None and self.prompt_tokens is None and self.drafts is None:
+            return UNKNOWN
+        return FRESH
+
+    def describe(self) -> str:
+        """One phrase: `fresh`, `drafter warm: 1,234 tokens drafted, 5,678 generated before the run`, ..."""
+        state = self.state
+        if state in (FRESH, UNKNOWN):
+            return state + (f" (up {self.uptime_s:.0f} s)" if self.uptime_s is not None and state == FRESH else "")
+        parts = []
+        if self.draft_tokens:
+            parts.append(f"{self.draft_tokens:,.0f} tokens drafted")
+        if self.generated_tokens:
+            parts.append(f"{self.generated_tokens:,.0f} generated")
+        if self.cached_prompt_tokens:
+            parts.append(f"{self.cached_prompt_tokens:,.0f} prompt tokens reused from its cache")
+        uptime = f", up {self.uptime_s:.0f} s" if self.uptime_s is not None else ""
+        return f"{state}: {', '.join(parts) or 'prompts processed'} before the run{uptime}"
+
+    @classmethod
+    def from_mapping(cls, data: Any) -> ServerStart | None:
+        """Read a run file's `server_start` object; None when absent (an older file: the state is unknown)."""
+        if not isinstance(data, Mapping):
+            return None
+        return cls(**{name: _number(data.get(name)) for name in cls.__slots__})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run file's `server_start` object, with its state spelled out for a reader of the JSON."""
+        return {"state": self.state, **{name: getattr(self, name) for name in self.__slots__}}
+
+
+def start_state(start: ServerStart | None) -> str:
+    """The state class of a run's recorded start (`unknown` when the file records none)."""
+    return start.state if start is not None else UNKNOWN
 
 
 _KNOWN_KEYS = frozenset({
     "schema_version", "harness", "started_at", "finished_at", "elapsed_s", "engine", "server", "server_description",
     "acceptance", "interrupted", "warnings", "machine", "prompts_sha256", "client_lag", "dataset", "interleaved",
-    "served_models", "sequential",
+    "served_models", "sequential", "server_start",
 })
 
 
@@ -143,6 +228,7 @@ class RunMeta(Mapping[str, Any]):
     interleaved: Mapping[str, Any] | None = None  # an interleaved arm's seed, partner(s) and lock-step batch
     served_models: tuple[str, ...] = ()  # the models that answered, as the responses named them
     sequential: SequentialStop | None = None  # sampled until decided: the stopping rule and its looks
+    server_start: ServerStart | None = None  # the server's own state when the run began (None: not recorded)
     extra: Mapping[str, Any] = field(default_factory=dict)
     written: frozenset[str] = _KNOWN_KEYS  # the known keys `to_dict` writes: all, or those a file read back had
 
@@ -185,13 +271,14 @@ class RunMeta(Mapping[str, Any]):
             interleaved=_mapping(meta.get("interleaved")),
             served_models=tuple(str(item) for item in served) if isinstance(served, list | tuple) else (),
             sequential=SequentialStop.from_mapping(meta.get("sequential")),
+            server_start=ServerStart.from_mapping(meta.get("server_start")),
             extra={key: value for key, value in meta.items() if key not in _KNOWN_KEYS},
             written=_KNOWN_KEYS.intersection(meta),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The run file's metadata keys as written: every key of `written` (`interleaved` only when set), and
-        `sequential` whenever set."""
+        `sequential` and `server_start` whenever set."""
         known = {
             "harness": {"name": self.harness_name, "version": self.harness_version},
             "started_at": self.started_at,
@@ -213,8 +300,9 @@ class RunMeta(Mapping[str, Any]):
         if self.interleaved is None:
             del known["interleaved"]
         sequential = {"sequential": self.sequential.to_dict()} if self.sequential is not None else {}
+        start = {"server_start": self.server_start.to_dict()} if self.server_start is not None else {}
         return {**self.extra, "schema_version": self.schema_version,
-                **{key: value for key, value in known.items() if key in self.written}, **sequential}
+                **{key: value for key, value in known.items() if key in self.written}, **sequential, **start}
 
     def __getitem__(self, key: str) -> Any:
         """The value of one metadata key as the run file writes it."""

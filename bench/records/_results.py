@@ -58,6 +58,8 @@ class SampleResult:
     """Prompt t/s over uncached tokens only (prompt tokens minus cache_n), over the summed prompt time."""
     token_margins: tuple[str, ...] = ()
     """Per turn, with --logprobs: "<bytes>:<margin>" per token, space-separated (see `encode_margins`)."""
+    replaced_chars: int = 0
+    """Lone surrogates in the server's text (invalid Unicode) that `outputs` and `reasoning` hold as U+FFFD."""
     server_state: str | None = None
     """How the server's drafter and prompt-cache state was set for this sample: "restart" (an embedded server
     restarted for this repeat or level), "kept" (the server ran on from earlier requests), None (not known)."""
@@ -103,6 +105,7 @@ _SCALAR_FIELDS: dict[str, type] = {
     "client_decode_t_s": float, "error": str, "error_kind": str, "finish_reason": str, "sub_category": str,
     "tpot_s": float, "scheduled_s": float, "sent_s": float, "chunk_tokens_source": str,
     "server_decode_t_s": float, "server_prompt_t_s": float, "batch": int, "server_state": str,
+    "replaced_chars": int,
 }
 
 
@@ -149,6 +152,22 @@ def _numbers_in_range(values: list[Any]) -> bool:
     if not -MAX_NUMBER < min(values) or not max(values) < MAX_NUMBER:
         return False
     return math.isfinite(math.fsum(values))  # a NaN escapes min and max, never the sum
+
+
+def valid_text(text: str) -> tuple[str, int]:
+    """`text` as valid Unicode: surrogate pairs split over pieces joined, each lone surrogate replaced by U+FFFD;
+    (the text, how many were replaced)."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text, 0
+    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    lone = len(_SURROGATE.findall(text)) - 2 * (len(text) - len(joined))
+    return _SURROGATE.sub("\ufffd", joined), lone
+
+
+def valid_texts(texts: Iterable[str]) -> tuple[tuple[str, ...], int]:
+    """Each of `texts` as valid Unicode (`valid_text`); (the texts, the lone surrogates replaced in all)."""
+    cleaned = [valid_text(text) for text in texts]
+    return tuple(text for text, _ in cleaned), sum(count for _, count in cleaned)
 
 
 def checked_text(value: Any, where: str) -> str:
@@ -223,6 +242,16 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
     if values.get("sub_category") is not None:
         checked_text(values["sub_category"], f"{source}: result {data['id']!r} sub_category")
     values["ok"] = bool(values["ok"])
+    if values.get("latency_s") is None and "latency_s" in data:  # null or NaN: unknown, so no usable measurement
+        values.update(latency_s=0.0, ok=False, error_kind=values.get("error_kind") or "unknown_latency",
+                      error=values.get("error") or "the run file records no latency for it (null or NaN)")
+    replaced = 0
+    for name in ("outputs", "reasoning"):  # a run file written before text was made valid
+        if name in values:
+            values[name], count = valid_texts(values[name])
+            replaced += count
+    if replaced:
+        values["replaced_chars"] = (values.get("replaced_chars") or 0) + replaced
     values.setdefault("turns", 1)
     values.setdefault("latency_s", 0.0)
     return _build(values)

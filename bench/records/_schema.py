@@ -15,7 +15,11 @@ other's files. Format history (`schema_version`):
   renumbers it, and readers treat the new keys as absent.
 - 3: speedbench 0.3. Adds `sequential` (a run sampled until decided: the stopping rule and every look). A 2 file
   has none: it was sampled at a fixed size, so the upgrade only renumbers it.
-- 4: the seeds are named for what they seed: `config.seed` (the arrival schedule's) is `config.arrival_seed`, and
+- 4: speedbench 0.4. Adds `server_start`: what the server's /metrics said when the run began (tokens generated,
+  drafted and reused from the prompt cache before the run, its process start and uptime) and the state they put it
+  in (`fresh`, `served before`, `drafter warm`). A 3 file has none: its server's state is `unknown`, which the
+  comparisons name but do not refuse.
+- 5: the seeds are named for what they seed: `config.seed` (the arrival schedule's) is `config.arrival_seed`, and
   `interleaved.seed` (the compared arms' order) is `interleaved.order_seed`. The upgrade renames both keys.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
@@ -30,7 +34,7 @@ from typing import Any
 
 from bench._errors import BenchError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def finite(value: Any) -> Any:
@@ -57,7 +61,7 @@ def upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
         data = dict(data)
         data.setdefault("harness", {"name": "speed_bench.py", "version": None})
         data["schema_version"] = 0
-    if version < 4:
+    if version < 5:
         data = _renamed(_renamed(data, "config", "seed", "arrival_seed"), "interleaved", "seed", "order_seed")
     return data
 

@@ -24,7 +24,7 @@ from bench.render._stats import (
     stream_markdown,
     stream_text,
 )
-from bench.render._sweep import plot_sweep, sweep_json, sweep_markdown, sweep_text
+from bench.render._sweep import plot_sweep, sweep_decision_text, sweep_json, sweep_markdown, sweep_text
 from bench.render._tables import (
     COMPARISON_COLUMNS,
     SUMMARY_COLUMNS,
@@ -43,6 +43,7 @@ from bench.render._traffic_text import (
     traffic_json,
     traffic_text,
 )
+from bench.render._tune import decision_lines, plot_tune, tune_markdown, tune_text
 
 _LAZY = {
     "FEW_SAMPLES": "bench.render._plots",
@@ -81,6 +82,7 @@ __all__ = [
     "comparison_text",
     "cv_text",
     "decision_line",
+    "decision_lines",
     "decision_text",
     "format_value",
     "gate_markdown",
@@ -100,6 +102,7 @@ __all__ = [
     "plot_goodput_rate",
     "plot_sweep",
     "plot_timeline",
+    "plot_tune",
     "rate_sweep_text",
     "render_json",
     "render_markdown",
@@ -114,6 +117,7 @@ __all__ = [
     "stream_text",
     "summary_text",
     "sweep_chart",
+    "sweep_decision_text",
     "sweep_json",
     "sweep_markdown",
     "sweep_text",
@@ -123,6 +127,8 @@ __all__ = [
     "timeline_figure",
     "traffic_json",
     "traffic_text",
+    "tune_markdown",
+    "tune_text",
     "write_rate_sweep_report",
     "write_report",
     "write_sweep_report",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.records import finite
 from bench.render._escape import terminal_text
+from bench.render._explain import explained_markdown, explained_text
 from bench.render._stats import (
     cv_text,
     lossless_markdown,
@@ -42,15 +43,14 @@ def _reference_rows(comparison: Comparison) -> list[dict[str, Any]]:
 
 
 def acceptance_line(comparison: Comparison) -> str | None:
-    """One sentence on the server counters over the speculative run, when they were recorded."""
+    """One sentence on the server counters over the speculative run, when they recorded an acceptance length."""
     acceptance = comparison.run_acceptance
-    if not acceptance:
+    if not acceptance or acceptance.acceptance_length is None:
         return None
     scope = "server-wide (other traffic may be included)" if acceptance.server_wide else "this run only"
-    length = acceptance.acceptance_length
     return (
         f"Server counters over the speculative run ({scope}): acceptance length "
-        f"{'n/a' if length is None else f'{length:.2f}'} tokens per step."
+        f"{acceptance.acceptance_length:.2f} tokens per step."
     )
 
 
@@ -94,6 +94,8 @@ def render_text(comparison: Comparison) -> str:
                               sequential=comparison.sequential, sequential_notes=comparison.sequential_notes)
     if cache_line(comparison):
         text += f"{cache_line(comparison)}\n"
+    if explained_text(comparison.stats):
+        text += "\n" + explained_text(comparison.stats)
     text += "\n" + lossless_text(comparison.lossless)
     for name, rows in comparison.streaming.items():
         if rows:
@@ -124,6 +126,8 @@ def render_markdown(comparison: Comparison) -> str:
                                  sequential=comparison.sequential, sequential_notes=comparison.sequential_notes)]
         if cache_line(comparison):
             parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
+        if explained_markdown(comparison.stats):
+            parts += ["\n### Speedup explained\n\n", explained_markdown(comparison.stats)]
         parts += ["\n### Lossless check\n\n", lossless_markdown(comparison.lossless)]
         for name, rows in comparison.streaming.items():
             if rows:

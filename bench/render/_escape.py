@@ -49,8 +49,10 @@ def markdown_escape(text: str) -> str:
 
 
 def mermaid_text(value: object) -> str:
-    """A string made safe inside a quoted Mermaid text: no quote, backtick, `;`, `%%`, control character."""
-    text = str(value).replace('"', "'").replace("`", "'").replace(";", ",")
+    """A string made safe inside a quoted Mermaid text: no quote, backtick, `;` (so no `#60;` entity), `%%`,
+    control character, and no `<` or `>` (shown as the look-alikes U+2039 and U+203A: no markup in a label)."""
+    text = str(value).replace('"', "'").replace("`", "'").replace(";", ",").replace("<", "\u2039").replace(
+        ">", "\u203a")
     text = re.sub(r"%+", "%", text)
     text = re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", text)
     text = " ".join(text.split())

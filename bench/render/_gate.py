@@ -55,10 +55,22 @@ def _head(gate: Gate, allow_partial: bool) -> str:
         head = f"{len(regressed)} regression(s): {named}"
     else:
         head = "0 regression(s)"
+    if gate.failures:
+        head = f"{len(gate.failures)} failure(s) besides the rows ({_first_words(gate.failures)}); " + head
     if gate.missing:
         head += f"; the candidate lost {len(gate.missing)} part(s) of the reference" + (
             " (allowed: --allow-partial)" if allow_partial else " (fails; --allow-partial to gate what is left)")
     return head
+
+
+def _first_words(failures: Sequence[str]) -> str:
+    """Each failure up to its first colon: `speculation lost`."""
+    return ", ".join(failure.split(":", 1)[0] for failure in failures)
+
+
+def _top(gate: Gate) -> list[str]:
+    """What the reader needs before the table: the failures besides the rows, then the warnings that explain it."""
+    return [f"FAILED: {failure}" for failure in gate.failures] + [f"warning: {line}" for line in gate.warnings]
 
 
 def _lines(gate: Gate) -> list[str]:
@@ -71,7 +83,8 @@ def gate_text(result: Gate | Sequence[GateRow], *, allow_partial: bool = False) 
     """The gate's one-line verdict, its table, how to read it and what the candidate lost."""
     gate = _as_gate(result)
     legend = _LEGEND + gate.method
-    return ("speedbench regress: " + terminal_text(_head(gate, allow_partial)) + "\n" + legend + "\n"
+    return ("speedbench regress: " + terminal_text(_head(gate, allow_partial)) + "\n"
+            + "".join(f"{terminal_text(line)}\n" for line in _top(gate)) + legend + "\n"
             + text_table(_cells(gate.rows), GATE_COLUMNS)
             + "".join(f"{terminal_text(line)}\n" for line in _lines(gate)))
 
@@ -84,5 +97,8 @@ def gate_markdown(result: Gate | Sequence[GateRow], *, allow_partial: bool = Fal
         _head(gate, allow_partial))
     legend = _LEGEND + gate.method
     notes = "".join(f"- {markdown_escape(line)}\n" for line in _lines(gate))
-    return (head + "\n\n" + legend[0].upper() + legend[1:] + ".\n\n" + markdown_table(_cells(gate.rows), GATE_COLUMNS)
-            + (f"\n{notes}" if notes else ""))
+    top = "".join(f"> **{markdown_escape(line.split(':', 1)[0])}**:{markdown_escape(line.split(':', 1)[1])}\n>\n"
+                  for line in _top(gate))
+    top = top.removesuffix(">\n") + "\n" if top else ""
+    return (head + "\n\n" + top + legend[0].upper() + legend[1:] + ".\n\n"
+            + markdown_table(_cells(gate.rows), GATE_COLUMNS) + (f"\n{notes}" if notes else ""))

@@ -1,8 +1,9 @@
 """Mermaid charts for Markdown that renders where images cannot: GitHub draws them in PR descriptions.
 
-Each chart is an `xychart-beta` block: for a comparison, horizontal decode-speedup bars (one row per
-category, so 11 category names stay readable), the latency speedup as a line, and a 1.00x reference
-line; for a sweep, one line per speculative arm across concurrency levels and the same reference.
+Each chart is an `xychart-beta` block: for a comparison, horizontal bars, two rows per category (its
+decode speedup, then its latency speedup, each in its own colour; nothing joins one category to the
+next, which a line would), and a 1.00x reference line; for a sweep, one line per speculative arm
+across concurrency levels (an axis just around the values and 1.00x) and the same reference.
 Series are named and the block's front matter turns Mermaid's legend on and fixes the colours, which
 the sentence under the chart names too (renderers without a legend still get one).
 
@@ -45,18 +46,27 @@ def _axis_top(values: Sequence[float]) -> float:
     return math.ceil(top * 4) / 4
 
 
+def _axis_around_one(values: Sequence[float]) -> tuple[float, float]:
+    """A round axis range just around the values and 1.00x (steps of 0.05), so 0.94x and 1.00x look apart."""
+    low, high = min([1.0, *values]), max([1.0, *values])
+    pad = max(0.02, (high - low) * 0.1)
+    return max(0.0, math.floor((low - pad) * 20) / 20), math.ceil((high + pad) * 20) / 20
+
+
 def _sentence(text: str) -> str:
     return f"_{text[:1].upper()}{text[1:]}._"
 
 
 def _block(
     title: str, axis_name: str, labels: Sequence[str], series: Sequence[tuple[str, str, Sequence[float]]], *,
-    horizontal: bool,
+    horizontal: bool, from_zero: bool = True,
 ) -> tuple[str, str]:
-    """The fenced block and its legend sentence for named `(kind, name, values)` series plus the 1.00x line."""
+    """The fenced block and its legend sentence for named `(kind, name, values)` series plus the 1.00x line; the
+    value axis starts at 0 (bars) or, with `from_zero=False`, spans just the values and 1.00x (lines)."""
     colours = [*PALETTE[: len(series)], REFERENCE_COLOUR]
     shown = [value for _, _, values in series for value in values]
-    height = max(320, 36 * len(labels) + 160) if horizontal else 420
+    bottom, top = (0.0, _axis_top(shown)) if from_zero else _axis_around_one(shown)
+    height = max(320, 28 * len(labels) + 160) if horizontal else 420
     lines = [
         "```mermaid",
         "---",
@@ -72,7 +82,7 @@ def _block(
         "xychart-beta horizontal" if horizontal else "xychart-beta",
         f'    title "{mermaid_text(title)}"',
         f'    x-axis "{mermaid_text(axis_name)}" [' + ", ".join(f'"{mermaid_text(label)}"' for label in labels) + "]",
-        f'    y-axis "speedup (x)" 0 --> {_axis_top(shown):.2f}',
+        f'    y-axis "speedup (x)" {bottom:g} --> {top:.2f}',
     ]
     for kind, name, values in series:
         lines.append(f'    {kind} "{mermaid_text(name)}" [' + ", ".join(f"{value:.2f}" for value in values) + "]")
@@ -119,11 +129,17 @@ def speedup_chart(
     if not kept:
         return note + "\n"
     series: list[tuple[str, str, Sequence[float]]] = []
-    if has_decode:
+    labels = [categories[index] for index in kept]
+    if has_decode and has_latency:  # a row per category and metric: bars side by side, no line between categories
+        labels = [f"{categories[index]}: {metric}" for index in kept for metric in ("decode", "latency")]
+        series.append(("bar", DECODE_NAME, [value for index in kept for value in (decode_values[index] or 0.0, 0.0)]))
+        series.append(("bar", LATENCY_NAME, [value for index in kept
+                                             for value in (0.0, latency_values[index] or 0.0)]))
+    elif has_decode:
         series.append(("bar", DECODE_NAME, [decode_values[index] or 0.0 for index in kept]))
-    if has_latency:
-        series.append(("line", LATENCY_NAME, [latency_values[index] or 0.0 for index in kept]))
-    block, legend = _block(title, "category", [categories[index] for index in kept], series, horizontal=True)
+    else:
+        series.append(("bar", LATENCY_NAME, [latency_values[index] or 0.0 for index in kept]))
+    block, legend = _block(title, "category", labels, series, horizontal=True)
     legend = _sentence(f"{legend}; speculative vs baseline")
     return block + "\n" + legend + ("\n\n" + note if note else "") + "\n"
 
@@ -141,5 +157,5 @@ def sweep_chart(title: str, levels: Sequence[int], arms: Mapping[str, Sequence[f
         return (note or "_No speedup to chart._") + "\n"
     series = [("line", arm, [points[index] or 0.0 for index in kept]) for arm, points in values.items()]
     block, legend = _block(title, "concurrency", [f"c={levels[index]}" for index in kept], series[: len(PALETTE)],
-                           horizontal=False)
+                           horizontal=False, from_zero=False)
     return block + "\n" + _sentence(legend) + ("\n\n" + note if note else "") + "\n"

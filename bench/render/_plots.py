@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,13 +65,17 @@ def _names(names: Sequence[str], limit: int = 12) -> str:
     return ", ".join(shown) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", interval: str = "95% CI") -> Any:
+def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", interval: str = "95% CI",
+                   no_drafts: Collection[str] = ()) -> Any:
     """The speedup bar chart as a matplotlib figure (whiskers only where an interval exists, and it says where).
 
-    `interval` names the intervals the whiskers draw (`95% CI`, or the level of a sequential test's stopping look)."""
+    `interval` names the intervals the whiskers draw (`95% CI`, or the level of a sequential test's stopping look).
+    Categories in `no_drafts` (nothing drafted: their speedups are noise) get hatched bars and `(no drafts)` under
+    their name."""
     rows = [row for row in stats if _finite(row.get("decode_speedup"))]
     dropped = [_label(row.get("category")) for row in stats if not _finite(row.get("decode_speedup"))]
     categories = [_label(row["category"]) for row in rows]
+    undrafted = [index for index, row in enumerate(rows) if row.get("category") in no_drafts]
     figure, axis = plt.subplots(figsize=(max(7.0, 0.75 * len(rows) + 3), 4.6))
     width = 0.38
     with_interval: dict[str, list[str]] = {}
@@ -84,7 +88,10 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", inter
         lows = [row.get(f"{key}_low") for row in rows]
         highs = [row.get(f"{key}_high") for row in rows]
         positions = [index + offset for index in range(len(rows))]
-        axis.bar(positions, values, width, color=colour, label=label)
+        bars = axis.bar(positions, values, width, color=colour, label=label)
+        for index in undrafted:  # nothing drafted: the bar is noise, drawn faint and hatched
+            bars[index].set_alpha(0.35)
+            bars[index].set_hatch("//")
         missing = [i for i, row in enumerate(rows) if not _finite(row.get(key))]
         for i in missing:
             axis.text(positions[i], 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
@@ -103,8 +110,12 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", inter
                 fmt="none", ecolor="#333333", elinewidth=1, capsize=3,
             )
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1, label="no change (1.0x)")
-    axis.set_xticks(range(len(rows)), categories, rotation=30, ha="right")
+    ticks = [f"{name}\n(no drafts)" if index in undrafted else name for index, name in enumerate(categories)]
+    axis.set_xticks(range(len(rows)), ticks, rotation=30, ha="right")
     axis.set_ylabel("speedup, speculative vs baseline (x)")
+    if undrafted:
+        notes.append(f"No drafts (hatched): {_names([categories[i] for i in undrafted])}: nothing was drafted there, "
+                     "so those speedups are noise and carry no verdict.")
     with_ci = [c for c in categories if c in with_interval["decode_speedup"] or c in with_interval["latency_speedup"]]
     scope = _interval_scope(categories, with_ci, interval)
     axis.set_title(_label(title) if title else f"Speedup per category (geometric mean of per-sample speedups, {scope})")
@@ -139,10 +150,12 @@ def _interval_scope(categories: Sequence[str], with_ci: Sequence[str], interval:
 
 def speedup_bars(
     stats: Sequence[Mapping[str, Any]], out_dir: Path, *, title: str = "", formats: Sequence[str] = FORMATS,
-    interval: str = "95% CI",
+    interval: str = "95% CI", no_drafts: Collection[str] = (),
 ) -> list[Path]:
-    """Per-category decode and latency speedup bars (geomean) with CI whiskers where they exist, a 1.0x line."""
-    return _save(speedup_figure(stats, title=title, interval=interval), out_dir, "speedup", formats)
+    """Per-category decode and latency speedup bars (geomean) with CI whiskers where they exist, a 1.0x line;
+    categories in `no_drafts` marked."""
+    return _save(speedup_figure(stats, title=title, interval=interval, no_drafts=no_drafts), out_dir, "speedup",
+                 formats)
 
 
 LABEL_OFFSETS = [(dx, dy) for dy in (3, -11, 12, -20, 21, -29, 30, -38, 39, -47) for dx in (5, -5)]
@@ -195,12 +208,20 @@ def accept_figure(stats: Sequence[Mapping[str, Any]]) -> Any:
     no_speedup = [_label(row.get("category")) for row in categories
                   if _finite(row.get("accept_rate")) and not _finite(row.get("decode_speedup"))]
     figure, axis = plt.subplots(figsize=(6.5, 4.6))
-    points = [(float(row["accept_rate"]), float(row["decode_speedup"])) for row in rows]
+    rates = {float(row["accept_rate"]) for row in rows}
+    shares = [row.get("drafted_share") for row in rows]
+    by_share = len(rows) > 1 and max(rates) - min(rates) < ACCEPT_SPREAD and all(_finite(share) for share in shares)
+    if by_share:  # one accept rate everywhere (1.0 when every draft is taken) separates nothing: drafted share does
+        points = [(float(share), float(row["decode_speedup"])) for share, row in zip(shares, rows, strict=True)]
+        axis.set_xlabel("drafted share (output tokens that came from accepted drafts)")
+        axis.set_title(f"Drafted share vs decode speedup per category (every accept rate {min(rates):.2f})")
+    else:
+        points = [(float(row["accept_rate"]), float(row["decode_speedup"])) for row in rows]
+        axis.set_xlabel("accept rate (accepted / drafted tokens)")
+        axis.set_title("Accept rate vs decode speedup per category")
     axis.scatter([x for x, _ in points], [y for _, y in points], color=GREEN, s=40, zorder=3)
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1)
-    axis.set_xlabel("accept rate (accepted / drafted tokens)")
     axis.set_ylabel("decode speedup (x)")
-    axis.set_title("Accept rate vs decode speedup per category")
     axis.grid(alpha=0.3)
     if points:
         xs, ys = [x for x, _ in points], [y for _, y in points]
@@ -213,12 +234,19 @@ def accept_figure(stats: Sequence[Mapping[str, Any]]) -> Any:
         axis.text(0.5, 0.5, "no category has both an accept rate and a decode speedup", transform=axis.transAxes,
                   ha="center")
     notes = []
+    if by_share:
+        notes.append(f"Every category accepted {min(rates):.0%} of its drafts, so the accept rate cannot tell them "
+                     "apart; the x axis is the share of the output the drafts made instead.")
     if no_accept:
         notes.append(f"Not shown, accept rate n/a (nothing drafted): {_names(no_accept)}.")
     if no_speedup:
         notes.append(f"Not shown, decode speedup n/a: {_names(no_speedup)}.")
     _footnote(figure, axis, notes, width=95)
     return figure
+
+
+ACCEPT_SPREAD = 0.005
+"""Accept rates closer together than this (all 1.0, say) cannot separate categories on an axis."""
 
 
 def accept_vs_speedup(
@@ -296,16 +324,40 @@ def position_acceptance(
     return _save(figure, out_dir, "position_acceptance", formats)
 
 
+def speedup_parts(rows: Sequence[Mapping[str, Any]], out_dir: Path, *, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Per row with counters: acceptance length, step cost, AL / step cost and the measured pooled decode speedup."""
+    shown = [row for row in rows if _finite(row.get("explained_speedup"))]
+    if not shown:
+        return []
+    figure, axis = plt.subplots(figsize=(max(6.5, 1.3 * len(shown) + 2), 4.2))
+    series = (("acceptance_length", "acceptance length (tokens/step)", BLUE),
+              ("step_cost", "step cost (step / baseline token)", GREY),
+              ("explained_speedup", "AL / step cost", ORANGE),
+              ("pooled_decode_speedup", "measured decode speedup (pooled)", GREEN))
+    width = 0.8 / len(series)
+    for index, (key, label, colour) in enumerate(series):
+        values = [float(row[key]) if _finite(row.get(key)) else 0.0 for row in shown]
+        axis.bar([i + (index - 1.5) * width for i in range(len(shown))], values, width, label=label, color=colour)
+    axis.axhline(1.0, color="black", linewidth=0.8)
+    axis.set_xticks(range(len(shown)), [str(row["category"]) for row in shown])
+    axis.set_title("The decode speedup explained (AL / step cost should match the measured)")
+    axis.legend(fontsize=8)
+    axis.grid(axis="y", alpha=0.3)
+    return _save(figure, out_dir, "speedup_parts", formats)
+
+
 def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...]) -> list[Path]:
     """Every plot of a comparison: speedup bars, accept rate vs speedup, latencies, per-position acceptance."""
     stats = [row.as_cells() for row in comparison.stats]
-    files = speedup_bars(stats, out_dir, formats=formats, interval=interval_label(comparison))
+    no_drafts = {row.category for row in comparison.stats if row.nothing_drafted}
+    files = speedup_bars(stats, out_dir, formats=formats, interval=interval_label(comparison), no_drafts=no_drafts)
     files += accept_vs_speedup(stats, out_dir, formats=formats)
     ratios, missing = latency_speedups(comparison)
     files += latency_ratios(ratios, out_dir, missing=missing, formats=formats)
     per_position = comparison.run_acceptance.per_position if comparison.run_acceptance else ()
     if per_position:
         files += position_acceptance(per_position, out_dir, formats=formats)
+    files += speedup_parts(stats, out_dir, formats=formats)
     return files
 
 

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
 from bench.records import Run, report_file, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
+from bench.render._explain import explained_markdown
 from bench.render._mermaid import speedup_chart, sweep_chart
-from bench.render._stats import ci_cell, lossless_markdown, stats_markdown, stream_markdown
-from bench.render._sweep import sweep_markdown
+from bench.render._stats import ci_cell, details, lossless_markdown, stats_markdown, stream_markdown
+from bench.render._sweep import sweep_decision_text, sweep_markdown
 from bench.render._tables import comparison_text, format_value, markdown_escape
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ PLOT_TITLES = {
     "accept_vs_speedup": "Accept rate vs decode speedup",
     "latency": "Per-sample latency speedup per category (baseline / speculative latency of the same prompt)",
     "position_acceptance": "Per-position acceptance",
+    "speedup_parts": "The decode speedup explained: acceptance length, step cost, AL / step cost against measured",
 }
 
 
@@ -46,7 +48,13 @@ def _server(run: Run) -> str | None:
 
 
 def _mode(run: Run) -> str | None:
-    """The speculative mode the run recorded; for a server that did not say, whether it drafted."""
+    """The speculative mode as the server reported it (llama.cpp's /slots), else as the run was tagged (`bench`'s
+    --spec), else whether it drafted."""
+    reported = run.info.server.speculative
+    if reported == "none":
+        return "baseline"  # the server reports speculation off, whatever the run was called
+    if reported:
+        return reported
     mode = run.settings.tags.get("mode")
     if mode:
         return mode
@@ -54,8 +62,16 @@ def _mode(run: Run) -> str | None:
 
     drafted = drafted_by_category(run).get(OVERALL)
     if drafted is not None and drafted.proposed:
-        return f"speculative (drafted {drafted.proposed} tokens; mode not recorded)"
+        return f"speculative (drafted {drafted.proposed} tokens; the server does not report its mode)"
     return None
+
+
+def _draft_settings(run: Run) -> str | None:
+    """The draft settings the server reports (`n_max 16, p_min 0.75`), None when it reports none."""
+    settings = run.info.server.draft_settings
+    if not settings:
+        return None
+    return ", ".join(f"{key.removeprefix('speculative.')} {value}" for key, value in sorted(settings.items()))
 
 
 def _cell(value: Any) -> str:
@@ -93,6 +109,9 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
         ("harness", *both(lambda run: run.info.harness)),
         ("started (UTC)", *both(lambda run: run.info.started_at)),
     ]
+    settings = both(_draft_settings)
+    if any(settings):
+        rows.append(("draft settings (server)", *settings))
     for key in ("threads", "draft_model", "draft_max"):
         values = both(lambda run, key=key: run.settings.tags.get(key))
         if any(values):
@@ -146,23 +165,22 @@ def decision_text(comparisons: Sequence[Comparison]) -> str:
 
 
 def decision_line(comparisons: Sequence[Comparison]) -> str:
-    """The decision as the report's first line (bold Markdown)."""
+    """The decision as the line under the report's title (bold Markdown)."""
     return f"**{markdown_escape(decision_text(comparisons))}.**"
 
 
 def render_report(
     comparison: Comparison | Sequence[Comparison], *, title: str | None = None, plots: Sequence[str] = ()
 ) -> str:
-    """The report's Markdown text (deterministic for the same comparisons): the decision on its first line.
+    """The report's Markdown text (deterministic for the same comparisons): the title, then the decision.
 
     Several comparisons (one per workload, e.g. grounded and qualitative prompts of one `make bench`) share
     the decision line; each then gets its own section. `plots` are PNG paths beside the report."""
     comparisons = [comparison] if not isinstance(comparison, Sequence) else list(comparison)
     if not comparisons:
         raise ValueError("a report needs at least one comparison")
-    parts = [decision_line(comparisons) + "\n\n"]
-    parts.append(_decision_legend(comparisons) + "\n\n")
-    parts.append(f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n")
+    parts = [f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n", decision_line(comparisons) + "\n\n"]
+    parts.append(_decision_legend(comparisons) + "\n")
     if len(comparisons) == 1:
         parts.append(_body(comparisons[0], level=2))
     else:
@@ -174,11 +192,15 @@ def render_report(
 
 
 def _decision_legend(comparisons: Sequence[Comparison]) -> str:
+    """A one-line legend under the decision, and the full one in a details block."""
+    sequential = any(each.sequential is not None for each in comparisons)
     levels = ("intervals at the sequential test's stopping look (sampled until decided: a fixed 95% interval would "
-              "not keep its error rate)" if any(each.sequential is not None for each in comparisons)
-              else "95% intervals")
-    return (f"_Overall geometric means of per-prompt speedups with {levels}; a verdict needs the interval to "
-            f"exclude 1.00x and a change over {comparisons[0].threshold:.0%}. Details per category below._")
+              "not keep its error rate)" if sequential else "95% intervals")
+    short = (f"_All prompts, speculative over baseline, with {'sequential-test' if sequential else '95%'} "
+             f"intervals; per category below._\n")
+    return short + details("How the decision is drawn", (
+        f"Overall geometric means of per-prompt speedups with {levels} (t-intervals on the logs); a verdict needs "
+        f"the interval to exclude 1.00x and a change over {comparisons[0].threshold:.0%}."))
 
 
 def _body(comparison: Comparison, *, level: int) -> str:
@@ -196,6 +218,8 @@ def _body(comparison: Comparison, *, level: int) -> str:
                                     sequential=comparison.sequential, sequential_notes=comparison.sequential_notes))
         if cache_line(comparison):
             parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
+        if explained_markdown(comparison.stats):
+            parts.append(f"\n{head} Speedup explained\n\n" + explained_markdown(comparison.stats))
         parts.append(
             f"\nCategories with fewer than {MIN_SAMPLES_FOR_CI} paired samples get no interval and no verdict.\n\n"
         )
@@ -224,9 +248,9 @@ def _body(comparison: Comparison, *, level: int) -> str:
 
 def _attachments(plots: Sequence[str]) -> str:
     """The PNG plots as files to attach: a pull request cannot show images linked by a relative path."""
-    lines = ["\n## Plots to attach\n\n",
-             "The chart above is drawn from this text. The PNG files beside this report are not linked (a relative "
-             "link breaks in a pull request description); to show one there, drag the file into the editor.\n\n"]
+    lines = ["\n## Plots beside this report\n\n",
+             "The chart above is drawn from this text. The PNG files beside this report are not linked: a relative "
+             "link breaks in a pull request description or a job summary. Attach the ones you want to show.\n\n"]
     lines.extend(f"- `{markdown_escape(path)}`: {PLOT_TITLES.get(Path(path).stem, Path(path).stem)}\n"
                  for path in plots)
     return "".join(lines)
@@ -302,7 +326,8 @@ def _sweep_charts(sweep: Sweep) -> str:
 
 def render_sweep_report(sweep: Sweep, *, title: str | None = None, plots: Sequence[str] = ()) -> str:
     """A sweep's report: its charts, the summary tables, then each cell's SpeedBench table under its heading."""
-    parts = [f"# {markdown_escape(title or 'Speculative decoding sweep')}\n\n", "## Speedup charts\n\n",
+    parts = [f"# {markdown_escape(title or 'Speculative decoding sweep')}\n\n",
+             f"**{markdown_escape(sweep_decision_text(sweep))}.**\n\n", "## Speedup charts\n\n",
              _sweep_charts(sweep), "\n", sweep_markdown(sweep)]
     for cell in sweep.cells:
         labels = cell.comparison.baseline_label, cell.comparison.speculative_label  # relative: c<level>/<arm>.json

@@ -23,8 +23,27 @@ STATS_COLUMNS: list[Column] = [
     ("accept_rate", "accept_rate", "rate"),
     ("accept_len", "acceptance_length", "speed"),
     ("drafted", "drafted_share", "percent"),
+    ("step_cost", "step_cost", "speed"),
     ("identical", "identical_cell", ""),
 ]
+
+STATS_MARKDOWN_COLUMNS: list[Column] = [
+    ("category", "category_cell", ""),
+    ("n", "n", "int"),
+    ("decode_speedup", "decode_speedup_md", ""),
+    ("latency_speedup", "latency_speedup_md", ""),
+    ("accept_rate", "accept_rate", "rate"),
+    ("drafted", "drafted_share", "percent"),
+    ("identical", "identical_cell", ""),
+]
+"""The paired table as a pull request shows it: at most 8 columns (GitHub's 1012 px), each speedup cell holding its
+interval and, below it, its verdict; the other columns of `STATS_COLUMNS` go to `STATS_MORE_COLUMNS`."""
+
+STATS_MORE_COLUMNS: list[Column] = [STATS_COLUMNS[0], *(
+    column for column in STATS_COLUMNS
+    if column[0] not in {header for header, _, _ in STATS_MARKDOWN_COLUMNS}
+    and column[0] not in ("decode_verdict", "latency_verdict"))]
+"""The paired table's other columns (mde, acceptance length, ...), by category, in a second table."""
 
 LOSSLESS_COLUMNS: list[Column] = [
     ("category", "category", ""),
@@ -85,6 +104,8 @@ def _stats_cells(rows: Sequence[StatsRow], sequential: SequentialStop | None = N
             cell[f"{key}_ci"] = ci_cell(estimate.point, estimate.low, estimate.high, estimate.confidence)
             cell[f"{key}_mde_cell"] = mde_cell(estimate)
         cell["identical_cell"] = f"{row.identical}/{row.compared_outputs}" if row.compared_outputs else "n/a"
+        for key, verdict in (("decode_speedup", "decode_verdict"), ("latency_speedup", "latency_verdict")):
+            cell[f"{key}_md"] = (cell[f"{key}_ci"], cell[verdict])  # two lines in a Markdown cell
         cells.append(cell)
     return cells
 
@@ -192,13 +213,25 @@ def stats_text(rows: Sequence[StatsRow], threshold: float, family: Family | None
 
 def stats_markdown(rows: Sequence[StatsRow], threshold: float, family: Family | None = None, *,
                    sequential: SequentialStop | None = None, sequential_notes: Sequence[str] = ()) -> str:
-    """The paired statistics table as Markdown, with its legend, outliers and any direction disagreements."""
+    """The paired statistics as Markdown that fits GitHub's width: a one-line legend, the table in at most 8 columns
+    (each speedup with its interval and verdict), then in details blocks its other columns and the full legend;
+    outliers and any direction disagreements as notes."""
     lines = _disagreement_lines(rows) + _outlier_lines(rows) + sequential_lines(sequential, sequential_notes)
     notes = "".join(f"\n- {markdown_escape(line)}" for line in lines)
     legend = _stats_legend(threshold, rows, family, sequential)
-    legend = f"{legend[0].upper()}{legend[1:]}.\n\n"
-    return legend + markdown_table(_stats_cells(rows, sequential), STATS_COLUMNS) + (
-        f"\nNotes:\n{notes}\n" if notes else "")
+    cells = _stats_cells(rows, sequential)
+    short = (f"Speculative over baseline, samples matched by id: geometric mean of per-sample speedups with its "
+             f"t-interval and verdict (the interval excludes 1.00x and the change is over {threshold:.0%}).\n\n")
+    return (short + markdown_table(cells, STATS_MARKDOWN_COLUMNS, wrap_headers=True)
+            + details("More columns: " + ", ".join(header for header, _, _ in STATS_MORE_COLUMNS[1:]),
+                      markdown_table(cells, STATS_MORE_COLUMNS))
+            + details("How to read this table", f"{legend[0].upper()}{legend[1:]}.\n")
+            + (f"\nNotes:\n{notes}\n" if notes else ""))
+
+
+def details(summary: str, body: str) -> str:
+    """A collapsed GitHub details block: `summary` (plain text, escaped) shown, the Markdown `body` inside."""
+    return f"\n<details><summary>{markdown_escape(summary)}</summary>\n\n{body.rstrip()}\n\n</details>\n"
 
 
 def _divergence_cell(item: Mapping[str, Any]) -> str:
@@ -231,6 +264,8 @@ def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
         f"near-tie: at the first difference the baseline's top two tokens were {rule} (batched verification flips "
         "such ties); real: further apart; unclassified: no log-probabilities recorded (run with --logprobs)"
         + (f"; {note}" if note else "")
+        + (f"; {replaced} sample(s) held invalid Unicode from the server (lone surrogates, compared as U+FFFD)"
+           if (replaced := max((row.get("replaced_text") or 0 for row in rows), default=0)) else "")
     )
 
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.records import finite, open_no_follow
+from bench.records import BASELINE, finite, open_no_follow
 from bench.render._escape import terminal_text
-from bench.render._stats import ci_cell
+from bench.render._stats import ci_cell, details
 from bench.render._tables import Column, format_value, markdown_table, text_table
 
 if TYPE_CHECKING:
@@ -29,6 +29,20 @@ SWEEP_COLUMNS: list[Column] = [
     ("spec_tok/s", "spec_tps", "speed"),
     ("accept_rate", "accept_rate", "rate"),
 ]
+SWEEP_MARKDOWN_COLUMNS: list[Column] = [
+    ("arm", "arm", ""),
+    ("concurrency", "concurrency", "int"),
+    ("n", "n", "int"),
+    ("decode_speedup", "decode_md", ""),
+    ("throughput_speedup", "throughput_md", ""),
+    ("latency_speedup", "latency", ""),
+    ("accept_rate", "accept_rate", "rate"),
+]
+"""The cell table as a pull request shows it (GitHub's 1012 px): each speedup with its verdict under it; the
+arms' tokens/s in a second table."""
+SWEEP_MORE_COLUMNS: list[Column] = [("arm", "arm", ""), ("concurrency", "concurrency", "int"),
+                                    ("base_tok/s", "base_tps", "speed"), ("spec_tok/s", "spec_tps", "speed")]
+
 CROSSOVER_COLUMNS: list[Column] = [
     ("arm", "arm", ""),
     ("decode_speedup_crossover", "decode", ""),
@@ -50,7 +64,7 @@ LEGEND = (
     "(fixed-sequence, 5% for the whole "
     "sweep): faster while each interval lies above 1.00x; stops paying only where the next interval lies at or below "
     "1 + the threshold; otherwise undetermined above (lack of evidence is not a crossover); "
-    "best arm: highest throughput speedup"
+    "best arm: highest throughput speedup, the baseline when every arm is below 1.00x"
 )
 
 
@@ -83,6 +97,8 @@ def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
                 "base_tps": cell.base_tokens_per_s, "spec_tps": cell.spec_tokens_per_s,
                 "accept_rate": overall.accept_rate if overall else None,
             })
+            rows[-1]["decode_md"] = (rows[-1]["decode"], rows[-1]["decode_verdict"])  # two lines in Markdown
+            rows[-1]["throughput_md"] = (rows[-1]["throughput"], rows[-1]["throughput_verdict"])
     return rows
 
 
@@ -94,6 +110,24 @@ def _crossover_rows(sweep: Sweep) -> list[dict[str, Any]]:
 def _best_rows(sweep: Sweep) -> list[dict[str, Any]]:
     return [{"concurrency": best.concurrency, "arm": best.arm, "speedup": best.speedup,
              "runner_up": best.runner_up or "-", "margin": best.margin} for best in sweep.best]
+
+
+def sweep_decision_text(sweep: Sweep) -> str:
+    """The sweep's decision in one sentence: per level, the arm to run (an arm only when its throughput interval
+    says faster, else the baseline) with the best arm's throughput speedup, interval and verdict."""
+    parts = []
+    for best in sweep.best:
+        fastest = best.runner_up if best.arm == BASELINE else best.arm
+        cell = sweep.cell(fastest, best.concurrency) if fastest else None
+        if cell is None:
+            parts.append(f"c={best.concurrency}: baseline (no arm measured)")
+            continue
+        shown = _shown(sweep, cell.arm, best.concurrency, cell.throughput)
+        if shown.verdict == "better":
+            parts.append(f"c={best.concurrency}: {cell.arm}, throughput {_ci(shown)} faster")
+        else:
+            parts.append(f"c={best.concurrency}: baseline (no arm faster; best {cell.arm} {_ci(shown)} {shown.word})")
+    return "sweep decision: " + ("; ".join(parts) if parts else "no cell with paired statistics")
 
 
 def sweep_text(sweep: Sweep) -> str:
@@ -110,8 +144,10 @@ def sweep_text(sweep: Sweep) -> str:
 
 def sweep_markdown(sweep: Sweep, plots: Sequence[str] = ()) -> str:
     """The sweep summary as Markdown, each table under a heading, with the plots linked."""
+    cells = _cell_rows(sweep)
     parts = [
-        "## Sweep\n\n", markdown_table(_cell_rows(sweep), SWEEP_COLUMNS),
+        "## Sweep\n\n", markdown_table(cells, SWEEP_MARKDOWN_COLUMNS, wrap_headers=True),
+        details("Output tokens/s of each cell's arms", markdown_table(cells, SWEEP_MORE_COLUMNS)),
         "\n### Crossover\n\n", markdown_table(_crossover_rows(sweep), CROSSOVER_COLUMNS),
         "\n### Best arm per level\n\n", markdown_table(_best_rows(sweep), BEST_COLUMNS),
         f"\n{LEGEND.capitalize()}.\n",
@@ -187,8 +223,8 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
         axis.set_xticks(list(sweep.levels), [str(level) for level in sweep.levels])
         axis.set_xlabel("concurrency (requests in flight)")
         axis.set_ylabel(f"{'per-request decode' if metric == 'decode' else 'system throughput'} speedup (x)")
-        axis.set_title(f"{metric} speedup vs concurrency (95% bands; filled: established, dotted: stops paying)",
-                       fontsize="small")
+        axis.set_title(f"{metric.capitalize()} speedup vs concurrency\n95% bands; filled: established; dotted: "
+                       "stops paying", fontsize="small")
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize="small")
     figure.tight_layout()

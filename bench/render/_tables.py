@@ -74,13 +74,25 @@ def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> 
     return "\n".join(lines) + "\n"
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> str:
-    """Render rows as a GitHub Markdown table with the same cell formats; text columns left, numbers right."""
-    rendered = _cells(rows, columns)
-    header = "| " + " | ".join(_escape_cell(header) for header, _, _ in columns) + " |"
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *, wrap_headers: bool = False) -> str:
+    """Render rows as a GitHub Markdown table with the same cell formats; text columns left, numbers right.
+
+    With `wrap_headers` a header may break after each `_` (`<wbr>`, drawn as nothing): long names such as
+    `base_avg_pred_t/s` then need not set the table's width."""
+    escaped = [_escape_cell(header) for header, _, _ in columns]
+    if wrap_headers:
+        escaped = [header.replace("_", "_<wbr>") for header in escaped]
+    header = "| " + " | ".join(escaped) + " |"
     align = "| " + " | ".join("---" if kind == "" else "---:" for _, _, kind in columns) + " |"
-    body = ["| " + " | ".join(_escape_cell(cell) for cell in cells) + " |" for cells in rendered]
+    body = ["| " + " | ".join(_markdown_cell(row.get(key), kind) for _, key, kind in columns) + " |" for row in rows]
     return "\n".join([header, align, *body]) + "\n"
+
+
+def _markdown_cell(value: Any, kind: str) -> str:
+    """One Markdown cell; a tuple of values is one cell of several lines (joined by `<br>`, each part escaped)."""
+    if isinstance(value, tuple):
+        return "<br>".join(_escape_cell(format_value(part, kind)) for part in value)
+    return _escape_cell(format_value(value, kind))
 
 
 def _escape_cell(text: str) -> str:
@@ -103,6 +115,6 @@ def comparison_text(rows: Sequence[Mapping[str, Any]], baseline_label: str, spec
 
 
 def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The comparison table as a GitHub Markdown table."""
-    return markdown_table(rows, COMPARISON_COLUMNS) if rows else NO_OVERLAP_MESSAGE + "\n"
+    """The comparison table as a GitHub Markdown table (the reference's headers, each free to break after `_`)."""
+    return markdown_table(rows, COMPARISON_COLUMNS, wrap_headers=True) if rows else NO_OVERLAP_MESSAGE + "\n"
 

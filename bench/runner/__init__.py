@@ -20,6 +20,7 @@ from bench.runner._config import Arm, RunConfig, normalize_base_url, server_root
 from bench.runner._endpoint_check import check_endpoints
 from bench.runner._execute import RunOptions, execute, run_arms, run_benchmark
 from bench.runner._lag import LagMonitor
+from bench.runner._limits import NUMBER_RANGES, checked_number, checked_start
 from bench.runner._loops import DEFAULT_LOOP, LOOP_ENV, LOOPS, choose_loop, loop_factory, loop_name
 from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
 from bench.runner._pacer import Pacer
@@ -38,6 +39,7 @@ from bench.runner._strategies import (
     Strategy,
     Turn,
     Work,
+    fit_trace,
     job_key,
     strategy_for,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "FULL_COLLECTIONS_HELD",
     "LOOPS",
     "LOOP_ENV",
+    "NUMBER_RANGES",
     "PER_PROCESS_IN_FLIGHT",
     "PER_PROCESS_REQUESTS_PER_S",
     "READ_BYTES",
@@ -106,12 +109,15 @@ __all__ = [
     "block_plan",
     "build_payload",
     "check_endpoints",
+    "checked_number",
+    "checked_start",
     "choose_loop",
     "choose_workers",
     "chunk_token_counts",
     "cores",
     "default_block_size",
     "execute",
+    "fit_trace",
     "inter_arrival_cv",
     "job_key",
     "left_workers",

@@ -11,15 +11,16 @@ import hashlib
 import json
 import os
 import platform
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench._errors import BenchError
-from bench._redact import register_secrets
+from bench._redact import redact_url, register_secrets
 from bench._version import __version__
-from bench.engines import Engine
+from bench.engines import Engine, engine_from_metrics
 from bench.prompts import PromptSet, Sample, Shard
 from bench.records import (
     SHARD_KEY,
@@ -29,6 +30,7 @@ from bench.records import (
     RunIdentity,
     RunMeta,
     SampleResult,
+    ServerStart,
     journal_path,
     latest_by_key,
     read_journal,
@@ -41,6 +43,7 @@ from bench.runner._loops import choose_loop
 from bench.runner._probes import (
     SampleMeter,
     choose_engine,
+    get_json,
     get_text,
     resumed_acceptance,
     run_acceptance,
@@ -136,6 +139,7 @@ class ArmRun:
     server: dict[str, Any] = field(default_factory=lambda: {"models": None})
     settings: list[RequestSettings] = field(default_factory=list)
     metrics_before: str = ""
+    start_read_at: float = 0.0
     meter: SampleMeter | None = None
     new_results: list[SampleResult] = field(default_factory=list)
     server_state: str | None = None
@@ -167,6 +171,8 @@ def prepare_arm(
             old_header, previous = read_journal(journal_file)
             _check_resumable(old_header, prompts, config, str(journal_file))
             header["started_at"] = old_header.get("started_at", header["started_at"])
+            if "server_start" in old_header:
+                header["server_start"] = old_header["server_start"]
         else:
             refuse_existing_output(output, force=force)
     return ArmRun(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
@@ -193,18 +199,32 @@ def close_journal(arm: ArmRun, stop: Stop) -> None:
             stop.fail(exc)
 
 
+async def read_start(arm: ArmRun, transport: Transport, stop: Stop) -> None:
+    """Read the server's /metrics before any request of the run (every arm's before any arm's warm-up)."""
+    arm.metrics_before = await stop.guard(get_text(transport, server_root(arm.base_urls[0]) + "/metrics"), "")
+    arm.start_read_at = time.time()
+
+
 async def connect_arm(arm: ArmRun, transport: Transport, stop: Stop) -> None:
-    """Choose the engine, read the server's info, build request settings, warm up and set up per-sample metrics.
+    """Choose the engine, record the server's state at the start, read its info, build request settings, warm up
+    and set up per-sample metrics (after `read_start`).
 
     Every probe runs under the stop mechanism with a short timeout: Ctrl-C is honoured while a server hangs.
     """
     config = arm.config
     path = "/completions" if config.api == "completions" else "/chat/completions"
     roots = [server_root(base) for base in arm.base_urls]
-    arm.metrics_before = await stop.guard(get_text(transport, roots[0] + "/metrics"), "")
     arm.engine = await stop.guard(
         choose_engine(transport, config, arm.metrics_before, arm.base_urls[0] + path, arm.prompts), arm.engine
     )
+    named = engine_from_metrics(arm.metrics_before) if config.engine != "auto" else None
+    if named is not None and named.name != arm.engine.name:  # another engine's adapter reads nothing right
+        raise BenchError(f"--engine {config.engine}, but the server at {redact_url(arm.base_urls[0])} is {named.name} "
+                         f"(its /metrics has {named.metric_prefix}:* series): pass --engine {named.name} or leave "
+                         "--engine out")
+    start = arm.engine.start_state(arm.metrics_before, arm.start_read_at)
+    if start is not None:  # a resumed run keeps the state its first part started from
+        arm.header.setdefault("server_start", start.to_dict())
     arm.engine.requested_model = config.model  # responses naming another model are a warning
     arm.server = await stop.guard(server_info(transport, arm.engine, roots[0], arm.base_urls[0]), arm.server)
     arm.settings = [
@@ -239,6 +259,11 @@ async def conclude_arm(
 ) -> tuple[list[SampleResult], dict[str, Any] | None, list[str]]:
     """After the timed part: acceptance from /metrics, the adapter's warnings; return (results, acceptance, notes)."""
     results = [*arm.previous, *arm.new_results]
+    root = server_root(arm.base_urls[0])
+    for name, path in arm.engine.late_info_paths().items():  # what the server says only once it served
+        late = await stop.guard(get_json(transport, root + path), None, closing=True)
+        if late is not None:
+            arm.server = {**arm.server, name: arm.engine.trim_info(name, late)}
     metrics_after = await stop.guard(
         get_text(transport, server_root(arm.base_urls[0]) + "/metrics"), "", closing=True
     )
@@ -258,7 +283,7 @@ async def conclude_arm(
 
 
 _HEADER_READ = frozenset({"config", "selected_samples", "sample_ids", "harness", "started_at", "machine",
-                          "prompts_sha256", "interleaved"})
+                          "prompts_sha256", "interleaved", "server_start"})
 """The journal header's keys `build_run` reads into typed fields (or leaves to the run file's other keys)."""
 
 
@@ -298,6 +323,7 @@ def build_run(
         dataset={"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
         interleaved=header.get("interleaved"),
         served_models=tuple(sorted(arm.engine.models)),
+        server_start=ServerStart.from_mapping(header.get("server_start")),
         extra={key: value for key, value in header.items() if key not in _HEADER_READ},  # a shard's marker, ...
     )
     run = Run(

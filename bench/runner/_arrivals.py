@@ -72,10 +72,10 @@ def arrival_schedule(
         raise BenchError(f"unknown arrival process {process!r}; expected one of: {', '.join(ARRIVAL_PROCESSES)}")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise BenchError(f"an arrival schedule needs at least 1 request (got {count!r})")
-    if not _positive(rate):
-        raise BenchError(f"--request-rate must be a positive number of requests per second (got {rate!r})")
-    if not _positive(burstiness):
-        raise BenchError(f"--burstiness must be a positive number (gamma shape; 1 = poisson), got {burstiness!r}")
+    from bench.runner._limits import checked_number
+
+    checked_number("--request-rate", rate)
+    checked_number("--burstiness", burstiness)
     if process == "poisson" and burstiness != 1.0:
         raise BenchError("--burstiness is the gamma shape: use it with --arrival gamma (poisson is burstiness 1)")
     shape = 1.0 if process == "poisson" else burstiness
@@ -101,10 +101,19 @@ def arrival_schedule(
     )
 
 
+MAX_TRACE_BYTES = 256 * 2**20
+"""The largest trace file read (256 MiB: millions of arrivals)."""
+MAX_TRACE_LINE = 4096
+"""The longest trace line: an offset and a prompt id fit many times over; a longer one is not a trace line."""
+
+
 def load_trace(path: str | Path) -> ArrivalSchedule:
     """Arrival offsets (and optional prompt ids) from a JSONL trace: one {"offset_s": s, "prompt_id": id} a line."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_TRACE_BYTES:
+            raise BenchError(f"--trace {path}: larger than {MAX_TRACE_BYTES // 2**20} MiB; no trace of arrivals "
+                             "needs that")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BenchError(f"--trace: no such file: {path}") from None
@@ -116,10 +125,15 @@ def load_trace(path: str | Path) -> ArrivalSchedule:
         if not line.strip():
             continue
         where = f"--trace {path}:{number}"
+        if len(line) > MAX_TRACE_LINE:
+            raise BenchError(f"{where}: longer than {MAX_TRACE_LINE} characters; a line holds offset_s and "
+                             "optionally prompt_id")
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BenchError(f"{where}: not JSON ({exc.msg})") from None
+        except (ValueError, RecursionError):  # a number past Python's digit limit, or nesting past the stack
+            raise BenchError(f"{where}: not a trace line (a number too long or nesting too deep)") from None
         if not isinstance(row, dict):
             raise BenchError(f'{where}: each line must be a JSON object such as {{"offset_s": 0.5}}')
         unknown = sorted(set(row) - _TRACE_KEYS)

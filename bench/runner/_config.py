@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
 from bench.engines import ENGINE_NAMES
 from bench.records import check_limits, default
 from bench.runner._arrivals import ARRIVAL_PROCESSES
+from bench.runner._limits import checked_number
 from bench.runner._loops import choose_loop
 
 if TYPE_CHECKING:
@@ -113,7 +113,8 @@ class RunConfig:
 
     def validate(self) -> None:
         """Refuse impossible settings with a one-line BenchError."""
-        check_limits({key: value for key, value in vars(self).items() if key != "workers"})
+        check_limits({key: value for key, value in vars(self).items() if key not in ("workers", "timeout")})
+        checked_number("--timeout", self.timeout)
         if self.engine not in ENGINE_NAMES:
             raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
         if self.api not in ("chat", "completions"):
@@ -144,12 +145,11 @@ class RunConfig:
         """Refuse open-loop settings that cannot go together or mean nothing without a schedule."""
         if self.request_rate is not None and self.trace is not None:
             raise BenchError("--request-rate and --trace both set the arrivals: give one")
-        if self.request_rate is not None and not (math.isfinite(self.request_rate) and self.request_rate > 0):
-            raise BenchError(f"--request-rate must be a positive number of requests/s (got {self.request_rate})")
+        if self.request_rate is not None:
+            checked_number("--request-rate", self.request_rate)
         if self.arrival not in ARRIVAL_PROCESSES:
             raise BenchError(f"unknown --arrival {self.arrival!r}; available: {', '.join(ARRIVAL_PROCESSES)}")
-        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
-            raise BenchError(f"--burstiness must be a positive number (got {self.burstiness})")
+        checked_number("--burstiness", self.burstiness)
         if not self.open_loop and (self.max_concurrency is not None or self.burstiness != 1.0
                                    or self.arrival != "poisson"):
             raise BenchError("--arrival, --burstiness and --max-concurrency shape an open loop: "

@@ -10,6 +10,7 @@ an ordinary run file with its own journal (resumable).
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import time
 from collections.abc import Sequence
@@ -28,6 +29,16 @@ from bench.runner._stop import run_loop, sleep_until
 from bench.runner._strategies import Plan, Strategy, Turn, Work, job_key, strategy_for
 from bench.runner._team import Team
 from bench.runner._workers import spread
+
+LATE_START_S = 1.0
+"""A shard whose schedule starts more than this many seconds after `--start-at` says so in its run file."""
+
+
+def late_start_note(late_s: float, start_at: float) -> str:
+    """The warning of a shard that started `late_s` seconds after the shared start `start_at` (epoch seconds)."""
+    when = dt.datetime.fromtimestamp(start_at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (f"started {late_s:.1f} s after --start-at {when} (its set-up ended late): this shard's schedule did not "
+            "start with the others', so the shards did not add up to one run's load; give a later --start-at")
 
 
 @dataclass(frozen=True)
@@ -127,6 +138,9 @@ async def execute(
         try:
             if options.start_at is not None:
                 await sleep_until(options.start_at, session.stop)
+                late = time.time() - options.start_at
+                if late > LATE_START_S:
+                    session.notes.append(late_start_note(late, options.start_at))
             for step in plan.turns:
                 if session.stop.requested.is_set():
                     return

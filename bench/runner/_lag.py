@@ -16,6 +16,8 @@ LAG_INTERVAL_S = 0.01
 """How often the loop is asked to wake up; lag is how late it did."""
 LAG_WARN_S = 0.010
 """A wake-up later than this is a stall: counted, and said once at the end of the run with what to do."""
+STALL_SHARE = 0.01
+"""Stalls are said only when together they took at least this share of the run's time."""
 BURST_GAP_S = 0.001
 """Chunks closer than this came back to back from the server (one step's tokens), not one step each."""
 
@@ -76,16 +78,20 @@ class LagMonitor:
         }
 
     def warning(self) -> str | None:
-        """One note for the whole run when the loop stalled past the threshold: how often, how long, what to do."""
+        """One note for the whole run when the loop's stalls took a share of the run's time that can move its
+        latencies (at least STALL_SHARE): how often, how long, what to do. Streamed answers are timed by the kernel's
+        receive time, so a late loop does not delay them: `merge_warning` says what it can do to them instead."""
         summary = self.summary()
-        if summary is None or not summary["over_threshold"]:
+        if self.streamed or summary is None or not summary["over_threshold"]:
             return None
-        delayed = ("streamed answers are timed by the kernel's receive time, but a read that late can find two "
-                   "chunks merged" if self.streamed else
-                   "each request's latency and decode time can include up to that much of the client's own delay")
+        stalled_s = sum(lag for lag in self.lags if lag > self.warn_s)
+        share = stalled_s / (len(self.lags) * self.interval_s + sum(self.lags))
+        if share < STALL_SHARE:
+            return None  # a few stalls in a long run: no latency moves by more than a fraction of a percent
         return (
             f"the client's event loop stalled {summary['over_threshold']} times over {summary['threshold_ms']:.0f} ms "
-            f"during the run (max {summary['max_ms']:.1f} ms, p99 {summary['p99_ms']:.1f} ms): {delayed}; "
+            f"during the run (max {summary['max_ms']:.1f} ms, p99 {summary['p99_ms']:.1f} ms, {share:.1%} of the "
+            "run's time): each request's latency and decode time can include that much of the client's own delay; "
             "run the client on a less busy machine or lower --concurrency"
         )
 

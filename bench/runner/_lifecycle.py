@@ -16,7 +16,16 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench.records import Run, SampleResult, output_lock
-from bench.runner._arm import ArmRun, RunStopped, build_run, close_journal, conclude_arm, connect_arm, open_journal
+from bench.runner._arm import (
+    ArmRun,
+    RunStopped,
+    build_run,
+    close_journal,
+    conclude_arm,
+    connect_arm,
+    open_journal,
+    read_start,
+)
 from bench.runner._lag import LagMonitor
 from bench.runner._progress import Progress
 from bench.runner._stop import Stop, signals_to
@@ -52,16 +61,19 @@ def ensure_file_limit(connections: int, *, workers: int = 1, whole: int | None =
 
 @dataclass
 class Session:
-    """What the timed part of a run gets: the shared stop, the start time and each arm's open transport."""
+    """What the timed part of a run gets: the shared stop, the start time and each arm's open transport; `notes`
+    are warnings the timed part found (recorded in every arm's run file)."""
 
     stop: Stop
     started: float
     transports: dict[str, Transport] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 async def _connect(arms: Mapping[str, ArmRun], session: Session, stack: contextlib.AsyncExitStack,
                    connections: int) -> None:
-    """Open each arm's transport (held by `stack`) and connect the arm: engine, settings, warm-up."""
+    """Open each arm's transport (held by `stack`), read every server's start before any arm's first request, then
+    connect each arm: engine, settings, warm-up."""
     for name, arm in arms.items():
         config = arm.config
         session.transports[name] = await stack.enter_async_context(
@@ -69,6 +81,8 @@ async def _connect(arms: Mapping[str, ArmRun], session: Session, stack: contextl
                       headers=config.request_headers(), max_body_bytes=config.max_response_bytes,
                       stamped=config.stream)
         )
+        await read_start(arm, session.transports[name], session.stop)  # before any arm's first request
+    for name, arm in arms.items():
         await connect_arm(arm, session.transports[name], session.stop)
 
 
@@ -78,7 +92,7 @@ async def _conclude(arms: Mapping[str, ArmRun], session: Session, lag: LagMonito
     concluded = {}
     said: dict[str, None] = {}
     for name, arm in arms.items():
-        lag_notes = lag.notes(arm.new_results)
+        lag_notes = [*lag.notes(arm.new_results), *session.notes]
         said.update(dict.fromkeys(lag_notes))
         concluded[name] = await conclude_arm(arm, session.transports[name], progress, session.stop, lag_notes)
     for note in said:  # one loop for every arm: each note once per run, recorded in every run file

@@ -11,7 +11,7 @@ from typing import Any
 from bench._errors import BenchError
 from bench.engines import Engine, detect_engine, engine_by_name, engine_from_metrics, tokenizing_engines
 from bench.prompts import PromptSet
-from bench.records import COUNTER_KEYS, SampleResult, acceptance_summary
+from bench.records import COUNTER_KEYS, POSITION_KEY, SampleResult, acceptance_summary, position_deltas
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._stop import Stop
 from bench.runner._transport import Transport, TransportError
@@ -100,7 +100,10 @@ class SampleMeter:
         self.last_after = after
         if after is None or not result.ok:
             return result
-        return replace(result, spec={**result.spec, **self.engine.checked_counter_deltas(before, after)})
+        deltas = self.engine.checked_counter_deltas(before, after)
+        if deltas:  # per-position deltas only beside counters that agree with themselves
+            deltas.update(position_deltas(before, after))
+        return replace(result, spec={**result.spec, **deltas})
 
 
 def _core(counters: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -108,7 +111,8 @@ def _core(counters: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def without_counter_deltas(result: SampleResult) -> SampleResult:
-    return replace(result, spec={key: value for key, value in result.spec.items() if key not in COUNTER_KEYS})
+    return replace(result, spec={key: value for key, value in result.spec.items()
+                                 if key not in COUNTER_KEYS and not key.startswith(POSITION_KEY)})
 
 
 def resumed_acceptance(results: list[SampleResult], acceptance: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.engines import Engine
 from bench.prompts import Sample
-from bench.records import SampleResult
+from bench.records import SampleResult, valid_texts
 from bench.runner._metrics import server_rates
 from bench.runner._transport import Transport
 from bench.runner._turns import RequestSettings, SampleFailure, Turn, build_payload, send_turn
@@ -80,6 +80,8 @@ def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: Mapping[str, f
     """The common case (one non-streamed turn) without the multi-turn bookkeeping."""
     stats = turn.stats
     server_decode, server_prompt = server_rates([stats])
+    outputs, replaced_out = valid_texts((stats.content,))
+    reasoning, replaced_reasoning = valid_texts((stats.reasoning,) if stats.reasoning else ())
     return SampleResult(
         id=sample.id,
         category=sample.category,
@@ -98,8 +100,9 @@ def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: Mapping[str, f
         predicted_per_second=stats.predicted_per_second,
         repeat=repeat,
         sub_category=sample.sub_category,
-        outputs=(stats.content,),
-        reasoning=(stats.reasoning,) if stats.reasoning else (),
+        outputs=outputs,
+        reasoning=reasoning,
+        replaced_chars=replaced_out + replaced_reasoning,
         cache_n=stats.cache_n,
         retries=turn.retries,
         **timing,
@@ -127,6 +130,9 @@ def _aggregate(
     cache = [s.cache_n for s in stats]
     ttft = turns[0].ttft_s
     server_decode, server_prompt = server_rates(stats)
+    outputs, replaced_out = valid_texts(s.content for s in stats)
+    reasoning, replaced_reasoning = valid_texts(s.reasoning for s in stats) if any(s.reasoning for s in stats) else (
+        (), 0)
     return SampleResult(
         id=sample.id,
         category=sample.category,
@@ -146,8 +152,9 @@ def _aggregate(
         error=None,
         repeat=repeat,
         sub_category=sample.sub_category,
-        outputs=tuple(s.content for s in stats),
-        reasoning=tuple(s.reasoning for s in stats) if any(s.reasoning for s in stats) else (),
+        outputs=outputs,
+        reasoning=reasoning,
+        replaced_chars=replaced_out + replaced_reasoning,
         cache_n=sum(c for c in cache if c is not None) if any(c is not None for c in cache) else None,
         ttft_s=ttft,
         itl_s=_rounded(turn.itl_s for turn in turns),

@@ -310,3 +310,27 @@ def order_jobs(jobs: Sequence[Job], schedule: ArrivalSchedule) -> list[Job]:
         unused.remove(pick)
         ordered.append(pick)
     return ordered
+
+
+def fit_trace(prompts: PromptSet, config: RunConfig) -> tuple[PromptSet, str | None]:
+    """The samples a `--trace` shorter than the selection schedules, and a notice saying so (None: it fits).
+
+    Said before anything runs, and the run selects only those samples, so it ends finished instead of asking to
+    be resumed for arrivals the trace will never hold. With --repeat > 1 a short trace is refused: which repeats
+    it leaves out is no selection of samples.
+    """
+    if config.trace is None:
+        return prompts, None
+    jobs = [(sample, repeat) for repeat in range(config.repeat) for sample in prompts.samples]
+    schedule = read_trace(config.trace)
+    if len(schedule) >= len(jobs):
+        return prompts, None
+    if config.repeat > 1:
+        raise BenchError(f"--trace {config.trace}: {len(schedule)} arrivals for {len(jobs)} requests (samples x "
+                         f"--repeat {config.repeat}); lengthen the trace, or lower --repeat or --limit")
+    picked = {sample.id for sample, _ in order_jobs(jobs, schedule)}
+    kept = tuple(sample for sample in prompts.samples if sample.id in picked)
+    categories = tuple(category for category in prompts.categories if any(s.category == category for s in kept))
+    return dataclasses.replace(prompts, samples=kept, categories=categories), (
+        f"--trace {config.trace} schedules {len(schedule)} arrivals for {len(prompts.samples)} selected samples: "
+        f"running the {len(kept)} it schedules")

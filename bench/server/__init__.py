@@ -1,5 +1,6 @@
 """Embedded servers on loopback: llama.cpp (the `xllamacpp` wheel) in a child process, vLLM from `.venv-vllm`."""
 
+from bench.server._command import CommandServer, fill_command, free_port
 from bench.server._embedded import (
     MODES,
     RESET_BY_RESTART,
@@ -44,6 +45,7 @@ __all__ = [
     "STATEFUL_MODES",
     "VLLM_MODES",
     "VLLM_REQUIREMENT",
+    "CommandServer",
     "EmbeddedServer",
     "ModelError",
     "ServerConfig",
@@ -56,7 +58,9 @@ __all__ = [
     "default_model_path",
     "engine_display_name",
     "ensure_wheel_model",
+    "fill_command",
     "folder_prefix",
+    "free_port",
     "make_server",
     "model_name",
     "model_path",

@@ -1,0 +1,344 @@
+"""The `tune` job: which draft length to ship, measured as one interleaved comparison per configuration.
+
+Each configuration (a draft length K at a concurrency C) gets a baseline and a speculative server started for it
+(embedded, or the user's commands with `{port}`, `{draft_max}`, `{concurrency}`), one interleaved comparison on the
+same prompts, and its folder `c<C>/draft_max-<K>/` with `baseline.json` and `draft_max-<K>.json` (and the commands'
+output); the servers are stopped (their process groups ended) before the next configuration starts. The budget is
+spent by the prediction model where it holds: the grid's extremes, then the predicted best and its neighbours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench._errors import BenchError
+from bench.analysis import (
+    Comparison,
+    PredictionCheck,
+    Tune,
+    compare,
+    default_budget,
+    plan_next,
+    sample_until_decided,
+    scope_prediction,
+    summarize_tune,
+    with_record,
+)
+from bench.prompts import load_prompts
+from bench.records import BASELINE, Run, journal_path, load_run, new_results_folder, run_file, save_run, summarize
+from bench.render import plot_tune, tune_markdown, tune_text
+from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
+
+OVERALL = "overall"
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """What `speedbench tune` runs: the drafter, the grid, the load levels, the servers and the prompts."""
+
+    mode: str = "ngram-mod"
+    grid: tuple[int, ...] = tuple(range(1, 17))
+    levels: tuple[int, ...] = (1,)
+    base_cmd: str | None = None
+    base_url: str | None = None
+    spec_cmd: str | None = None
+    bench: str = "qualitative"
+    dataset: str = "categories"
+    category: str = "all"
+    limit: int = 5
+    osl: int = 128
+    until_decided: bool = False
+    full_grid: bool = False
+    results_dir: str = "results"
+    label: str | None = None
+    resume: str | None = None
+    seed: int = 0
+    threshold: float = DEFAULT_THRESHOLD
+    tie_margin: float = DEFAULT_THRESHOLD
+    engine: str = "llamacpp"
+    model: str | None = None
+    draft: str | None = None
+    threads: int = 1
+    ready_timeout: float = 120.0
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def parse_grid(text: str) -> tuple[int, ...]:
+    """`2,4,8,16` or `1-16` (or both, `1-4,8,16`) -> distinct draft lengths >= 1, ascending."""
+    values: set[int] = set()
+    try:
+        for part in (item.strip() for item in text.split(",") if item.strip()):
+            low, _, high = part.partition("-")
+            values.update(range(int(low), int(high) + 1) if high else (int(low),))
+    except ValueError:
+        values = set()
+    if not values or min(values) < 1:
+        raise BenchError(f"--draft-max {text!r}: give draft lengths >= 1 as a list or range, e.g. 2,4,8,16 or 1-16")
+    return tuple(sorted(values))
+
+
+def arm_name(draft_max: int) -> str:
+    """The run file stem of a configuration: `draft_max-16`."""
+    return f"draft_max-{draft_max}"
+
+
+def config_folder(folder: Path, level: int, draft_max: int) -> Path:
+    """Where one configuration's comparison lives: `c<C>/draft_max-<K>/`."""
+    return folder / f"c{level}" / arm_name(draft_max)
+
+
+@contextlib.contextmanager
+def _ended_on_sigterm() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C while tuning, so every started server's process group is ended on the way out."""
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _server(config: TuneConfig, *, speculative: bool, level: int, draft_max: int, where: Path,
+            out: Callable[[str], Any]) -> Iterator[tuple[str, str | None]]:
+    """(URL, the server's state for the records) of one side: a given URL, the user's command or an embedded one."""
+    from bench.server import CommandServer, ServerError, ServerRequest, make_server
+
+    if not speculative and config.base_url:
+        yield config.base_url, None
+        return
+    command = config.spec_cmd if speculative else config.base_cmd
+    try:
+        if command:
+            server: Any = CommandServer(command, where / ("spec.log" if speculative else "baseline.log"),
+                                        ready_timeout=config.ready_timeout, draft_max=draft_max, concurrency=level)
+        else:
+            server = make_server(ServerRequest(
+                engine=config.engine, mode=config.mode if speculative else "baseline", model=config.model,
+                draft=config.draft, threads=config.threads, slots=level, ctx_per_slot=4096,
+                draft_max=draft_max if speculative else None))
+        out(f"speedbench: starting the {'speculative' if speculative else 'baseline'} server for "
+            f"{arm_name(draft_max)} at concurrency {level}\n")
+        server.start()
+    except (ServerError, ValueError) as exc:
+        raise BenchError(str(exc)) from None
+    try:
+        yield server.url, "restart"
+    finally:
+        server.stop()
+
+
+def _run_config(config: TuneConfig, url: str, level: int, side: str, draft_max: int) -> RunConfig:
+    tags = {"mode": "baseline" if side == BASELINE else config.mode, **config.tags}
+    if side != BASELINE:
+        tags["draft_max"] = str(draft_max)
+    return RunConfig(url=url, bench=config.bench, dataset=config.dataset, category=config.category,
+                     limit=config.limit, osl=config.osl, concurrency=level, label=f"c{level} {side}", tags=tags)
+
+
+def _complete(where: Path, names: list[str]) -> bool:
+    for name in names:
+        path = run_file(where, name)
+        if not path.exists():
+            return False
+        run = load_run(path)
+        if run.info.interrupted or len(run.results) < run.selected_samples:
+            return False
+    return True
+
+
+def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Callable[[str], Any],
+                   progress: Progress) -> tuple[Run, Run, bool]:
+    """One configuration: both servers started, one interleaved comparison, both stopped; (baseline, spec, stopped)."""
+    where = config_folder(folder, level, draft_max)
+    names = [BASELINE, arm_name(draft_max)]
+    if _complete(where, names):
+        out(f"speedbench: {arm_name(draft_max)} at concurrency {level} already complete in {where}\n")
+        baseline, speculative = (load_run(run_file(where, name)) for name in names)
+        return baseline, speculative, False
+    where.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        base_url, base_state = stack.enter_context(_server(config, speculative=False, level=level,
+                                                           draft_max=draft_max, where=where, out=out))
+        spec_url, spec_state = stack.enter_context(_server(config, speculative=True, level=level,
+                                                           draft_max=draft_max, where=where, out=out))
+        states = {name: state for name, state in zip(names, (base_state, spec_state), strict=True) if state}
+        arms = [Arm(BASELINE, _run_config(config, base_url, level, BASELINE, draft_max), run_file(where, BASELINE),
+                    server_state=states.get(BASELINE)),
+                Arm(names[1], _run_config(config, spec_url, level, names[1], draft_max), run_file(where, names[1]),
+                    server_state=states.get(names[1]))]
+        if config.until_decided:
+            return _until_decided(config, where, arms, states, out=out, progress=progress)
+        resume = all(journal_path(Path(arm.output)).exists() for arm in arms if arm.output is not None)
+        prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+        runs, stopped = run_arms(prompts, arms, LockStep(level, config.seed),
+                                 RunOptions(progress=progress, resume=resume, force=not resume))
+    return runs[BASELINE], runs[names[1]], stopped
+
+
+def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dict[str, str], *,
+                   out: Callable[[str], Any], progress: Progress) -> tuple[Run, Run, bool]:
+    """Rounds of one sample per category (each round's files under `rounds/k/`) until the overall verdict against
+    the baseline is decided or `limit` rounds ran; both run files carry the sequential record."""
+    everything = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+    done: dict[str, list[Any]] = {arm.name: [] for arm in arms}
+    state: dict[str, Any] = {"stopped": False, "stop": None}
+
+    def run_round(k: int) -> tuple[Run, Run]:
+        prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=k)
+        seen = {result.id for result in done[BASELINE]}
+        fresh = dataclasses.replace(prompts, samples=tuple(s for s in prompts.samples if s.id not in seen))
+        round_arms = [dataclasses.replace(arm, output=run_file(where / "rounds" / str(k), arm.name)) for arm in arms]
+        Path(round_arms[0].output or "").parent.mkdir(parents=True, exist_ok=True)
+        runs, stopped = run_arms(fresh, round_arms, LockStep(arms[0].config.concurrency, config.seed + k),
+                                 RunOptions(progress=progress, force=True))
+        whole = []
+        for arm in arms:
+            done[arm.name] += list(runs[arm.name].results)
+            results = tuple(done[arm.name])
+            run = Run(config={**runs[arm.name].config, "limit": k}, selected_samples=len(results), results=results,
+                      summary=tuple(summarize(results)), meta=runs[arm.name].meta)
+            run = with_record(run, state["stop"]) if state["stop"] else run
+            save_run(run, run_file(where, arm.name))
+            whole.append(run)
+        if stopped:
+            state["stopped"] = True
+            raise _Stopped
+        return whole[0], whole[1]
+
+    def save_record(baseline: Run, speculative: Run) -> None:
+        state["stop"] = speculative.info.sequential
+        for arm, run in zip(arms, (baseline, speculative), strict=True):
+            save_run(run, run_file(where, arm.name))
+
+    try:
+        decided = sample_until_decided(run_round, rounds=config.limit, per_round=len(everything.categories),
+                                       threshold=config.threshold, on_record=save_record,
+                                       on_look=lambda look: out(f"speedbench: {look.reason}\n"))
+    except _Stopped:
+        return load_run(run_file(where, arms[0].name)), load_run(run_file(where, arms[1].name)), True
+    return decided.baseline, decided.speculative, False
+
+
+class _Stopped(Exception):
+    """A round was interrupted: stop sampling, keep what finished."""
+
+
+def _folder(config: TuneConfig) -> Path:
+    if config.resume:
+        folder = Path(config.resume)
+        if not folder.is_dir():
+            raise BenchError(f"{folder}: no tune folder to resume")
+        return folder
+    return new_results_folder(config.results_dir, config.label or f"tune-{config.mode}")
+
+
+def validate(config: TuneConfig) -> None:
+    """Refuse impossible options in one line, before any server starts."""
+    if config.spec_cmd is None and (config.base_cmd or config.base_url):
+        raise BenchError("--base-cmd/--base-url need --spec-cmd (the speculative server's command, with {draft_max})")
+    if config.base_cmd and config.base_url:
+        raise BenchError("give either --base-cmd or --base-url, not both")
+    if config.spec_cmd is not None and "{draft_max}" not in config.spec_cmd:
+        raise BenchError("--spec-cmd must contain {draft_max}: every configuration starts it with its draft length")
+    from bench.server import ServerError, fill_command
+
+    for command in (config.base_cmd, config.spec_cmd):
+        if command is None:
+            continue
+        if "{port}" not in command:
+            raise BenchError(f"server command {command!r} has no {{port}}: the server must listen where asked")
+        try:
+            fill_command(command, port=1, draft_max=1, concurrency=1)
+        except ServerError as exc:
+            raise BenchError(str(exc)) from None
+    if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1:
+        raise BenchError("--limit and --osl must be >= 1 and --tie-margin between 0 and 1")
+    if config.spec_cmd is None:
+        from bench.server import speculative_modes
+
+        modes = speculative_modes(config.engine)
+        if config.mode not in modes:
+            raise BenchError(f"--spec {config.mode!r}: the embedded {config.engine} server knows {', '.join(modes)}")
+    load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+    for level in config.levels:
+        _run_config(config, "http://127.0.0.1:1", level, BASELINE, 1).validate()
+
+
+def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+    """Every concurrency level: configurations measured as the plan asks, then the pick and every tune file."""
+    validate(config)
+    folder = _folder(config)
+    comparisons: dict[int, dict[int, Comparison]] = {}
+    checks: list[PredictionCheck] = []
+    notes: list[str] = []
+    budget = None if config.full_grid else default_budget(config.grid)
+    failed = 0
+    with _ended_on_sigterm():
+        try:
+            for level in config.levels:
+                measured = comparisons.setdefault(level, {})
+                prediction = None
+                while True:
+                    wanted = plan_next(config.grid, measured, prediction, budget=budget)
+                    if not wanted:
+                        break
+                    for draft_max in wanted:
+                        baseline, speculative, stopped = measure_config(config, folder, level, draft_max, out=out,
+                                                                        progress=progress)
+                        if stopped:
+                            out(f"speedbench: interrupted; continue with --resume {folder}\n")
+                            return EXIT_INTERRUPTED
+                        failed += baseline.failed_samples + speculative.failed_samples
+                        measured[draft_max] = compare(baseline, speculative, threshold=config.threshold,
+                                                      baseline_label=BASELINE, speculative_label=arm_name(draft_max))
+                        guess = prediction.speedup(draft_max) if prediction is not None else None
+                        decode = measured[draft_max].stats[-1].decode if measured[draft_max].stats else None
+                        if guess is not None and decode is not None and decode.point > 0:
+                            checks.append(PredictionCheck(draft_max, level, guess, decode.point))
+                    prediction = _overall_prediction(measured)
+                    if not prediction.holds and budget is not None:
+                        notes.append(f"concurrency {level}: {prediction.text}; every configuration of the grid is "
+                                     "measured instead")
+                        budget = None
+        except KeyboardInterrupt:
+            out(f"speedbench: interrupted; finished configurations kept; continue with --resume {folder}\n")
+            return EXIT_INTERRUPTED
+    tune = summarize_tune(comparisons, config.grid, mode=config.mode, checks=checks, threshold=config.threshold,
+                          tie_margin=config.tie_margin, notes=notes)
+    written = write_tune(tune, folder)
+    out("\n" + tune_text(tune))
+    out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
+    if failed:
+        out(f"speedbench: {failed} samples failed; see the configuration folders\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _overall_prediction(measured: dict[int, Comparison]) -> Any:
+    from bench.analysis import comparison_scopes
+
+    return scope_prediction({k: comparison_scopes(comparison, k)[OVERALL] for k, comparison in measured.items()})
+
+
+def write_tune(tune: Tune, folder: Path) -> list[Path]:
+    """tune.json (exactly the recommendation and the rows), tune.md, tune.txt and the plot into `folder`."""
+    import json
+
+    from bench.records import finite, write_text_file
+
+    files = [folder / "tune.json", folder / "tune.md", folder / "tune.txt"]
+    plots = plot_tune(tune, folder / "plots")
+    write_text_file(files[0], json.dumps(finite(tune.to_json()), indent=2) + "\n")
+    write_text_file(files[1], tune_markdown(tune, [str(path.relative_to(folder)) for path in plots]))
+    write_text_file(files[2], tune_text(tune))
+    return files + plots

@@ -1,0 +1,134 @@
+"""A server the user's own command starts: its own process group, output kept in a log file, readiness probed.
+
+The command is a template: `{port}` (a free loopback port chosen here), `{draft_max}` and `{concurrency}` are
+filled in per configuration. The process group is ended (SIGTERM, then SIGKILL) when the server stops, and every
+group still alive is ended when the interpreter exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench.server._embedded import ServerError
+
+READY_PATHS = ("/health", "/v1/models")
+"""What readiness is probed on, in order: llama.cpp's /health, then any OpenAI server's model list."""
+_LIVE: set[int] = set()
+
+
+def _end_groups() -> None:
+    for group in list(_LIVE):
+        _signal_group(group, signal.SIGKILL)
+
+
+atexit.register(_end_groups)
+
+
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        _LIVE.discard(group)
+
+
+def free_port() -> int:
+    """A loopback port the OS says is free now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fill_command(template: str, **values: Any) -> list[str]:
+    """The template's words with `{port}`, `{draft_max}`, `{concurrency}` filled in; a bad template is an error."""
+    try:
+        return [word.format(**values) for word in shlex.split(template)]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ServerError(f"server command {template!r}: {exc} (placeholders: "
+                          f"{', '.join('{' + key + '}' for key in values)})") from None
+
+
+class CommandServer:
+    """One server started from a command template, stopped with its whole process group."""
+
+    def __init__(self, template: str, log_path: Path, *, ready_timeout: float = 120.0, **values: Any) -> None:
+        """Prepare (nothing starts until `start`)."""
+        if "{port}" not in template:
+            raise ServerError(f"server command {template!r} has no {{port}}: the server must listen where asked")
+        self.port = free_port()
+        self.argv = fill_command(template, port=self.port, **values)
+        self.log_path = log_path
+        self.ready_timeout = ready_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start the command in its own process group, output to the log file, and wait until it answers."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            try:
+                self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as exc:
+                raise ServerError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
+        _LIVE.add(self.process.pid)
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self.stop()
+                raise ServerError(f"server command exited with {self.process.returncode} before answering; "
+                                  f"its output: {self.log_path}")
+            if self._answers():
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise ServerError(f"server command did not answer on {self.url} within {self.ready_timeout:g} s; "
+                          f"its output: {self.log_path}")
+
+    def _answers(self) -> bool:
+        for path in READY_PATHS:
+            try:
+                with urllib.request.urlopen(self.url + path, timeout=2.0) as response:
+                    if response.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError, ValueError):
+                continue
+        return False
+
+    def is_running(self) -> bool:
+        """Whether the command's process is still alive."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the whole process group: SIGTERM, then SIGKILL after `timeout` seconds."""
+        if self.process is None:
+            return
+        group = self.process.pid
+        _signal_group(group, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(group, signal.SIGKILL)
+            self.process.wait()
+        _signal_group(group, signal.SIGKILL)  # children that outlived the leader
+        _LIVE.discard(group)
+
+    def log_tail(self, n: int = 20) -> list[str]:
+        """The last lines of the command's output."""
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()[-n:]
+        except OSError:
+            return []

@@ -1,0 +1,114 @@
+"""The speedup explained: acceptance length per step and per request, per-position acceptance, step cost, reconciled."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import OVERALL
+from bench.analysis import RequestAcceptance, explain_runs, joint_and_conditional
+from bench.records import Run, SampleResult, position_deltas, sample_positions, summarize
+
+
+def _result(sample: str, category: str, *, tokens: int, ms: float, spec: dict | None = None) -> SampleResult:
+    return SampleResult(id=sample, category=category, ok=True, turns=1, latency_s=ms / 1000, completion_tokens=tokens,
+                        predicted_ms=ms, predicted_per_second=tokens * 1000 / ms, spec=spec or {})
+
+
+def _run(results: list[SampleResult]) -> Run:
+    return Run(config={}, selected_samples=len(results), results=tuple(results), summary=tuple(summarize(results)))
+
+
+def _spec(drafts: int, accepted: int, positions: tuple[int, ...], draft_max: int = 4) -> dict:
+    return {"drafts": drafts, "accepted": accepted, "draft_tokens": drafts * draft_max,
+            **{f"accepted_pos_{i}": count for i, count in enumerate(positions)}}
+
+
+def test_joint_is_counts_over_drafts_and_conditional_its_running_ratio() -> None:
+    joint, conditional = joint_and_conditional((8.0, 4.0, 2.0, 0.0), 10.0)
+    assert joint == pytest.approx((0.8, 0.4, 0.2, 0.0))
+    assert conditional == pytest.approx((0.8, 0.5, 0.5, 0.0))
+    assert joint_and_conditional((1.0,), 0.0) == ((), ())
+
+
+def test_position_deltas_round_trip_through_a_sample_spec() -> None:
+    before = {"per_position": {"0": 3.0, "1": 1.0}}
+    after = {"per_position": {"0": 10.0, "1": 5.0, "2": 2.0}}
+    spec = position_deltas(before, after)
+    assert spec == {"accepted_pos_0": 7.0, "accepted_pos_1": 4.0, "accepted_pos_2": 2.0}
+    assert sample_positions(spec) == (7.0, 4.0, 2.0)
+    assert sample_positions({"drafts": 3}) == ()
+
+
+def test_al_over_step_cost_reconciles_with_the_pooled_decode_speedup() -> None:
+    # baseline: 10 ms a token; speculative: 40 drafted steps of 20 ms made 40 + 60 = 100 tokens
+    base = _run([_result(f"s{i}", "code", tokens=100, ms=1000.0) for i in range(4)])
+    spec = _run([_result(f"s{i}", "code", tokens=100, ms=800.0, spec=_spec(40, 60, (30, 20, 10, 0)))
+                 for i in range(4)])
+    parts = explain_runs(base, spec, draft_max=4)
+    row = parts[OVERALL]
+    assert row.acceptance_length == pytest.approx(2.5)
+    assert row.step_cost == pytest.approx(2.0)
+    assert row.explained == pytest.approx(1.25)
+    assert row.measured == pytest.approx(1.25)
+    assert row.reconciles is True and row.flag is None
+    assert row.joint == pytest.approx((0.75, 0.5, 0.25, 0.0))
+    assert row.conditional[1] == pytest.approx(0.5 / 0.75)
+    assert row.per_request is not None and row.per_request.median == pytest.approx(2.5)
+    assert set(parts) == {"code", OVERALL}
+    assert row.as_cells()["step_cost"] == pytest.approx(2.0)
+
+
+def test_steps_without_a_draft_are_flagged_with_their_cause() -> None:
+    base = _run([_result("a", "code", tokens=100, ms=1000.0)])
+    # 30 drafts + 40 accepted count 70 of 100 tokens: 30 steps made a token without a draft
+    spec = _run([_result("a", "code", tokens=100, ms=800.0,
+                         spec={"drafts": 30, "accepted": 40, "draft_tokens": 45})])
+    row = explain_runs(base, spec, draft_max=4)[OVERALL]
+    assert row.reconciles is False
+    assert row.flag is not None and "steps without a draft" in row.flag and "1.5 tokens of 4" in row.flag
+
+
+def test_server_wide_run_counters_are_flagged_as_not_covering_the_row() -> None:
+    base = _run([_result("a", "code", tokens=100, ms=1000.0)])
+    results = (_result("a", "code", tokens=100, ms=800.0),)
+    spec = Run(config={}, selected_samples=1, results=results, summary=tuple(summarize(list(results))),
+               meta={"acceptance": {"source": "metrics", "drafts": 10, "accepted": 10, "draft_tokens": 40,
+                                    "acceptance_length": 2.0, "server_wide": True, "per_position": [0.6, 0.4]}})
+    row = explain_runs(base, spec)[OVERALL]
+    assert row.source == "run counters"
+    assert row.joint == pytest.approx((0.6, 0.4))
+    assert row.flag is not None and "server-wide" in row.flag
+
+
+def test_request_distribution_quantiles_and_histogram() -> None:
+    spread = RequestAcceptance.of([1.0, 1.2, 1.6, 2.0, 2.4, 3.9, math.nan])
+    assert spread is not None and spread.n == 6
+    assert spread.median == pytest.approx(1.8)
+    assert dict(spread.histogram) == {1.0: 2, 1.5: 1, 2.0: 2, 3.5: 1}
+    assert RequestAcceptance.of([]) is None
+
+
+def test_compare_stats_shows_acceptance_length_and_step_cost_on_every_row_with_counters() -> None:
+    import json
+
+    from bench.analysis import compare
+    from bench.render import render_json, render_markdown, render_text
+
+    base = _run([_result(f"{cat}{i}", cat, tokens=100, ms=1000.0 * (1 + 0.01 * i)) for cat in ("code", "chat")
+                 for i in range(6)])
+    spec = _run([_result(f"{cat}{i}", cat, tokens=100, ms=(800.0 if cat == "code" else 1000.0) * (1 + 0.01 * i),
+                         spec=_spec(40, 60, (30, 20, 10, 0)) if cat == "code" else _spec(50, 50, (30, 15, 5, 0)))
+                 for cat in ("code", "chat") for i in range(6)])
+    comparison = compare(base, spec)
+    assert all(row.parts is not None and row.parts.step_cost is not None and row.acceptance_length is not None
+               for row in comparison.stats)
+    text = render_text(comparison)
+    assert "Speedup explained" in text and "step_cost" in text
+    assert "AL/step_cost" in render_markdown(comparison)
+    rows = json.loads(render_json(comparison))["stats"]
+    assert {row["category"]: round(row["step_cost"], 3) for row in rows} == {"code": 2.0, "chat": 2.0,
+                                                                              "overall": 2.0}
+    assert all(row["reconciles"] is True for row in rows)
+    assert rows[0]["acceptance_joint"] == [0.75, 0.5, 0.25, 0.0]
