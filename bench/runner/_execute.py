@@ -87,6 +87,14 @@ def _title(strategy: Strategy, arms: Sequence[Arm]) -> str:
     return strategy.title([arm.name for arm in arms]) if strategy.comparison else arms[0].config.label or "speedbench"
 
 
+async def _wait_for_start(start_at: float, session: Session) -> None:
+    """Sleep until the shards' shared start; a start more than `LATE_START_S` late is noted in the run files."""
+    await sleep_until(start_at, session.stop)
+    late = time.time() - start_at
+    if late > LATE_START_S:
+        session.notes.append(late_start_note(late, start_at))
+
+
 def _release(turn: Turn, picked: Sequence[int], began: float) -> Schedule:
     """How a turn's jobs still to send are released: a closed loop, or each at its offset from `began`."""
     if turn.offsets_s is None:
@@ -137,10 +145,7 @@ async def execute(
         finished = False
         try:
             if options.start_at is not None:
-                await sleep_until(options.start_at, session.stop)
-                late = time.time() - options.start_at
-                if late > LATE_START_S:
-                    session.notes.append(late_start_note(late, options.start_at))
+                await _wait_for_start(options.start_at, session)
             for step in plan.turns:
                 if session.stop.requested.is_set():
                     return
