@@ -2,10 +2,11 @@
 
 Each measurement is one module of `benchmarks/measures/`: the static nginx and its floor (`nginx`), requests
 and stream parsing (`throughput`), start-up (`startup`), peak RSS (`rss`), analysis of 100,000 records
-(`analysis`), the reference client llama.cpp's `speed_bench.py` (`reference`), the streaming load against
-a schedule server beside an epoll floor (`streaming`), vLLM's `bench serve` client (`vllm_client`), worker
-processes (`workers`), and asyncio against uvloop (`loop_compare`, with `--compare-loops`). This file
-starts the servers, calls them, and prints the table and its notes.
+(`analysis`), a 10,000-point history loaded and analysed (`history`), the reference client llama.cpp's
+`speed_bench.py` (`reference`), the streaming load against a schedule server beside an epoll floor
+(`streaming`), vLLM's `bench serve` client (`vllm_client`), worker processes (`workers`), and asyncio against
+uvloop (`loop_compare`, with `--compare-loops`). This file starts the servers, calls them, and prints the table
+and its notes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from measures.common import (
     render,
     timed,
 )
+from measures.history import history_rows, history_time
 from measures.loop_compare import compare_loops, loop_table
 from measures.loops import LOOPS, event_loop, loop_settings, loop_unavailable
 from measures.nginx import Nginx, raw_round_trips
@@ -56,11 +58,11 @@ def _raise_exit(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-PARTS = ("requests", "parse", "vllm", "workers", "startup", "rss", "analysis", "streaming", "loops")
+PARTS = ("requests", "parse", "vllm", "workers", "startup", "rss", "analysis", "history", "streaming", "loops")
 """The row groups `--only` selects: requests/s at c=1 and c=64 beside the reference (and the client overhead),
 stream parsing at c=1, streamed chunks/s at c=64 beside vLLM's `bench serve`, worker processes, start-up, peak
-RSS, analysis time, the streaming load table, and the asyncio-against-uvloop table (its own table; only when
-asked for)."""
+RSS, analysis time, the 10,000-point history's load and analysis, the streaming load table, and the
+asyncio-against-uvloop table (its own table; only when asked for)."""
 DEFAULT_PARTS = tuple(part for part in PARTS if part != "loops")
 NGINX_PARTS = frozenset({"requests", "parse", "vllm", "workers", "startup", "rss"})
 
@@ -93,6 +95,10 @@ def measure(sizes: Sizes, parts: tuple[str, ...], use_reference: bool, loop: str
         if "analysis" in parts:
             found["analysis"] = analysis_rows(
                 sizes.records, timed("analysis", lambda: analysis_time(workdir, sizes.records))
+            )
+        if "history" in parts:
+            found["history"] = history_rows(
+                sizes.history_points, timed("history", lambda: history_time(workdir, sizes.history_points))
             )
     return [found[part] for part in parts if part in found]
 

@@ -11,6 +11,9 @@ from typing import Any
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "_cache": ("CACHED_SHARE", "ArmCache", "CacheUse", "CategoryCache", "cache_use", "served_from_cache"),
+    "_change_points": (
+        "asv_change_points", "otava_change_points", "weighted_segmentation",
+    ),
     "_comparability": (
         "ERROR", "NOTHING_CHECKED", "WARNING", "ArmState", "Comparability", "Difference", "check_comparable",
         "check_regress_comparable", "summary_only",
@@ -38,6 +41,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "REQUEST_THROUGHPUT", "AttainmentRow", "Goodput", "Interval", "PairedGoodput", "RequestTiming", "Slo",
         "Throughput", "attainment_interval", "goodput", "paired_goodput", "parse_slo", "request_timing",
         "request_timings", "throughput", "wilson_interval",
+    ),
+    "_history": (
+        "DEFAULT_TREND_WINDOW", "DRAFTED_SHARE", "HISTORY_METRIC", "IMPROVEMENT", "REGRESSION", "ChangePoint",
+        "HistoryAnalysis", "Regression", "Series", "SeriesPoint", "Trend", "WindowReference", "analyse_history",
+        "build_series", "history_gate", "history_rows", "open_regressions", "recent_trend", "window_references",
     ),
     "_intervals": (
         "ACCEPT_RATE", "DECODE_RATE", "DECODE_SPEEDUP", "LATENCY", "LATENCY_SPEEDUP", "SPEED_VERDICT_WORDS", "LogMean",

@@ -5,7 +5,7 @@
 
 from types import ModuleType
 
-from bench.commands import _bench, _compare, _merge, _regress, _report, _run, _serve, _sweep, _tune
+from bench.commands import _bench, _compare, _history, _merge, _regress, _report, _run, _serve, _sweep, _tune
 
 COMMANDS: dict[str, ModuleType] = {
     "run": _run,
@@ -17,6 +17,7 @@ COMMANDS: dict[str, ModuleType] = {
     "report": _report,
     "regress": _regress,
     "merge": _merge,
+    "history": _history,
 }
 """Every `speedbench` subcommand by name, in the order `--help` lists them."""
 

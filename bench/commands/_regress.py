@@ -17,8 +17,14 @@ HELP = "CI gate: exit 1 on a significant regression over the threshold, or on lo
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `speedbench regress`."""
-    parser.add_argument("--reference", required=True,
-                        help="comparison folder, run file, folder of >= 3 run files (run-vs-run drift) or sweep folder")
+    parser.add_argument("--reference", default=None,
+                        help="comparison folder, run file, folder of >= 3 run files (run-vs-run drift) or sweep folder "
+                             "(default: none; needed unless --history)")
+    parser.add_argument("--history", default=None, metavar="DIR",
+                        help="gate the candidate against the recent window of this history instead of one reference "
+                             "(default: none)")
+    parser.add_argument("--window", type=int, default=20,
+                        help="with --history: the last N commits of each series (since its last change point)")
     parser.add_argument("--candidate", required=True, help="comparison folder, run file or sweep folder")
     parser.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
                       help="default for every metric (0.05 = 5%%)")
@@ -43,7 +49,13 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         "accept_rate": args.threshold_accept,
     }
     thresholds = {key: (value if value is not None else args.threshold) for key, value in thresholds.items()}
-    if _is_sweep(args.reference) and _is_sweep(args.candidate):
+    if args.history:
+        if args.reference:
+            raise BenchError("give --reference or --history, not both")
+        result = _gate_history(args, thresholds)
+    elif not args.reference:
+        raise BenchError("regress needs --reference (or --history DIR)")
+    elif _is_sweep(args.reference) and _is_sweep(args.candidate):
         result = _gate_sweeps(args, thresholds)
     else:
         reference, candidate = _gate_side(args.reference), _gate_side(args.candidate)
@@ -145,6 +157,32 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
     if not rows:
         raise BenchError(f"{args.reference} and {args.candidate} share no sweep cell (c<level>/<arm>.json)")
     return Gate(tuple(rows), tuple(missing), tuple(notes), warnings=tuple(warnings))
+
+
+def _gate_history(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
+    """The candidate's comparisons (one per workload) gated against the history's recent window of each series."""
+    import dataclasses
+
+    from bench.analysis import Gate, history_gate
+    from bench.commands._history import load_analysis
+    from bench.pipeline import CommitContext, history_points
+
+    if args.window < 2:
+        raise BenchError(f"--window {args.window}: needs at least 2 commits")
+    analysis = load_analysis(args.history)
+    points = history_points([args.candidate], CommitContext("candidate", None, ""), None)
+    rows: list[Any] = []
+    notes: list[str] = []
+    for point in points:
+        found = history_gate(analysis, point.rows, point.workload, point.machine.fingerprint, thresholds=thresholds,
+                             window=args.window)
+        if not found.rows:
+            raise BenchError(f"{args.history}: no series of workload {point.workload} on machine "
+                             f"{point.machine.fingerprint} with >= 2 commits to gate against")
+        prefix = f"{point.workload}: " if len(points) > 1 else ""
+        rows += [dataclasses.replace(row, category=prefix + row.category) for row in found.rows]
+        notes += [note for note in found.notes if note not in notes]
+    return Gate(tuple(rows), notes=tuple(notes))
 
 
 def _step_summary(markdown: str) -> None:

@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="report on runs whose prompts, osl, concurrency or dataset differ (named in the report)")
     parser.add_argument("--allow-partial", action="store_true",
                         help="report on an interrupted or partial run (flagged in the report)")
+    parser.add_argument("--history", default=None, metavar="DIR",
+                        help="add a one-line trend per workload from this history folder (default: none)")
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -66,13 +68,33 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         if folders:  # a `bench --bench a,b` folder: one report over every workload
             comparisons = [_comparison(args, *(str(run_file(folder, arm)) for arm in (BASELINE, SPECULATIVE)))
                            for folder in folders]
-            report = write_report(comparisons, args.out or folders[0].parent, title=args.title)
+            report = write_report(comparisons, args.out or folders[0].parent, title=args.title,
+                                  trends=_trends(args, comparisons))
             out(f"speedbench: wrote {report}\n")
             return EXIT_OK
     baseline_path, speculative_path = _report_inputs(args)
-    report = write_report(_comparison(args, baseline_path, speculative_path), args.out, title=args.title)
+    comparison = _comparison(args, baseline_path, speculative_path)
+    report = write_report(comparison, args.out, title=args.title, trends=_trends(args, [comparison]))
     out(f"speedbench: wrote {report}\n")
     return EXIT_OK
+
+
+def _trends(args: argparse.Namespace, comparisons: list[Any]) -> list[str]:
+    """With --history: one trend line per compared workload (its overall decode series), else none."""
+    if not args.history:
+        return []
+    from bench.analysis import recent_trend
+    from bench.commands._history import load_analysis
+    from bench.pipeline import workload_name
+    from bench.render import trend_line
+
+    analysis = load_analysis(args.history)
+    lines = []
+    for comparison in comparisons:
+        name = workload_name(comparison.speculative)
+        line = trend_line(recent_trend(analysis, name))
+        lines.append(f"{name}: {line}" if len(comparisons) > 1 else line)
+    return lines
 
 
 def _comparison(args: argparse.Namespace, baseline_path: str, speculative_path: str) -> Any:

@@ -261,8 +261,8 @@ def validate(config: TuneConfig) -> None:
             fill_command(command, port=1, draft_max=1, concurrency=1)
         except ServerError as exc:
             raise BenchError(str(exc)) from None
-    if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1:
-        raise BenchError("--limit and --osl must be >= 1 and --tie-margin between 0 and 1")
+    if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1 or not 0 < config.threshold < 1:
+        raise BenchError("--limit and --osl must be >= 1, --tie-margin and --threshold between 0 and 1")
     if config.spec_cmd is None:
         from bench.server import speculative_modes
 
@@ -289,7 +289,8 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                 measured = comparisons.setdefault(level, {})
                 prediction = None
                 while True:
-                    wanted = plan_next(config.grid, measured, prediction, budget=budget)
+                    wanted = plan_next(config.grid, measured, None if config.full_grid else prediction,
+                                       budget=budget)
                     if not wanted:
                         break
                     for draft_max in wanted:
@@ -301,6 +302,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                         failed += baseline.failed_samples + speculative.failed_samples
                         measured[draft_max] = compare(baseline, speculative, threshold=config.threshold,
                                                       baseline_label=BASELINE, speculative_label=arm_name(draft_max))
+                        notes += _drafting_notes(measured[draft_max], draft_max, level)
                         guess = prediction.speedup(draft_max) if prediction is not None else None
                         decode = measured[draft_max].stats[-1].decode if measured[draft_max].stats else None
                         if guess is not None and decode is not None and decode.point > 0:
@@ -322,6 +324,16 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
         out(f"speedbench: {failed} samples failed; see the configuration folders\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _drafting_notes(comparison: Comparison, draft_max: int, level: int) -> list[str]:
+    """A server that drafts longer than the configuration asked: the draft length never reached it."""
+    parts = comparison.stats[-1].parts if comparison.stats else None
+    length = parts.mean_draft_length if parts is not None else None
+    if length is None or length <= draft_max + 0.5:
+        return []
+    return [f"warning: at concurrency {level} the draft_max={draft_max} server drafted {length:.1f} tokens per draft: "
+            "it did not get that draft length (does its command pass {draft_max}?)"]
 
 
 def _overall_prediction(measured: dict[int, Comparison]) -> Any:

@@ -12,6 +12,15 @@ from typing import Any
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._escape import markdown_escape, mermaid_text, terminal_text
 from bench.render._gate import gate_markdown, gate_text
+from bench.render._history import (
+    check_markdown,
+    check_text,
+    history_html,
+    history_json,
+    history_markdown,
+    history_text,
+    trend_line,
+)
 from bench.render._mermaid import speedup_chart, sweep_chart
 from bench.render._stats import (
     STREAM_DEFINITIONS,
@@ -76,6 +85,8 @@ __all__ = [
     "Column",
     "RichProgress",
     "accept_figure",
+    "check_markdown",
+    "check_text",
     "ci_cell",
     "comparison_markdown",
     "comparison_payload",
@@ -89,6 +100,10 @@ __all__ = [
     "gate_text",
     "goodput_rate_figure",
     "goodput_text",
+    "history_html",
+    "history_json",
+    "history_markdown",
+    "history_text",
     "interval_label",
     "latency_figure",
     "latency_speedups",
@@ -127,6 +142,7 @@ __all__ = [
     "timeline_figure",
     "traffic_json",
     "traffic_text",
+    "trend_line",
     "tune_markdown",
     "tune_text",
     "write_rate_sweep_report",

@@ -170,16 +170,19 @@ def decision_line(comparisons: Sequence[Comparison]) -> str:
 
 
 def render_report(
-    comparison: Comparison | Sequence[Comparison], *, title: str | None = None, plots: Sequence[str] = ()
+    comparison: Comparison | Sequence[Comparison], *, title: str | None = None, plots: Sequence[str] = (),
+    trends: Sequence[str] = (),
 ) -> str:
     """The report's Markdown text (deterministic for the same comparisons): the title, then the decision.
 
     Several comparisons (one per workload, e.g. grounded and qualitative prompts of one `make bench`) share
-    the decision line; each then gets its own section. `plots` are PNG paths beside the report."""
+    the decision line; each then gets its own section. `plots` are PNG paths beside the report; `trends` are one
+    line each from the history (`report --history`), shown under the decision."""
     comparisons = [comparison] if not isinstance(comparison, Sequence) else list(comparison)
     if not comparisons:
         raise ValueError("a report needs at least one comparison")
     parts = [f"# {markdown_escape(title or 'Speculative decoding benchmark')}\n\n", decision_line(comparisons) + "\n\n"]
+    parts.extend(f"History: {markdown_escape(line)}\n\n" for line in trends)
     parts.append(_decision_legend(comparisons) + "\n")
     if len(comparisons) == 1:
         parts.append(_body(comparisons[0], level=2))
@@ -281,7 +284,8 @@ def _chart(comparison: Comparison) -> str:
 
 
 def write_report(
-    comparison: Comparison | Sequence[Comparison], out_dir: str | Path, *, title: str | None = None
+    comparison: Comparison | Sequence[Comparison], out_dir: str | Path, *, title: str | None = None,
+    trends: Sequence[str] = (),
 ) -> Path:
     """Write `report.md` and its plots (PNG and SVG) into `out_dir`; return the report's path.
 
@@ -297,7 +301,7 @@ def write_report(
         written += plot_all(each, folder, formats=("png", "svg"))
     relative = [path.relative_to(out).as_posix() for path in written if path.suffix == ".png"]
     report = report_file(out)
-    write_text_file(report, render_report(comparisons, title=title, plots=relative))
+    write_text_file(report, render_report(comparisons, title=title, plots=relative, trends=trends))
     return report
 
 

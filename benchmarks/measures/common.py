@@ -32,6 +32,7 @@ TARGETS = {
     "startup_s": 0.6,
     "rss_mb": 120.0,
     "analysis_s": 5.0,
+    "history_s": 2.0,
 }
 
 
@@ -46,6 +47,7 @@ class Sizes:
     startup_runs: int = 5
     rss: int = 10_000
     records: int = 100_000
+    history_points: int = 10_000
     ref_c1: int = 2000
     ref_c64: int = 3000
     stream_chunks: tuple[int, ...] = (400, 200, 200)

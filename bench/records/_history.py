@@ -1,0 +1,326 @@
+"""The history store: one schema-versioned JSON file per commit and comparison, append-only and git-friendly.
+
+A history is a folder. Each point is the comparison of one `bench` output (one workload) at one commit on one
+machine, written as `<DIR>/<machine fingerprint>/<workload>/<commit>-<source digest>.json`: two pull requests
+that add points add different files and never conflict, and adding the same folder for the same commit again
+names the same file (an idempotent no-op). A point holds estimates with their precision (log standard error and
+degrees of freedom), never a verdict: change points are computed from the points on every read.
+
+Format history (`schema_version` of a point file):
+
+- 1: speedbench 0.3. `commit`, `branch`, `time`, `added_at`, `workload`, `machine` (name, fingerprint, CPU model,
+  cores, engine build, model, model digest), `source` (folder, digest), `harness`, `columns` and `rows` (one list
+  per row: category, metric, estimate, low, high at 95%, log_se, df, n; a missing number is null).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from bench._errors import BenchError
+from bench.records._lock import open_no_follow
+
+HISTORY_SCHEMA = "speedbench-history-point"
+HISTORY_SCHEMA_VERSION = 1
+
+HISTORY_METRICS = ("decode", "latency", "accept_rate", "drafted_share")
+"""The metrics a point records per category: decode and latency speedups, accept rate, drafted share."""
+
+_COMMIT = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{3,63}$")
+_SAFE = re.compile(r"[^0-9A-Za-z._-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """Where a point was measured: a name for people and a fingerprint that keys the series.
+
+    The fingerprint digests the CPU model, the core count, the engine build and the model digest, so points
+    from different machines, engines or models are never one series, and the same machine keeps its key
+    across runs (nothing in it changes from run to run: no host name, kernel or time).
+    """
+
+    name: str
+    fingerprint: str
+    cpu_model: str
+    cores: int
+    engine_build: str
+    model: str
+    model_digest: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The machine as a JSON object."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str) -> Machine:
+        """Read a point file's `machine` object."""
+        try:
+            return cls(name=str(data["name"]), fingerprint=str(data["fingerprint"]),
+                       cpu_model=str(data.get("cpu_model", "")), cores=int(data.get("cores", 0)),
+                       engine_build=str(data.get("engine_build", "")), model=str(data.get("model", "")),
+                       model_digest=str(data.get("model_digest", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BenchError(f"{source}: machine object is malformed ({exc})") from None
+
+
+def machine_fingerprint(cpu_model: str, cores: int, engine_build: str, model_digest: str) -> str:
+    """A 12-hex-digit key of what makes two measurements one series: CPU model, cores, engine build, model."""
+    text = json.dumps([cpu_model.strip(), int(cores), engine_build.strip(), model_digest.strip()])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def cpu_model() -> str:
+    """This machine's CPU model as /proc/cpuinfo names it (the platform's processor string elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+class PointRow(NamedTuple):
+    """One category's metric at one point: the estimate, its 95% interval and its precision on the log scale."""
+
+    category: str
+    metric: str
+    estimate: float
+    low: float
+    high: float
+    log_se: float
+    df: float
+    n: int
+
+
+
+ROW_COLUMNS = PointRow._fields
+"""The columns of a point file's `rows`: an object of one list per column, every list one value per row."""
+_NUMBERS = ROW_COLUMNS[2:]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PointTable:
+    """A point's rows by column (what a point file stores and the analysis reads without a row object each)."""
+
+    category: tuple[str, ...]
+    metric: tuple[str, ...]
+    estimate: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    log_se: np.ndarray
+    df: np.ndarray
+    n: np.ndarray
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        return len(self.category)
+
+    @property
+    def rows(self) -> tuple[PointRow, ...]:
+        """The table as PointRows."""
+        columns = [self.category, self.metric, *(getattr(self, name).tolist() for name in _NUMBERS)]
+        return tuple(map(PointRow._make, zip(*columns, strict=True)))
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        """The columns as a point file's `rows` object (non-finite numbers as null)."""
+        return {"category": list(self.category), "metric": list(self.metric),
+                **{name: [_significant(value) for value in getattr(self, name).tolist()] for name in _NUMBERS}}
+
+
+def _significant(value: float) -> float | int | None:
+    """A number as a point file stores it: 7 significant digits (far below any estimate's precision), null for
+    NaN or infinity."""
+    if isinstance(value, int):
+        return value
+    return float(f"{value:.7g}") if math.isfinite(value) else None
+
+
+def point_table(rows: Sequence[PointRow]) -> PointTable:
+    """PointRows as a table."""
+    return PointTable(tuple(row.category for row in rows), tuple(row.metric for row in rows),
+                      *(np.array([getattr(row, name) for row in rows], dtype=float) for name in _NUMBERS[:-1]),
+                      np.array([row.n for row in rows], dtype=int))
+
+
+def _table(columns: Any) -> PointTable:
+    """A point file's columnar rows as a table (null numbers as NaN); ValueError when malformed."""
+    if not isinstance(columns, Mapping) or set(columns) != set(ROW_COLUMNS):
+        raise ValueError(f"rows must be an object of the columns {', '.join(ROW_COLUMNS)}")
+    count = len(columns["category"])
+    if any(not isinstance(columns[name], list) or len(columns[name]) != count for name in ROW_COLUMNS):
+        raise ValueError("every column of rows must be a list of one value per row")
+    labels = [tuple(columns[name]) for name in ROW_COLUMNS[:2]]
+    if not set(map(type, labels[0] + labels[1])) <= {str}:
+        raise ValueError("category and metric must be strings")
+    numbers = np.array([columns[name] for name in _NUMBERS[:-1]], dtype=float).reshape(len(_NUMBERS) - 1, count)
+    return PointTable(*labels, *numbers, np.asarray(columns["n"], dtype=int))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPoint:
+    """One comparison at one commit: its context, its machine and its rows."""
+
+    commit: str
+    branch: str | None
+    time: str
+    added_at: str
+    workload: str
+    machine: Machine
+    source_folder: str
+    source_digest: str
+    harness: str
+    table: PointTable
+    path: str | None = None
+
+    @property
+    def rows(self) -> tuple[PointRow, ...]:
+        """The point's rows (category x metric)."""
+        return self.table.rows
+
+    @property
+    def file_name(self) -> str:
+        """`<commit>-<source digest>.json`: the same folder for the same commit names the same file."""
+        return f"{self.commit}-{self.source_digest[:12]}.json"
+
+    def relative_path(self) -> Path:
+        """Where the point lives under a history folder."""
+        return Path(self.machine.fingerprint) / safe_name(self.workload) / self.file_name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The point file's JSON object."""
+        return {
+            "schema": HISTORY_SCHEMA, "schema_version": HISTORY_SCHEMA_VERSION, "commit": self.commit,
+            "branch": self.branch, "time": self.time, "added_at": self.added_at, "workload": self.workload,
+            "machine": self.machine.to_dict(), "source": {"folder": self.source_folder, "digest": self.source_digest},
+            "harness": self.harness,
+            "rows": self.table.to_dict(),
+        }
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe form of a label (workload names become folder names)."""
+    return _SAFE.sub("_", text).strip("._") or "workload"
+
+
+def check_commit(commit: str) -> str:
+    """A commit id as given (a hash or a tag-like name of 4-64 safe characters), or a one-line BenchError."""
+    if not _COMMIT.match(commit or ""):
+        raise BenchError(f"--commit {commit!r}: not a commit id (4-64 letters, digits, '.', '_' or '-')")
+    return commit
+
+
+def point_from_dict(data: Any, source: str, machines: dict[str, Machine] | None = None) -> HistoryPoint:
+    """A point file's object of any known version, as the current one (newer versions refused). `machines` caches
+    the machines already read, by their JSON text's fingerprint and name (a history has few)."""
+    if not isinstance(data, Mapping) or data.get("schema") != HISTORY_SCHEMA:
+        raise BenchError(f"{source}: not a speedbench history point")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version < 1:
+        raise BenchError(f"{source}: schema_version {version!r} is not a known history version")
+    if version > HISTORY_SCHEMA_VERSION:
+        raise BenchError(f"{source}: written by a newer speedbench (history schema_version {version} > "
+                         f"{HISTORY_SCHEMA_VERSION}); upgrade speedbench")
+    try:
+        table = _table(data["rows"])
+        source_info = data.get("source") or {}
+        return HistoryPoint(
+            commit=check_commit(str(data["commit"])), branch=data.get("branch"), time=str(data["time"]),
+            added_at=str(data.get("added_at") or data["time"]), workload=str(data["workload"]),
+            machine=_machine(data["machine"], source, machines), source_folder=str(source_info.get("folder", "")),
+            source_digest=str(source_info.get("digest", "")), harness=str(data.get("harness", "")), table=table,
+            path=source,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BenchError(f"{source}: malformed history point ({exc})") from None
+
+
+def _machine(data: Any, source: str, machines: dict[str, Machine] | None) -> Machine:
+    if machines is None or not isinstance(data, Mapping):
+        return Machine.from_mapping(data, source)
+    try:
+        key = str(tuple(sorted(data.items())))
+    except TypeError:  # keys of mixed types: read it without the cache
+        return Machine.from_mapping(data, source)
+    known = machines.get(key)
+    if known is None:
+        known = machines[key] = Machine.from_mapping(data, source)
+    return known
+
+
+def write_points(history: str | os.PathLike[str], points: Sequence[HistoryPoint]) -> list[tuple[Path, bool]]:
+    """Add points to a history folder: each (path, written); a point already there is left as it is.
+
+    Every point is checked before any is written, so bad input writes nothing. Files are created, never
+    replaced: a history only grows.
+    """
+    root = Path(history)
+    if root.exists() and not root.is_dir():
+        raise BenchError(f"--history {root}: exists and is not a folder")
+    planned = []
+    for point in points:
+        target = root / point.relative_path()
+        if target.is_symlink():
+            raise BenchError(f"{target}: is a symbolic link; speedbench does not write through one")
+        planned.append((point, target, target.exists()))
+    written = []
+    for point, target, exists in planned:
+        if not exists:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            text = json.dumps(point.to_dict(), sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            with open_no_follow(temporary, "x") as handle:
+                handle.write(text)
+            os.replace(temporary, target)
+        written.append((target, not exists))
+    return written
+
+
+def load_history(history: str | os.PathLike[str]) -> list[HistoryPoint]:
+    """Every point of a history folder, in file order (an empty list for a folder with none yet)."""
+    root = Path(history)
+    if not root.exists():
+        return []
+    if not root.is_dir():
+        raise BenchError(f"--history {root}: not a folder")
+    points = []
+    machines: dict[str, Machine] = {}
+    for path in _point_files(str(root)):
+        try:
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read())
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"{path}: not a readable JSON history point ({exc})") from None
+        points.append(point_from_dict(data, path, machines))
+    return points
+
+
+def _point_files(root: str) -> list[str]:
+    """Every `<root>/<machine>/<workload>/*.json`, sorted (temporary files of an unfinished write left out)."""
+    found = []
+    for machine in sorted(entry.path for entry in os.scandir(root) if entry.is_dir()):
+        for workload in sorted(entry.path for entry in os.scandir(machine) if entry.is_dir()):
+            found += sorted(entry.path for entry in os.scandir(workload)
+                            if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file())
+    return found
+
+
+def digest_files(files: Iterable[Path]) -> str:
+    """The sha256 over the bytes of the files (in the given order): a comparison's source digest."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
