@@ -56,7 +56,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "NEAR_TIE_MARGIN", "NEAR_TIE_STEPS", "Resolution", "divergence", "estimate_resolution", "lossless_check",
         "run_margins",
     ),
-    "_paired": ("first_difference", "pair_runs", "results_frame"),
+    "_paired": ("first_difference", "pair_runs", "paired_log_mean", "results_frame"),
     "_reference": ("compare_runs", "compare_summaries"),
     "_regress": (
         "INCONCLUSIVE", "NON_INFERIOR", "REGRESSED", "Gate", "GateRow", "GateSide", "accept_rate_log_mean", "gate",
@@ -64,9 +64,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_sequential": (
         "SEQUENTIAL_METHOD", "Decided", "Look", "SequentialTest", "look_estimate", "overall_decode", "recorded_stop",
-        "sample_until_decided", "spent_alpha", "stopping_look", "with_record",
+        "sample_rounds", "sample_until_decided", "spent_alpha", "stopping_look", "verified_stop", "with_record",
     ),
     "_stats": ("paired_stats",),
+    "_stratified": ("DF_RULES", "ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD", "stratified_log_mean"),
     "_stream": ("stream_latency_stats",),
     "_sweep": (
         "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",

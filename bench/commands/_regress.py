@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help=f"threshold of the {metric} metric (default: --threshold)")
     parser.add_argument("--allow-mismatch", action="store_true",
                       help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")
+    parser.add_argument("--gate", choices=("categories", "overall"), default="categories",
+                        help="rows that can fail the job: overall and every category as one family (default), or "
+                             "only the overall rows (categories reported)")
     parser.add_argument("--allow-partial", action="store_true",
                         help="pass a candidate that lost samples, categories or sweep levels the reference has")
 
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
                 (failures if lost else warnings).append(line)
                 if not lost:
                     sys.stderr.write(f"speedbench: warning: {line}\n")
-        result = dataclasses.replace(gate(reference, candidate, thresholds=thresholds), failures=tuple(failures),
+        result = dataclasses.replace(gate(reference, candidate, thresholds=thresholds,
+                                          gate_categories=args.gate == "categories"), failures=tuple(failures),
                                      warnings=tuple(warnings))
     out(gate_text(result, allow_partial=args.allow_partial))
     _step_summary(gate_markdown(result, allow_partial=args.allow_partial))
@@ -150,13 +154,13 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
         for (first, second), side in zip(zip(*pairs, strict=True), (BASELINE, arm), strict=True):
             vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings,
                 arm=f"{name} {side}")
-        found = gate(pairs[0], pairs[1], thresholds=thresholds)
+        found = gate(pairs[0], pairs[1], thresholds=thresholds, gate_categories=args.gate == "categories")
         rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in found.rows]
         missing += [f"{name}: {item}" for item in found.missing]
         notes += [f"{name}: {item}" for item in found.notes]
     if not rows:
         raise BenchError(f"{args.reference} and {args.candidate} share no sweep cell (c<level>/<arm>.json)")
-    return Gate(tuple(rows), tuple(missing), tuple(notes), warnings=tuple(warnings))
+    return Gate(tuple(rows), tuple(missing), tuple(notes), warnings=tuple(warnings), method=found.method)
 
 
 def _gate_history(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
