@@ -26,7 +26,9 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import (
+    ONE_SAMPLE_RULES,
     Estimate,
+    LogMean,
     SequentialTest,
     accept_rate_log_mean,
     compare,
@@ -38,6 +40,7 @@ from bench.analysis import (
     geomean_t_intervals,
     log_mean,
     repeat_log_mean,
+    stratified_log_mean,
     yuen_log_mean,
 )
 from bench.records import Run, SampleResult, summarize
@@ -290,10 +293,10 @@ def sequential_section(trials: int, seed: int) -> list[str]:
         stops = []
         for _ in range(trials):
             test = SequentialTest(max_samples=CATEGORIES * 10, threshold=THRESHOLD)
-            logs: list[float] = []
+            logs = np.empty((CATEGORIES, 0))
             for _ in range(10):
-                logs += list(np.log(truth) + rng.normal(0.0, SIGMA, CATEGORIES))
-                look = test.look(log_mean(np.array(logs)))
+                logs = np.column_stack([logs, np.log(truth) + rng.normal(0.0, SIGMA, CATEGORIES)])
+                look = test.look(stratified_log_mean(list(logs)))  # the overall row's estimator, as the CLI's
                 if test.decided:
                     break
             counts[look.decision] = counts.get(look.decision, 0) + 1
@@ -314,10 +317,10 @@ def budget_section(trials: int, seed: int) -> list[str]:
             hits, stops = 0, []
             for _ in range(trials):
                 test = SequentialTest(max_samples=CATEGORIES * limit, threshold=THRESHOLD)
-                logs: list[float] = []
+                logs = np.empty((CATEGORIES, 0))
                 for _ in range(limit):
-                    logs += list(np.log(truth) + rng.normal(0.0, SIGMA, CATEGORIES))
-                    look = test.look(log_mean(np.array(logs)))
+                    logs = np.column_stack([logs, np.log(truth) + rng.normal(0.0, SIGMA, CATEGORIES)])
+                    look = test.look(stratified_log_mean(list(logs)))
                     if test.decided:
                         break
                 hits += look.decision in (("faster", "slower") if truth == 1.0 else ("faster",))
@@ -380,7 +383,273 @@ def cli_section(trials: int, seed: int) -> list[str]:
             f"{alarms / trials:.1%} | {caught / trials:.1%} |"]
 
 
-SECTIONS = {"family": family_section, "gate": gate_section, "crossover": crossover_section,
+STRATA_TRUTHS = {
+    "categories differ (coding 2.5x, math 1.8x, rag 1.4x, 8 at 1.1x)": (2.5, 1.8, 1.4, *(1.1,) * 8),
+    "categories cancel (overall truth 1.00x)": (1.3, 1 / 1.3, 1.15, 1 / 1.15, 1.05, 1 / 1.05, *(1.0,) * 5),
+    "all equal (1.20x)": (1.2,) * 11,
+}
+STRATA_SPREADS = {"within sd 0.15 in every category": (0.15,) * 11,
+                  "within sd 0.05-0.25 by category": tuple(np.linspace(0.05, 0.25, 11))}
+STRATA_ESTIMATORS = ("stratified, Welch 1947 df (as shipped)", "classic Welch-Satterthwaite df", "pool-within df N-K",
+                     "pooled t (before)")
+
+
+def _strata_estimates(strata: list[np.ndarray]) -> list[object]:
+    """The overall estimate four ways: as the CLI computes it, with the classic Welch-Satterthwaite df, with the
+    pooled-within variance on N - K df, and the pooled t the overall row used before."""
+    shipped = stratified_log_mean(strata)
+    classic = stratified_log_mean(strata, df_rule="satterthwaite")
+    assert shipped is not None and classic is not None
+    sizes = np.array([len(values) for values in strata])
+    pooled = log_mean(np.concatenate(strata))
+    if (sizes >= 2).all():
+        within = float(sum((len(v) - 1) * np.var(v, ddof=1) for v in strata)) / float((sizes - 1).sum())
+        weights = sizes / sizes.sum()
+        se = float(np.sqrt((weights**2 * within / sizes).sum()))
+        pool_within = LogMean(shipped.mean, se, float((sizes - 1).sum()), int(sizes.sum()))
+    else:
+        pool_within = pooled
+    return [shipped, classic, pool_within, pooled]
+
+
+def stratified_section(trials: int, seed: int) -> list[str]:
+    """Coverage of the overall interval at 1, 2, 4, 10 samples a category (11 categories), three estimators."""
+    rng = np.random.default_rng(seed)
+    lines = ["| truth | within-category spread | n per category | " + " | ".join(
+        f"{name} covers" for name in STRATA_ESTIMATORS) + " | half-width, shipped / before |",
+        "|---|---|---|" + "---|" * len(STRATA_ESTIMATORS) + "---|"]
+    for truth_name, truths in STRATA_TRUTHS.items():
+        for spread_name, spreads in STRATA_SPREADS.items():
+            target = float(np.mean(np.log(truths)))
+            for n in (1, 2, 4, 10):
+                covered = [0] * len(STRATA_ESTIMATORS)
+                widths = [0.0, 0.0]
+                for _ in range(trials):
+                    strata = [np.log(t) + rng.normal(0.0, sd, n) for t, sd in zip(truths, spreads, strict=True)]
+                    found = _strata_estimates(strata)
+                    for index, estimate in enumerate(found):
+                        _, low, high = estimate.interval(0.95)  # type: ignore[attr-defined]
+                        covered[index] += np.log(low) <= target <= np.log(high)
+                    widths[0] += found[0].half_width(0.95)  # type: ignore[attr-defined]
+                    widths[1] += found[3].half_width(0.95)  # type: ignore[attr-defined]
+                lines.append(f"| {truth_name} | {spread_name} | {n} | " + " | ".join(
+                    f"{count / trials:.1%}" for count in covered)
+                    + f" | {widths[0] / trials:.3f} / {widths[1] / trials:.3f} |")
+    return lines
+
+
+def mixed_section(trials: int, seed: int) -> list[str]:
+    """A category with one sample among categories of more (a failed sample): the two one-sample rules."""
+    rng = np.random.default_rng(seed)
+    lines = ["| truth | others' n | one-sample categories | pool-within covers | pooled fallback covers | "
+             "half-width pool-within / pooled |", "|---|---|---|---|---|---|"]
+    truths = STRATA_TRUTHS["categories differ (coding 2.5x, math 1.8x, rag 1.4x, 8 at 1.1x)"]
+    spreads = STRATA_SPREADS["within sd 0.05-0.25 by category"]
+    for n in (2, 4, 10):
+        for singles in (1, 3):
+            sizes = [1] * singles + [n] * (len(truths) - singles)
+            target_weights = np.array(sizes) / sum(sizes)
+            target = float((target_weights * np.log(truths)).sum())
+            covered, widths = [0, 0], [0.0, 0.0]
+            for _ in range(trials):
+                strata = [np.log(t) + rng.normal(0.0, sd, size) for t, sd, size in zip(truths, spreads, sizes,
+                                                                                      strict=True)]
+                for index, rule in enumerate(ONE_SAMPLE_RULES):
+                    estimate = stratified_log_mean(strata, one_sample_rule=rule)
+                    assert estimate is not None
+                    _, low, high = estimate.interval(0.95)
+                    covered[index] += np.log(low) <= target <= np.log(high)
+                    widths[index] += estimate.half_width(0.95)
+            lines.append(f"| differ | {n} | {singles} | {covered[0] / trials:.1%} | {covered[1] / trials:.1%} | "
+                         f"{widths[0] / trials:.3f} / {widths[1] / trials:.3f} |")
+    return lines
+
+
+SEED_TABLES = {
+    "seed table 1": (1.76, 1.07, 1.16, 1.06, 1.26, 1.06, 1.07, 1.00, 1.09, 1.09, 1.00),
+    "seed table 2": (3.10, 2.02, 2.26, 2.08, 2.49, 1.98, 1.99, 2.18, 2.12, 1.91, 2.04),
+    "seed table 3": (2.09, 1.83, 2.03, 1.77, 2.28, 1.83, 1.83, 1.90, 2.00, 1.82, 1.84),
+}
+"""Per-category decode speedups of the three tables in the seed pull request (shared/seeds/000_*.txt): only their
+spread across categories is used (each is shifted so that the overall truth is 1.20x)."""
+
+
+def _sample_run_spread() -> tuple[str, tuple[float, ...]] | None:
+    """The per-category decode speedups of the committed `make bench` sample run (results/sample), if present."""
+    from pathlib import Path
+
+    from bench.analysis import compare
+    from bench.records import load_run
+
+    folder = Path(__file__).resolve().parents[1] / "results" / "sample"
+    if not (folder / "baseline.json").exists():
+        return None
+    rows = compare(load_run(folder / "baseline.json"), load_run(folder / "speculative.json")).stats
+    return "make bench sample run (results/sample)", tuple(row.decode.point for row in rows if not row.primary)
+
+
+def _power(rng: np.random.Generator, trials: int, means: np.ndarray, sigma: float, n: int, stratified: bool) -> float:
+    """Share of trials whose overall row, as `family_estimates` decides it, calls the true overall faster."""
+    hits = 0
+    for _ in range(trials):
+        strata = [mean + rng.normal(0.0, sigma, n) for mean in means]
+        estimate = stratified_log_mean(strata) if stratified else log_mean(np.concatenate(strata))
+        table = family_estimates({("overall", "decode_speedup"): estimate}, threshold=THRESHOLD)
+        hits += table[("overall", "decode_speedup")].verdict == "better"
+    return hits / trials
+
+
+def cost_section(trials: int, seed: int) -> list[str]:
+    """Samples for 80% power on a true 1.20x overall, stratified vs pooled, at the seed's between-category spreads."""
+    rng = np.random.default_rng(seed)
+    lines = ["| between-category spread | sd across categories | per-prompt sd | predicted saving (within + "
+             "between) / within | measured variance ratio pooled / stratified (n = 10 a category) | n a category for "
+             "80% power at 1.20x: stratified / pooled | the same at 1.05x |", "|---|---|---|---|---|---|---|"]
+    tables = dict(SEED_TABLES)
+    sample = _sample_run_spread()
+    if sample is not None:
+        tables[sample[0]] = sample[1]
+    for name, speedups in tables.items():
+        logs = np.log(np.asarray(speedups, dtype=float))
+        means = logs - logs.mean() + np.log(1.2)
+        between = float(np.var(means))  # per-prompt weights, equal n: the spread the pooled interval adds
+        for sigma in (0.15, 0.10):
+            predicted = (sigma**2 + between) / sigma**2
+            ratios = []
+            for _ in range(trials):
+                strata = [mean + rng.normal(0.0, sigma, 10) for mean in means]
+                shipped, pooled = stratified_log_mean(strata), log_mean(np.concatenate(strata))
+                assert shipped is not None and pooled is not None
+                ratios.append((pooled.se**2, shipped.se**2))
+            measured = float(np.mean([r[0] for r in ratios]) / np.mean([r[1] for r in ratios]))
+            needed = []
+            for effect in (1.2, 1.05):
+                shifted = means - np.log(1.2) + np.log(effect)
+                for stratified in (True, False):
+                    n = 1
+                    while n < 80 and _power(rng, max(200, trials // 4), shifted, sigma, n, stratified) < 0.8:
+                        n += 1
+                    needed.append(n)
+            lines.append(f"| {name} | {np.sqrt(between):.3f} | {sigma:.2f} | {predicted:.2f}x | {measured:.2f}x | "
+                         f"{needed[0]} / {needed[1]} | {needed[2]} / {needed[3]} |")
+    return lines
+
+
+def _strata_gate_frame(rng: np.random.Generator, n: int, truths: np.ndarray, prompt: np.ndarray, noise: float,
+                       accept: float, slower: dict[int, float] | None = None) -> pd.DataFrame:
+    """Per-sample frame of one comparison: category truths, each prompt's own effect (shared by every comparison
+    of that prompt) and run noise; `slower` scales some categories' speedups."""
+    categories = np.repeat(np.arange(len(truths)), n)
+    logs = np.log(truths)[categories] + prompt + rng.normal(0.0, noise, categories.size)
+    for index, factor in (slower or {}).items():
+        logs[categories == index] += np.log(factor)
+    return pd.DataFrame({"id": [f"c{c}-{i:03d}" for c in range(len(truths)) for i in range(n)],
+                         "category": [f"c{c}" for c in categories], "decode_speedup": np.exp(logs),
+                         "latency_speedup": np.exp(logs + rng.normal(0.0, 0.02, categories.size)),
+                         "draft_n": np.full(categories.size, 100.0),
+                         "accepted": rng.binomial(100, accept, categories.size).astype(float)})
+
+
+def _before(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with one category: `gate_frames` then computes the pooled overall rows it computed before."""
+    return frame.assign(category="all")
+
+
+def gate_categories_section(trials: int, seed: int) -> list[str]:
+    """regress with category rows gated: A/A false failures, a category 20% slower, a 10% overall regression."""
+    rng = np.random.default_rng(seed)
+    truths = np.array(STRATA_TRUTHS["categories differ (coding 2.5x, math 1.8x, rag 1.4x, 8 at 1.1x)"])
+    lines = ["| n a category | run noise sd | A/A fails (categories gated) | A/A fails (--gate overall) | coding 20% "
+             "slower fails | 10% overall regression fails: categories gated / before (pooled, overall only) |",
+             "|---|---|---|---|---|---|"]
+    for n in (5, 10, 20):
+        for noise in (0.05, 0.10):
+            counts = [0, 0, 0, 0, 0]
+            for _ in range(trials):
+                prompt = rng.normal(0.0, 0.15, n * len(truths))
+                reference = _strata_gate_frame(rng, n, truths, prompt, noise, 0.6)
+                same = _strata_gate_frame(rng, n, truths, prompt, noise, 0.6)
+                counts[0] += gate_frames("comparison", reference, same).failed()
+                counts[1] += gate_frames("comparison", reference, same, gate_categories=False).failed()
+                coding = _strata_gate_frame(rng, n, truths, prompt, noise, 0.6, {0: 0.8})
+                counts[2] += gate_frames("comparison", reference, coding).failed()
+                worse = _strata_gate_frame(rng, n, truths, prompt, noise, 0.6,
+                                           dict.fromkeys(range(len(truths)), 0.9))
+                counts[3] += gate_frames("comparison", reference, worse).failed()
+                counts[4] += gate_frames("comparison", _before(reference), _before(worse),
+                                         gate_categories=False).failed()
+            share = [count / trials for count in counts]
+            lines.append(f"| {n} | {noise:.2f} | {share[0]:.1%} | {share[1]:.1%} | {share[2]:.1%} | "
+                         f"{share[3]:.1%} / {share[4]:.1%} |")
+    return lines
+
+
+def sequential_strata_section(trials: int, seed: int) -> list[str]:
+    """Sampling until decided on the stratified estimate: 11 categories that differ or cancel, a round = one sample
+    a category, limit 10 rounds; A/A (overall truth 1.00x) false verdicts and decisions at 1.20x."""
+    rng = np.random.default_rng(seed)
+    lines = ["| categories | overall truth | faster | slower | equivalent | undecided | mean samples at the stop |",
+             "|---|---|---|---|---|---|---|"]
+    shapes = {"cancel": np.log(STRATA_TRUTHS["categories cancel (overall truth 1.00x)"]),
+              "equal": np.zeros(CATEGORIES)}
+    differ = np.log(STRATA_TRUTHS["categories differ (coding 2.5x, math 1.8x, rag 1.4x, 8 at 1.1x)"])
+    shapes["differ"] = differ - differ.mean()
+    for name, shape in shapes.items():
+        for truth in (1.0, 1.2):
+            means = shape - shape.mean() + np.log(truth)
+            counts: dict[str, int] = {}
+            stops = []
+            for _ in range(trials):
+                test = SequentialTest(max_samples=CATEGORIES * 10, threshold=THRESHOLD)
+                strata: list[list[float]] = [[] for _ in means]
+                for _ in range(10):
+                    for index, mean in enumerate(means):
+                        strata[index].append(mean + rng.normal(0.0, 0.15))
+                    look = test.look(stratified_log_mean(strata))
+                    if test.decided:
+                        break
+                counts[look.decision] = counts.get(look.decision, 0) + 1
+                stops.append(look.n)
+            share = {key: counts.get(key, 0) / trials for key in ("faster", "slower", "equivalent", "undecided")}
+            lines.append(f"| {name} | {truth:.2f}x | {share['faster']:.1%} | {share['slower']:.1%} | "
+                         f"{share['equivalent']:.1%} | {share['undecided']:.1%} | {np.mean(stops):.1f} of 110 |")
+    return lines
+
+
+def fixed_aa_section(trials: int, seed: int) -> list[str]:
+    """A/A at fixed sizes through `compare` on run records: false overall verdicts with categories that differ."""
+    rng = np.random.default_rng(seed)
+    lines = ["| n a category | categories | false overall verdict |", "|---|---|---|"]
+    for n in (1, 2, 4, 10):
+        false = 0
+        for _ in range(trials):
+            table = _strata_runs(rng, n)
+            false += table.decode.verdict in ("better", "worse")
+        lines.append(f"| {n} | differ, overall truth 1.00x | {false / trials:.1%} |")
+    return lines
+
+
+def _strata_runs(rng: np.random.Generator, n: int) -> object:
+    """The overall row of `compare` on a baseline and a speculative run whose categories differ, overall truth 1.00x."""
+    differ = np.log(STRATA_TRUTHS["categories differ (coding 2.5x, math 1.8x, rag 1.4x, 8 at 1.1x)"])
+    means = differ - differ.mean()
+    arms: tuple[list[SampleResult], list[SampleResult]] = ([], [])
+    for index, mean in enumerate(means):
+        for sample in range(n):
+            rate = 20.0 * float(np.exp(rng.normal(0.0, 0.3)))
+            spec = rate * float(np.exp(mean + rng.normal(0.0, 0.15)))
+            for results, value in zip(arms, (rate, spec), strict=True):
+                results.append(SampleResult(id=f"c{index}-{sample:03d}", category=f"c{index}", ok=True, turns=1,
+                                            latency_s=64.0 / value, predicted_per_second=value, outputs=("same",)))
+    runs = [Run(config={}, selected_samples=len(results), results=tuple(results), summary=tuple(summarize(results)))
+            for results in arms]
+    return compare(runs[0], runs[1]).stats[-1]
+
+
+SECTIONS = {"stratified": stratified_section, "mixed": mixed_section, "cost": cost_section,
+            "gate-categories": gate_categories_section, "sequential-strata": sequential_strata_section,
+            "fixed-aa": fixed_aa_section, "family": family_section, "gate": gate_section,
+            "crossover": crossover_section,
             "stalls": stalls_section, "repeats": repeats_section, "sequential": sequential_section,
             "accept": accept_section, "budget": budget_section, "cli": cli_section}
 

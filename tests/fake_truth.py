@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--draft-max", type=int, default=0)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--truth", default=json.dumps(DEFAULT_TRUTH))
+    parser.add_argument("--ignored", default=None, help="accepted and ignored (a server deaf to a setting)")
     args = parser.parse_args()
     drafter = Drafter(json.loads(args.truth), args.draft_max, args.concurrency)
 

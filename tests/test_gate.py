@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from bench.analysis import INCONCLUSIVE, NON_INFERIOR, REGRESSED, accept_rate_log_mean, gate, sample_until_decided
 from bench.cli import main
@@ -45,7 +46,10 @@ def test_three_outcomes_each_with_its_interval() -> None:
     assert row.status == INCONCLUSIVE and row.detectable > 0.05 and not noisy.failed()
     text = gate_text(noisy)
     assert "could_detect" in text and f"-{row.detectable:.0%}" in text and "] at " in text
-    assert "(reported)" in text  # category rows are shown, not gated
+    assert "(reported)" not in text  # by default every category row is gated
+    reported = gate_text(gate(synthetic_runs(rng, 2, 1.5, sigma=0.6), synthetic_runs(rng, 2, 1.5, sigma=0.6),
+                              gate_categories=False))
+    assert "(reported)" in reported  # --gate overall: category rows are shown, not gated
     assert "### speedbench regress: passed" in gate_markdown(noisy)
 
 
@@ -163,3 +167,76 @@ def test_a_candidate_sampled_until_decided_is_gated_at_the_share_its_stopping_lo
     overall = {row.metric.key: row for row in plain.rows if row.category == "overall"}
     before = {row.metric.key: row for row in fixed.rows if row.category == "overall"}
     assert overall["decode_speedup"].confidence > before["decode_speedup"].confidence  # a wider interval
+
+
+def _slower_in(run: Run, category: str, factor: float) -> Run:
+    """The run with one category's decode rates scaled (latency scaled back): a category that regressed."""
+    results = tuple(replace(result, predicted_per_second=result.predicted_per_second * factor,
+                            latency_s=result.latency_s / factor) if result.category == category else result
+                    for result in run.results)
+    return Run(config=run.config, selected_samples=len(results), results=results, summary=tuple(summarize(results)))
+
+
+def test_a_category_that_regressed_fails_the_gate_by_default_and_not_with_gate_overall(tmp_path, monkeypatch,
+                                                                                         capsys) -> None:
+    rng = np.random.default_rng(21)
+    reference = synthetic_runs(rng, 10, 1.5, sigma=0.03)
+    again = synthetic_runs(rng, 10, 1.5, sigma=0.03)
+    candidate = (again[0], _slower_in(again[1], "cat00", 0.8))  # coding-like: 20% slower, the rest unchanged
+    found = gate(reference, candidate)
+    rows = {(row.category, row.metric.key): row for row in found.rows}
+    assert rows[("cat00", "decode_speedup")].status == REGRESSED and rows[("cat00", "decode_speedup")].fails
+    assert rows[("overall", "decode_speedup")].status != REGRESSED  # the other ten categories hold the overall up
+    assert found.failed()
+    head = gate_text(found).splitlines()[0]
+    assert "regression(s) (" in head and "in categories): " in head and "cat00 decode speedup" in head
+    assert not gate(reference, candidate, gate_categories=False).failed()  # the old gate: a green job
+    for name, run in (("ref", reference), ("new", candidate)):
+        (tmp_path / name).mkdir()
+        save_run(run[0], tmp_path / name / "baseline.json")
+        save_run(run[1], tmp_path / name / "speculative.json")
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    args = ["regress", "--reference", str(tmp_path / "ref"), "--candidate", str(tmp_path / "new")]
+    assert main(args) == 1
+    assert "in categories): " in summary.read_text() and "failed: " in summary.read_text()
+    assert main([*args, "--gate", "overall"]) == 0
+    assert "(reported)" in capsys.readouterr().out
+
+
+def test_inconclusive_categories_are_listed_with_what_they_could_detect() -> None:
+    rng = np.random.default_rng(22)
+    found = gate(synthetic_runs(rng, 5, 1.5, sigma=0.4), synthetic_runs(rng, 5, 1.5, sigma=0.4))
+    line = next(line for line in gate_text(found).splitlines() if line.startswith("inconclusive categories ("))
+    undecided = [row for row in found.rows if row.category != "overall" and row.status == INCONCLUSIVE]
+    assert undecided and f"({len(undecided)})" in line and "could detect -" in line
+    assert "inconclusive categories (" in gate_markdown(found)
+
+
+def test_weighted_holm_equal_weights_is_holm_and_weights_move_power() -> None:
+    from bench.analysis import holm_levels, weighted_holm_levels
+
+    p_values = [0.001, 0.2, 0.01, math.nan, 0.04]
+    plain, weighted = holm_levels(p_values), weighted_holm_levels(p_values, [1, 1, 1, 1, 1])
+    assert [p <= level for p, level in zip(p_values, plain, strict=True) if math.isfinite(p)] == [
+        p <= level for p, level in zip(p_values, weighted, strict=True) if math.isfinite(p)]
+    heavy = weighted_holm_levels([0.03, 0.001, 0.3], [0.5, 0.25, 0.25])
+    assert 0.03 > 0.05 * 0.5  # not rejected at the first step ...
+    assert heavy[0] == pytest.approx(0.05 * 0.5 / 0.75) and 0.03 <= heavy[0]  # ... but once 0.001 hands on its weight
+    assert heavy[1] == pytest.approx(0.05 * 0.25) and heavy[2] == pytest.approx(0.05) and not 0.3 <= heavy[2]
+
+
+def test_the_gate_keeps_its_family_wise_rate_on_a_a_with_categories_gated() -> None:
+    from bench.analysis import gate_frames
+    from benchmarks.coverage import STRATA_TRUTHS, _strata_gate_frame
+
+    rng = np.random.default_rng(5)
+    truths = np.array(STRATA_TRUTHS["categories differ (coding 2.5x, math 1.8x, rag 1.4x, 8 at 1.1x)"])
+    failed = caught = 0
+    for _ in range(40):
+        prompt = rng.normal(0.0, 0.15, 10 * truths.size)
+        reference = _strata_gate_frame(rng, 10, truths, prompt, 0.05, 0.6)
+        failed += gate_frames("comparison", reference, _strata_gate_frame(rng, 10, truths, prompt, 0.05, 0.6)).failed()
+        slower = _strata_gate_frame(rng, 10, truths, prompt, 0.05, 0.6, {0: 0.8})
+        caught += gate_frames("comparison", reference, slower).failed()
+    assert failed <= 4 and caught >= 36  # 5% and 90% targets; benchmarks/coverage.py measures them at 1000s

@@ -43,14 +43,10 @@ def test_llamacpp_metrics_give_the_state_a_run_starts_from() -> None:
 
 
 def test_vllm_metrics_give_uptime_and_drafter_state() -> None:
-    text = (Path("/work/shared/engines/vllm/metrics_ngram.txt") if Path("/work/shared/engines/vllm").exists()
-            else None)
-    if text is None:
-        pytest.skip("the captured vLLM /metrics text is not on this machine")
-    metrics = text.read_text()
+    metrics = (Path(__file__).parent / "data" / "vllm" / "metrics_ngram.txt").read_text()  # a real vLLM's
     start = engine_by_name("vllm").start_state(metrics, now_s=1796106680.36 + 60)
     assert start is not None and start.state == DRAFTED and start.generated_tokens and start.draft_tokens
-    assert start.uptime_s == pytest.approx(60.0)
+    assert start.process_started == pytest.approx(1796106680.36) and start.uptime_s == pytest.approx(60.0)
 
 
 def _sample(name: str) -> Run:

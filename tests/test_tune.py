@@ -132,6 +132,15 @@ def test_until_decided_samples_rounds_per_configuration(tmp_path: Path) -> None:
     assert len(run["results"]) < 8  # decided before the limit: code at K=8 is far faster
 
 
+def test_a_server_that_never_got_its_draft_length_is_reported(tmp_path: Path) -> None:
+    base = f"{sys.executable} {FAKE} --port {{port}}"
+    assert main(["tune", "--base-cmd", base, "--spec-cmd", base + " --draft-max 8 --ignored {draft_max}",
+                 "--draft-max", "1,2", "--category", "code", "--dataset", str(_dataset(tmp_path)), "--limit", "5",
+                 "--osl", "512", "--results-dir", str(tmp_path), "--quiet"]) == 0
+    text = (next(tmp_path.glob("*-tune-ngram-mod")) / "tune.txt").read_text()
+    assert "the draft_max=1 server drafted 8.0 tokens per draft" in text
+
+
 def test_the_schedule_and_flags_follow_the_picks(tuned: Path) -> None:
     text = (tuned / "tune.txt").read_text()
     assert "[[1, 7, 4], [8, 8, 0]]" in text
@@ -162,3 +171,11 @@ def test_a_server_command_that_never_answers_is_ended_and_reported(tmp_path: Pat
                  "--results-dir", str(tmp_path), "--quiet"]) == 2
     assert "did not answer" in capsys.readouterr().err
     assert _running(marker) == []
+
+
+def test_tune_md_fits_githubs_width(tuned: Path, tmp_path: Path) -> None:
+    from tests.browser import chromium_or_skip
+    from tests.test_report_width import _too_wide
+
+    chromium_or_skip()
+    assert _too_wide((tuned / "tune.md").read_text(), tmp_path / "tune.html") == []

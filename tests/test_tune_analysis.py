@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bench._constants import OVERALL
+from bench import OVERALL
 from bench.analysis import (
     NOT_SEPARABLE,
     ConfigParts,
@@ -144,3 +144,15 @@ def test_tune_json_has_exactly_the_issue_shape_and_the_schedule_merges_levels() 
                                        "predicted", "verdict"}
     assert tune.schedule() == [[1, 7, 4], [8, 15, 2], [16, 16, 0]]
     assert tune.llamacpp_flags() == "--spec-type ngram-mod --draft-max 4"
+
+
+def test_drafts_cut_short_only_by_the_end_of_each_request_are_still_fixed_length() -> None:
+    positions = {2: (36.0, 36.0), 16: tuple([36.0] * 16)}
+    requests = {k: {f"r{i}": (4.0, tuple(value / 9 for value in own)) for i in range(9)}
+                for k, own in positions.items()}
+    short = ConfigParts(2, 36.0, positions[2], 72.0, 1.1, True, requests[2])
+    last_cut = ConfigParts(16, 36.0, positions[16], 36 * 16 - 9 * 15, 1.9, True, requests[16])  # 9 last drafts cut
+    assert fit_prediction([short, last_cut]).holds
+    shorter = ConfigParts(16, 36.0, positions[16], 36 * 16 - 9 * 15 - 60, 1.9, True, requests[16])
+    prediction = fit_prediction([short, shorter])
+    assert not prediction.holds and "variable-length" in (prediction.why or "")

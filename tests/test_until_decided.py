@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import BenchError
 from bench.analysis import compare, sample_until_decided, with_record
 from bench.cli import main
 from bench.records import SCHEMA_VERSION, load_run, save_run
@@ -169,12 +170,66 @@ def test_runs_that_disagree_about_the_record_say_so() -> None:
     assert comparison.sequential_notes and "the baseline run has none" in comparison.sequential_notes[0]
 
 
-def test_files_that_changed_since_the_stopping_look_keep_its_recorded_interval_and_say_so() -> None:
+def test_files_that_lost_samples_since_the_stopping_look_are_refused_naming_the_file(tmp_path: Path) -> None:
     decided = sample_until_decided(_rounds(1.5, 1), rounds=10, per_round=11)
     fewer = dataclasses.replace(decided.speculative, results=decided.speculative.results[:-3])
-    comparison = compare(decided.baseline, fewer, threshold=0.05)
+    save_run(decided.baseline, tmp_path / "baseline.json")
+    save_run(fewer, tmp_path / "speculative.json")
+    with pytest.raises(BenchError, match=r"speculative\.json: its sequential record disagrees with its samples"):
+        compare(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "speculative.json"), threshold=0.05)
+
+
+def test_a_different_threshold_is_named_beside_the_stopping_look() -> None:
+    decided = sample_until_decided(_rounds(1.5, 1), rounds=10, per_round=11)
+    comparison = compare(decided.baseline, decided.speculative, threshold=0.05)
     overall = comparison.stats[-1]
     assert (overall.decode.low, overall.decode.high) == (decided.last.low, decided.last.high)
-    notes = " ".join(comparison.sequential_notes)
-    assert f"read {decided.last.n} samples and these files hold {decided.last.n - 3}" in notes
-    assert "its own threshold (2%); the other rows use 5%" in notes
+    assert "its own threshold (2%); the other rows use 5%" in " ".join(comparison.sequential_notes)
+
+
+def _forged(stop, **changes):
+    """The record with its last look changed (what an edited run file holds)."""
+    return dataclasses.replace(stop, looks=(*stop.looks[:-1], dataclasses.replace(stop.looks[-1], **changes)))
+
+
+def _save_pair(folder: Path, baseline, speculative, stop) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = (folder / "baseline.json", folder / "speculative.json")
+    for path, run in zip(paths, (baseline, speculative), strict=True):
+        save_run(with_record(run, stop), path)
+    return paths
+
+
+def test_a_forged_look_in_both_run_files_of_an_a_a_pair_is_refused(tmp_path: Path, capsys) -> None:
+    decided = sample_until_decided(_rounds(1.0, 2), rounds=2, per_round=11)
+    forged = _forged(decided.stop, point=2.5, low=2.2, high=2.8, decision="faster")
+    base, spec = _save_pair(tmp_path, decided.baseline, decided.speculative, forged)
+    with pytest.raises(BenchError, match=r"speculative\.json: its sequential record disagrees with its samples"):
+        compare(load_run(base), load_run(spec))
+    assert main(["compare", "--baseline", str(base), "--speculative", str(spec), "--stats"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("speedbench: error")]
+    assert len(errors) == 1 and "speculative.json" in errors[0] and "2.5x" in errors[0]
+
+
+def test_an_edited_last_look_of_an_undecided_run_is_refused(tmp_path: Path) -> None:
+    decided = sample_until_decided(_rounds(1.0, 2), rounds=3, per_round=11)
+    assert decided.last.decision in ("undecided", "equivalent")
+    forged = _forged(decided.stop, point=3.0, low=2.5, high=3.5, decision="faster")
+    base, spec = _save_pair(tmp_path, decided.baseline, decided.speculative, forged)
+    with pytest.raises(BenchError, match="look 3 reads 3x"):
+        compare(load_run(base), load_run(spec))
+
+
+def test_a_forged_decision_or_level_is_not_trusted(tmp_path: Path) -> None:
+    decided = sample_until_decided(_rounds(1.0, 2), rounds=3, per_round=11)
+    last = decided.last
+    said_faster = _forged(decided.stop, decision="faster")  # the point and interval kept: only the verdict edited
+    comparison = compare(with_record(decided.baseline, said_faster), with_record(decided.speculative, said_faster))
+    assert comparison.stats[-1].decode.word != "faster" and comparison.sequential.last.decision == last.decision
+    assert any("the record said faster" in note for note in comparison.sequential_notes)
+    spent = _forged(decided.stop, level=0.001)
+    with pytest.raises(BenchError, match=r"look 3 spent 0\.1000%"):
+        compare(with_record(decided.baseline, spent), with_record(decided.speculative, spent))
+    fewer_rounds = dataclasses.replace(decided.stop, rounds=1, max_samples=11)
+    with pytest.raises(BenchError, match="looks in a design of 1 rounds"):
+        compare(with_record(decided.baseline, fewer_rounds), with_record(decided.speculative, fewer_rounds))

@@ -38,29 +38,12 @@ from bench.analysis._intervals import (
 )
 from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import pair_runs, paired_log_mean, require_pairs, robust_log_mean
-from bench.analysis._reference import compare_summaries
-from bench.analysis._sequential import look_estimate, recorded_stop, stopping_look
+from bench.analysis._reference import ReferenceRow, reference_rows
+from bench.analysis._sequential import look_estimate, verified_stop
+from bench.analysis._stratified import DEFAULT_WEIGHTS
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv, speedup_repeat_cv
 from bench.records import Acceptance, Run, SequentialStop, collector_paused
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceRow:
-    """One row of the reference's comparison table (`speed_bench_compare.py`), from the saved summaries."""
-
-    category: str
-    base_avg_pred_t_s: float | None
-    spec_avg_pred_t_s: float | None
-    decode_speedup: float | None
-    base_avg_latency: float | None
-    spec_avg_latency: float | None
-    latency_speedup: float | None
-    accept_rate: float | None
-
-    def as_cells(self) -> dict[str, Any]:
-        """The row as a flat mapping keyed like the reference's columns."""
-        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +69,8 @@ class Estimate:
     robust_verdict: str | None = None
     note: str | None = None
     df: float = math.nan
+    estimator: str | None = None
+    """How the interval was estimated (the overall rows name their stratified estimator and its rule)."""
 
     @property
     def has_interval(self) -> bool:
@@ -121,6 +106,10 @@ class Family:
     size: int
     alpha: float
     target_effect: float
+    overall_estimator: str | None = None
+    """The overall decode row's estimator as it ran (stratified, its weights and any one-sample rule)."""
+    overall_weights: str = DEFAULT_WEIGHTS
+    """The overall rows' stratum weights: `prompt` (w_c = n_c / N) or `category` (equal)."""
 
     @property
     def text(self) -> str:
@@ -182,6 +171,7 @@ class StatsRow:
             cells[f"{key}_robust"], cells[f"{key}_robust_low"], cells[f"{key}_robust_high"] = robust
             cells[f"{key}_robust_verdict"] = estimate.robust_verdict
             cells[f"{key}_note"] = estimate.note
+            cells[f"{key}_estimator"] = estimate.estimator
         cells.update(
             accept_rate=self.accept_rate,
             acceptance_length=self.acceptance_length,
@@ -241,11 +231,6 @@ class Comparison:
         return self.speculative.info.acceptance
 
 
-def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:
-    """The reference comparison rows, typed."""
-    return tuple(ReferenceRow(**row) for row in compare_summaries(baseline.summary, speculative.summary))
-
-
 @collector_paused()
 def compare(
     baseline: Run,
@@ -262,8 +247,9 @@ def compare(
 ) -> Comparison:
     """Compare two runs once. With `strict`, too few matched samples is an error; otherwise the stats are withheld.
 
-    Runs sampled until decided (a sequential record in their files) are compared at the stopping look: every
-    interval and verdict is drawn at the level that look spent, and the overall decode row is the look itself."""
+    Runs sampled until decided (a sequential record in their files) are compared at the stopping look, re-derived
+    from the samples (`verified_stop`; a record the samples contradict is refused): every interval and verdict is
+    drawn at the level that look spent, and the overall decode row is the look itself."""
     reference = reference_rows(baseline, speculative)
     labels = {
         "baseline_label": baseline_label or str(baseline.path or "baseline"),
@@ -277,10 +263,7 @@ def compare(
         return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
                           **labels, **state)  # type: ignore[arg-type]
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
-    stop, notes = recorded_stop(baseline, speculative)
-    if stop is not None:
-        stop, more = stopping_look(stop, paired_log_mean(paired, "decode_speedup") if len(paired) else None, threshold)
-        notes += more
+    stop, notes = verified_stop(baseline, speculative, threshold=threshold, paired=paired)
     look = stop.last if stop is not None else None
     alpha = look.level if look is not None else FAMILY_ALPHA
     try:
@@ -308,7 +291,7 @@ def compare(
         speedup_variation=tuple(speedup_repeat_cv(baseline, speculative, paired=paired)),
         comparability=checked,
         cache=cache_use(baseline, speculative),
-        family=Family(HOLM_METHOD, family_size(rows), alpha, target_effect),
+        family=Family(HOLM_METHOD, family_size(rows), alpha, target_effect, overall_estimator(rows)),
         sequential=stop,
         sequential_notes=notes,
         **labels,
@@ -340,7 +323,7 @@ def paired_rows(
     acceptance_length = acceptance_length_by_category(speculative)
     groups = list(each_category(paired))
     metrics = (DECODE_SPEEDUP, LATENCY_SPEEDUP)
-    logs = {(category, metric.key): paired_log_mean(group, metric.key)
+    logs = {(category, metric.key): paired_log_mean(group, metric.key, stratified=category == OVERALL)
             for category, group in groups for metric in metrics}
     outliers = {category: category_outliers(group) for category, group in groups if category != OVERALL}
     outliers[OVERALL] = tuple(item for category, found in outliers.items() for item in found)
@@ -376,6 +359,11 @@ def paired_rows(
             )
         )
     return tuple(rows)
+
+
+def overall_estimator(rows: tuple[StatsRow, ...]) -> str | None:
+    """The estimator the overall decode row used, as a phrase (None without an overall row)."""
+    return next((row.decode.estimator for row in rows if row.primary), None)
 
 
 def family_size(rows: tuple[StatsRow, ...]) -> int:
@@ -416,7 +404,8 @@ def family_estimates(
             needed = samples_needed(sd, target_effect, mde_alpha, threshold)
             estimates[key] = Estimate(metric, math.exp(value.mean) if value is not None else math.nan, math.nan,
                                       math.nan, "not enough data", needed=needed,
-                                      note=value.withheld if value is not None else None)
+                                      note=value.withheld if value is not None else None,
+                                      estimator=value.method if value is not None and primary else None)
             continue
         level = alpha if primary else levels[key]
         point, low, high = value.interval(1.0 - level)
@@ -429,6 +418,7 @@ def family_estimates(
             p_value=value.p_value(), mde=mde, needed=needed, robust=robust_interval,
             robust_verdict=verdict(*robust_interval, metric, threshold) if robust_interval else None,
             note=f"interval: {value.method}" if value.drift_se > 0 else None, df=value.df,
+            estimator=value.method if primary else None,
         )
     return estimates
 

@@ -55,6 +55,32 @@ def holm_levels(p_values: Sequence[float], alpha: float = FAMILY_ALPHA) -> list[
     return levels
 
 
+def weighted_holm_levels(p_values: Sequence[float], weights: Sequence[float],
+                         alpha: float = FAMILY_ALPHA) -> list[float]:
+    """Holm's step-down with weights (Holm 1979, the weighted form): test i is rejected when p_i <= alpha w_i / W,
+    W the summed weight of the tests not yet rejected, repeated until none is; NaN p: NaN level.
+
+    Each test's level is the one it was rejected at, or, for the rest, alpha w_i / W at the step where the procedure
+    stopped, so an interval drawn at that level excludes the null exactly when the test is rejected. Equal weights
+    give `holm_levels`. The family-wise error stays at `alpha` whatever the weights (a closed test of weighted
+    Bonferroni intersections)."""
+    levels = [math.nan] * len(p_values)
+    open_tests = {index for index, p in enumerate(p_values) if math.isfinite(p)}
+    if any(weights[index] <= 0 for index in open_tests):
+        raise ValueError("weighted Holm needs positive weights")
+    while open_tests:
+        total = sum(weights[index] for index in open_tests)
+        rejected = {index for index in open_tests if p_values[index] <= alpha * weights[index] / total}
+        if not rejected:
+            for index in open_tests:
+                levels[index] = alpha * weights[index] / total
+            break
+        for index in rejected:
+            levels[index] = alpha * weights[index] / total
+        open_tests -= rejected
+    return levels
+
+
 def detectable_log_effect(estimate: LogMean, alpha: float, threshold: float, power: float = POWER) -> float:
     """Smallest true |mean log| detected with `power`: significant at two-sided `alpha` and past the threshold."""
     if estimate.se <= 0 and estimate.drift_se <= 0:
@@ -144,3 +170,19 @@ def category_outliers(group: pd.DataFrame) -> tuple[Outlier, ...]:
         found += flag_outliers(list(per_sample.index), per_sample["ratio"].to_numpy(), per_sample["base"].to_numpy(),
                                per_sample["spec"].to_numpy(), metric=metric)
     return tuple(found)
+
+
+GATE_OVERALL_SHARE = 0.5
+"""With category rows gated, the share of the family's weight the overall rows keep (split equally among them);
+the category rows share the rest. Plain Holm over 36 rows would test the primary overall rows at 5%/36 first; with
+half the weight they start at 5%/6, and a proven overall regression passes its weight on to the categories."""
+
+
+def family_weights(overall: Sequence[bool], testable: Sequence[bool], overall_share: float) -> list[float]:
+    """Weighted Holm's weights of the testable rows: `overall_share` split among overall rows, the rest among
+    category rows (all weight to one kind when the other has no testable row)."""
+    overall_count = sum(o and t for o, t in zip(overall, testable, strict=True))
+    category_count = sum(not o and t for o, t in zip(overall, testable, strict=True))
+    share = overall_share if overall_count and category_count else (1.0 if overall_count else 0.0)
+    return [share / overall_count if o else (1.0 - share) / category_count
+            for o, t in zip(overall, testable, strict=True) if t]

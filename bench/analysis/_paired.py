@@ -10,6 +10,7 @@ import pandas as pd
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
 from bench.analysis._intervals import LogMean, bootstrap_geomean_ci, log_mean, repeat_log_mean, yuen_log_mean
+from bench.analysis._stratified import stratified_log_mean
 from bench.records import Run
 
 _FRAME_COLUMNS = ("id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n",
@@ -109,17 +110,38 @@ def paired_interval(
     return bootstrap_geomean_ci(per_sample_geomean(frame, column), confidence=confidence, min_samples=min_samples)
 
 
-def paired_log_mean(frame: pd.DataFrame, column: str) -> LogMean | None:
+def paired_log_mean(frame: pd.DataFrame, column: str, *, stratified: bool = False) -> LogMean | None:
     """The estimate behind `paired_interval`: per-sample t, or samples x repeats when two or more repeats are
-    complete; None below two samples."""
+    complete; None below two samples. `stratified` (the overall row): categories are strata
+    (`stratified_log_mean`), the repeats' drift term kept as it is."""
     values = frame[frame[column] > 0]
     if values["repeat"].nunique() >= 2:
         logs = np.log(values[column].astype(float).to_numpy())
         table = pd.DataFrame({"id": values["id"].to_numpy(), "group": values["repeat"].to_numpy(), "log": logs})
         matrix = table.pivot_table(index="id", columns="group", values="log", aggfunc="mean", sort=False).dropna()
         if matrix.shape[1] >= 2 and matrix.shape[0] >= max(2, MIN_SAMPLES_FOR_CI):
-            return repeat_log_mean(matrix.to_numpy())
+            repeated = repeat_log_mean(matrix.to_numpy())
+            if not stratified or repeated.withheld is not None:
+                return repeated
+            category = values.drop_duplicates("id").set_index("id")["category"]
+            means = pd.Series(matrix.to_numpy().mean(axis=1), index=matrix.index)
+            strata = stratified_log_mean([group.to_numpy() for _, group in
+                                          means.groupby(category.loc[matrix.index].to_numpy(), sort=False)])
+            assert strata is not None
+            return LogMean(strata.mean, strata.se, strata.df, repeated.n, f"{strata.method}; {repeated.method}",
+                           drift_se=repeated.drift_se, drift_df=repeated.drift_df)
+    if stratified:
+        return stratified_log_mean(per_sample_logs_by_category(frame, column))
     return log_mean(np.log(per_sample_geomean(frame, column)))
+
+
+def per_sample_logs_by_category(frame: pd.DataFrame, column: str) -> list[np.ndarray]:
+    """Per category (first-seen order): the logs of each sample's geometric mean of a column over its repeats."""
+    values = frame[["id", "category", column]].copy()
+    values = values[values[column] > 0]
+    values["log"] = np.log(values[column].astype(float))
+    per_sample = values.groupby(["category", "id"], sort=False)["log"].mean()
+    return [group.to_numpy() for _, group in per_sample.groupby(level=0, sort=False)]
 
 
 def per_sample_geomean(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -116,8 +116,9 @@ def fit_prediction(parts: Iterable[ConfigParts]) -> Prediction:
         if len(config.positions) < config.draft_max:
             return Prediction(f"draft_max={config.draft_max}: the server reports no per-position acceptance up to "
                               f"position {config.draft_max}", measured=measured)
+        cut = (config.draft_max - 1) * len(config.requests)  # each request's last draft may stop at its end
         if config.draft_tokens is not None and config.draft_tokens < FIXED_LENGTH_SHARE * config.draft_max \
-                * config.drafts:
+                * config.drafts - cut:
             return Prediction(f"draft_max={config.draft_max}: drafts average "
                               f"{config.draft_tokens / config.drafts:.1f} tokens, not {config.draft_max} "
                               "(variable-length drafts: the chain model does not hold)", measured=measured)

@@ -8,13 +8,15 @@ estimated over the samples both share (paired by id). Every row gets one of thre
 - `REGRESSED`: the interval lies below 1.00x and the change exceeds the threshold: the only outcome that fails;
 - `inconclusive`: neither; the row says the smallest regression it could have detected (80% power).
 
-The gated rows (overall decode, latency and accept rate by default) are one family under Holm (one-sided, 5%),
-so an unchanged build fails at most 5% of the time; category rows are reported under their own Holm family and,
-unless `gate_categories`, never fail the job. The accept rate's interval is the delta method on the ratio of pooled
-rates with a t quantile (n - 1 df); when every paired sample drafted and accepted exactly the same counts (greedy
-decoding of the same prompts is deterministic), the ratio is exactly 1.00 and the row is non-inferior by that
-exact rule. In run-vs-run mode drift between runs does not cancel: its variance comes from three or more reference
-runs (their run-level means); with fewer, the run rows are inconclusive and say why. A candidate that lost
+The gated rows (by default overall and every category, for decode, latency and accept rate) are one family under
+weighted Holm (one-sided, 5%; the overall rows keep half the weight), so an unchanged build fails at most 5% of the
+time and a category that regressed fails the job; with `gate_categories=False` (`--gate overall`) only the overall
+rows are gated and the category rows are reported under their own Holm family. Overall rows are stratified by
+category (`stratified_log_mean`), as the comparison's are. The accept rate's interval is the delta method on the
+ratio of pooled rates with a t quantile (n - 1 df); when every paired sample drafted and accepted exactly the same
+counts (greedy decoding of the same prompts is deterministic), the ratio is exactly 1.00 and the row is non-inferior
+by that exact rule. In run-vs-run mode drift between runs does not cancel: its variance comes from three or more
+reference runs (their run-level means); with fewer, the run rows are inconclusive and say why. A candidate that lost
 samples or categories the reference has is named in `Gate.missing` and fails unless partial results are allowed.
 """
 
@@ -29,7 +31,14 @@ import pandas as pd
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
-from bench.analysis._family import FAMILY_ALPHA, detectable_log_effect, holm_levels
+from bench.analysis._family import (
+    FAMILY_ALPHA,
+    GATE_OVERALL_SHARE,
+    detectable_log_effect,
+    family_weights,
+    holm_levels,
+    weighted_holm_levels,
+)
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
@@ -38,10 +47,12 @@ from bench.analysis._intervals import (
     LATENCY_SPEEDUP,
     LogMean,
     Metric,
+    accept_rate_log_mean,
     log_mean,
 )
 from bench.analysis._paired import pair_runs, results_frame
-from bench.analysis._sequential import recorded_stop, stopping_level
+from bench.analysis._sequential import stopping_level, verified_stop
+from bench.analysis._stratified import stratified_log_mean
 from bench.records import Run, SequentialStop
 
 GateSide = Run | tuple[Run, Run] | list[Run]
@@ -95,6 +106,14 @@ class GateRow:
         return self.gated and self.status == REGRESSED
 
 
+GATE_CATEGORIES_METHOD = (
+    "gated rows: overall and every category, one family under weighted Holm, one-sided 5% (an unchanged build fails "
+    f"<= 5%; the overall rows keep {GATE_OVERALL_SHARE:.0%} of the weight, the category rows share the rest); "
+    "overall rows stratified by category")
+GATE_OVERALL_METHOD = ("gated rows: one Holm family, one-sided 5% (an unchanged build fails <= 5%); category rows: "
+                       "their own Holm family, reported (--gate overall); overall rows stratified by category")
+
+
 @dataclass(frozen=True, slots=True)
 class Gate:
     """The gate's decision: every row, what the candidate lost, and how the family was controlled."""
@@ -106,8 +125,7 @@ class Gate:
     """Findings that fail the job besides the rows (speculation switched off or lost), one sentence each."""
     warnings: tuple[str, ...] = ()
     """What explains the outcome and is shown above the table (servers that started in different states, ...)."""
-    method: str = ("gated rows: one Holm family, one-sided 5% (an unchanged build fails <= 5%); category rows: "
-                   "their own Holm family, reported")
+    method: str = GATE_OVERALL_METHOD
     threshold: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -170,37 +188,19 @@ Columns = Mapping[str, np.ndarray]
 """One category's joined per-sample columns (`<metric>_ref`, `<metric>_new`, counts), as arrays."""
 
 
-def _oriented_logs(joined: Columns, metric: Metric) -> tuple[np.ndarray, float, float]:
-    """Per-sample log(candidate/reference) oriented so that positive is better, with both geometric means."""
+def _oriented_logs(joined: Columns, metric: Metric) -> tuple[np.ndarray, float, float, np.ndarray]:
+    """Per-sample log(candidate/reference) oriented so that positive is better, with both geometric means and the
+    mask of the samples kept."""
     ref_values = joined[f"{metric.key}_ref"]
     new_values = joined[f"{metric.key}_new"]
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log(new_values / ref_values)
     keep = np.isfinite(logs)
     if not keep.any():
-        return np.array([]), math.nan, math.nan
+        return np.array([]), math.nan, math.nan, keep
     reference = float(np.exp(np.log(ref_values[keep]).mean()))
     candidate = float(np.exp(np.log(new_values[keep]).mean()))
-    return (logs[keep] if metric.higher_is_better else -logs[keep]), reference, candidate
-
-
-def accept_rate_log_mean(reference_accepted: np.ndarray, reference_drafted: np.ndarray,
-                         candidate_accepted: np.ndarray, candidate_drafted: np.ndarray) -> LogMean | None:
-    """Delta-method estimate of log(candidate pooled accept rate / reference pooled accept rate) over paired samples.
-
-    Each sample's influence on the log ratio of sums is a/A - d/D (per arm, signs by side); the variance is the
-    sample variance of the influences times n, with n - 1 degrees of freedom. None below two samples or no drafts.
-    """
-    columns = [np.asarray(values, dtype=float) for values in (reference_accepted, reference_drafted,
-                                                                candidate_accepted, candidate_drafted)]
-    sums = [values.sum() for values in columns]
-    n = columns[0].size
-    if n < 2 or min(sums) <= 0:
-        return None
-    mean = math.log(sums[2] / sums[3]) - math.log(sums[0] / sums[1])
-    influence = (columns[2] / sums[2] - columns[3] / sums[3]) - (columns[0] / sums[0] - columns[1] / sums[1])
-    se = math.sqrt(n * float(influence.var(ddof=1))) if n > 1 else math.nan
-    return LogMean(mean, se, n - 1.0, n, "delta")
+    return (logs[keep] if metric.higher_is_better else -logs[keep]), reference, candidate, keep
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +216,9 @@ class _Pending:
 
 
 def _row_estimate(category: str, joined: Columns, metric: Metric, drift: tuple[float, float] | None,
-                  gated: bool) -> _Pending | None:
+                  gated: bool, strata: np.ndarray | None = None) -> _Pending | None:
+    """One row's estimate; with `strata` (each sample's category, the overall row) the log ratios' mean is
+    stratified by category (`stratified_log_mean`), as the comparison's overall row is."""
     if metric is ACCEPT_RATE:
         columns = [joined[key] for key in ("accepted_ref", "draft_n_ref", "accepted_new", "draft_n_new")]
         if columns[1].sum() <= 0 or columns[3].sum() <= 0:
@@ -228,8 +230,12 @@ def _row_estimate(category: str, joined: Columns, metric: Metric, drift: tuple[f
             return _Pending(category, metric, LogMean(0.0, 0.0, size - 1.0, size, "exact"), reference,
                             candidate, gated, note, exact=True)
         return _Pending(category, metric, accept_rate_log_mean(*columns), reference, candidate, gated)
-    logs, reference, candidate = _oriented_logs(joined, metric)
-    estimate = log_mean(logs)
+    logs, reference, candidate, keep = _oriented_logs(joined, metric)
+    if strata is None:
+        estimate = log_mean(logs)
+    else:
+        labels = strata[keep]
+        estimate = stratified_log_mean([logs[labels == name] for name in dict.fromkeys(labels)])
     note = None
     if estimate is not None and metric in (DECODE_RATE, LATENCY):
         if drift is None:
@@ -241,7 +247,7 @@ def _row_estimate(category: str, joined: Columns, metric: Metric, drift: tuple[f
         combined = within + variance
         denominator = within ** 2 / estimate.df + variance ** 2 / df
         estimate = LogMean(estimate.mean, math.sqrt(combined), combined ** 2 / denominator if denominator else
-                           estimate.df, estimate.n, "t + between-run drift")
+                           estimate.df, estimate.n, f"{estimate.method} + between-run drift")
         note = f"drift between runs from {int(df) + 1} reference runs"
     return _Pending(category, metric, estimate, reference, candidate, gated, note)
 
@@ -261,15 +267,25 @@ def _drift(frames: Sequence[pd.DataFrame], metric: Metric) -> tuple[float, float
     return float(np.var(means, ddof=1)) * (1.0 + 1.0 / runs), runs - 1.0
 
 
-def _decide(pending: Sequence[_Pending], thresholds: Mapping[str, float], alpha: float) -> list[GateRow]:
-    """Holm over the rows' one-sided regression tests; each row's interval at its step's level; three outcomes."""
+def _decide(pending: Sequence[_Pending], thresholds: Mapping[str, float], alpha: float,
+            overall_share: float | None = None) -> list[GateRow]:
+    """Holm over the rows' one-sided regression tests; each row's interval at its step's level; three outcomes.
+
+    With `overall_share`, the family holds overall and category rows and Holm is weighted: the overall rows share
+    that part of the weight, the category rows the rest (`weighted_holm_levels`)."""
     testable = [item for item in pending if item.estimate is not None and item.estimate.n >= MIN_SAMPLES_FOR_CI
                 and not item.exact]
     p_values = []
     for item in testable:
         assert item.estimate is not None
         p_values.append(item.estimate.one_sided_p(0.0, above=False))  # evidence the metric got worse
-    levels = dict(zip((id(item) for item in testable), holm_levels(p_values, alpha), strict=True))
+    if overall_share is None:
+        found = holm_levels(p_values, alpha)
+    else:
+        found = weighted_holm_levels(p_values, family_weights([item.category == OVERALL for item in pending],
+                                                              [item in testable for item in pending],
+                                                              overall_share), alpha)
+    levels = dict(zip((id(item) for item in testable), found, strict=True))
     rows = []
     for item in pending:
         bound = -math.log1p(thresholds[item.metric.key])
@@ -308,10 +324,11 @@ def gate(
     candidate: GateSide,
     *,
     thresholds: Mapping[str, float] | None = None,
-    gate_categories: bool = False,
+    gate_categories: bool = True,
     alpha: float = FAMILY_ALPHA,
 ) -> Gate:
-    """Decide the gate: gated rows (overall decode, latency, accept rate) and category rows, and what was lost."""
+    """Decide the gate: gated rows (overall and, with `gate_categories`, every category; decode, latency, accept
+    rate) and what was lost; without `gate_categories` the category rows are only reported (`--gate overall`)."""
     ref_kind, ref_frame, ref_runs = _side(reference)
     new_kind, new_frame, _ = _side(candidate)
     if isinstance(candidate, list):
@@ -337,7 +354,7 @@ def gate(
 def _stops(side: GateSide) -> list[SequentialStop]:
     """The sequential records one side of the gate carries (none for runs of a fixed size)."""
     if isinstance(side, tuple):
-        stop = recorded_stop(*side)[0]
+        stop = verified_stop(*side)[0]
         return [stop] if stop is not None else []
     runs = side if isinstance(side, list) else [side]
     return [run.info.sequential for run in runs if run.info.sequential is not None]
@@ -350,7 +367,7 @@ def gate_frames(
     reference_runs: Sequence[pd.DataFrame] = (),
     *,
     thresholds: Mapping[str, float] | None = None,
-    gate_categories: bool = False,
+    gate_categories: bool = True,
     alpha: float = FAMILY_ALPHA,
 ) -> Gate:
     """The gate's decision on per-sample frames (one row per id and category): `kind` "comparison" has columns
@@ -376,17 +393,24 @@ def gate_frames(
         group = {name: values[rows] for name, values in arrays.items()}
         for metric in metrics:
             item = _row_estimate(category, group, metric, drift.get(metric.key),
-                                 gated=category == OVERALL or gate_categories)
+                                 gated=category == OVERALL or gate_categories,
+                                 strata=labels if category == OVERALL and len(groups) > 1 else None)
             if item is not None:
                 (primary if category == OVERALL else categories).append(item)
-    category_rows = _decide(categories, limits, alpha)
-    overall_rows = _decide(primary, limits, alpha)
+    if gate_categories:
+        decided = _decide([*primary, *categories], limits, alpha, overall_share=GATE_OVERALL_SHARE)
+        overall_rows, category_rows = decided[:len(primary)], decided[len(primary):]
+        method = GATE_CATEGORIES_METHOD
+    else:
+        category_rows = _decide(categories, limits, alpha)
+        overall_rows = _decide(primary, limits, alpha)
+        method = GATE_OVERALL_METHOD
     notes = []
     if kind == "run" and len(reference_runs) < MIN_REFERENCE_RUNS:
         notes.append(f"run-vs-run: decode and latency rows withheld: one reference run cannot separate drift between "
                      f"runs from a change; give >= {MIN_REFERENCE_RUNS} reference runs")
     return Gate(tuple(category_rows + overall_rows), missing=tuple(lost_samples(reference, candidate)),
-                notes=tuple(notes), threshold=dict(limits))
+                notes=tuple(notes), method=method, threshold=dict(limits))
 
 
 def lost_samples(reference: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:

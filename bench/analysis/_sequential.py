@@ -28,7 +28,8 @@ from bench.analysis._intervals import DECODE_SPEEDUP, LogMean, Metric, verdict
 from bench.analysis._paired import pair_runs, paired_log_mean
 from bench.records import LOOK_DECISIONS, Look, Run, SequentialStop
 
-SEQUENTIAL_METHOD = "group-sequential t-tests, Lan-DeMets Pocock-type alpha spending, union bound over looks"
+SEQUENTIAL_METHOD = ("group-sequential t-tests on the overall decode speedup stratified by category, Lan-DeMets "
+                     "Pocock-type alpha spending, union bound over looks")
 
 FASTER, SLOWER, EQUIVALENT, CONTINUE, UNDECIDED = LOOK_DECISIONS
 
@@ -113,7 +114,7 @@ class SequentialTest:
 def overall_decode(baseline: Run, speculative: Run) -> LogMean | None:
     """The overall decode-speedup estimate a sequential look reads (the paired statistics' overall row)."""
     paired = pair_runs(baseline, speculative, min_pairs=0)
-    return paired_log_mean(paired, "decode_speedup") if len(paired) else None
+    return paired_log_mean(paired, "decode_speedup", stratified=True) if len(paired) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +211,98 @@ def stopping_look(stop: SequentialStop, estimate: LogMean | None,
     note = (f"sampling was interrupted after {len(stop.looks)} look(s) before the sequential test decided; a final "
             f"look on the {n} samples kept spends what was left of its error budget ({look.level:.2%})")
     return dataclasses.replace(stop, looks=(*stop.looks, look)), (*notes, note)
+
+
+POINT_TOLERANCE = 1e-6
+"""A recorded look's point may differ from the samples' by this much (relative) before the record is refused."""
+
+
+def sample_rounds(run: Run) -> dict[str, int]:
+    """Each sample id's round (1-based): its rank among its category's samples in the order the run file holds them
+    (round k of sampling until decided adds the k-th sample of each category)."""
+    seen: dict[str, int] = {}
+    rounds: dict[str, int] = {}
+    for result in run.results:
+        if result.id in rounds:
+            continue
+        seen[result.category] = seen.get(result.category, 0) + 1
+        rounds[result.id] = seen[result.category]
+    return rounds
+
+
+def verified_stop(baseline: Run, speculative: Run, *, threshold: float | None = None,
+                  paired: Any = None) -> tuple[SequentialStop | None, tuple[str, ...]]:
+    """The sequential record two runs carry, re-derived from their samples: the record's design (limit, rounds,
+    error budget, threshold) is an input; every look's interval and decision is recomputed from the samples of its
+    rounds; the record is refused (BenchError naming the run file) where it disagrees with the samples it claims:
+    look sizes, order of rounds, levels the design would not spend, points the samples do not give.
+
+    Returns the re-derived record (with a final look on the samples kept when the re-derived test did not stop)
+    and notes, as `stopping_look` does; (None, notes) for runs of a fixed size."""
+    stop, notes = recorded_stop(baseline, speculative)
+    if stop is None:
+        return None, notes
+    carrier = speculative if speculative.info.sequential is not None else baseline
+    name = str(carrier.path or "the speculative run")
+
+    def refuse(reason: str) -> BenchError:
+        return BenchError(f"{name}: its sequential record disagrees with its samples ({reason}); "
+                          "re-run, or remove the record to compare the samples at a fixed size")
+
+    if paired is None:
+        paired = pair_runs(baseline, speculative, min_pairs=0)
+    limit = max(stop.rounds * stop.per_round, MIN_SAMPLES_FOR_CI)
+    if stop.rounds < 1 or stop.per_round < 1 or stop.max_samples != limit:
+        raise refuse(f"a limit of {stop.max_samples} samples is not {stop.rounds} rounds x {stop.per_round}")
+    if len(stop.looks) > stop.rounds:
+        raise refuse(f"{len(stop.looks)} looks in a design of {stop.rounds} rounds")
+    if not 0 < stop.alpha < 1 or sum(look.level for look in stop.looks) > stop.alpha + 1e-9:
+        raise refuse(f"its looks spend more than the error budget {stop.alpha:g}")
+    rounds = sample_rounds(carrier)
+    categories = {result.category for result in carrier.results}
+    if len(categories) > stop.per_round:
+        raise refuse(f"{len(categories)} categories in rounds of {stop.per_round}")
+    known = paired[paired["id"].map(lambda sample: sample in rounds)] if len(paired) else paired
+    if len(known) != len(paired):
+        raise refuse("paired samples the run file's rounds do not hold")
+    paired_rounds = known["id"].map(rounds) if len(known) else known.get("id")
+    test = SequentialTest(max_samples=limit, alpha=stop.alpha,
+                          threshold=stop.threshold if math.isfinite(stop.threshold) else DEFAULT_THRESHOLD)
+    if paired_rounds is not None and len(known) and int(paired_rounds.max()) > stop.rounds:
+        raise refuse(f"samples of round {int(paired_rounds.max())} in a design of {stop.rounds} rounds")
+    for index, recorded in enumerate(stop.looks, start=1):
+        members = known[paired_rounds <= index] if len(known) else known
+        estimate = paired_log_mean(members, "decode_speedup", stratified=True) if len(members) else None
+        n = estimate.n if estimate is not None else 0
+        if recorded.n != n:
+            raise refuse(f"look {index} claims {recorded.n} samples; rounds 1-{index} hold {n}")
+        found = test.look(estimate, final=index == stop.rounds)
+        if not math.isclose(found.level, recorded.level, rel_tol=1e-6, abs_tol=1e-12):
+            raise refuse(f"look {index} spent {recorded.level:.4%}; the design spends {found.level:.4%} there")
+        if (math.isfinite(recorded.point) != math.isfinite(found.point) or (
+                math.isfinite(found.point) and not math.isclose(recorded.point, found.point, rel_tol=POINT_TOLERANCE))):
+            raise refuse(f"look {index} reads {recorded.point:.4g}x; its samples give {found.point:.4g}x")
+        if test.decided:
+            break
+    looks = tuple(test.looks)
+    if len(looks) < len(stop.looks):
+        notes += (f"re-derived from the samples, the sequential test stopped at look {len(looks)} of the "
+                  f"{len(stop.looks)} recorded: that look is shown",)
+    elif looks and stop.looks and looks[-1].decision != stop.looks[-1].decision:
+        notes += (f"re-derived from the samples, the last look decides {looks[-1].decision} (the record said "
+                  f"{stop.looks[-1].decision}): the samples' decision is shown",)
+    rederived = dataclasses.replace(stop, max_samples=limit, looks=looks)
+    overall = paired_log_mean(paired, "decode_speedup", stratified=True) if len(paired) else None
+    if not rederived.finished:
+        final, more = stopping_look(rederived, overall, threshold)
+        return final, notes + more
+    if overall is not None and looks[-1].n != overall.n:
+        notes += (f"the stopping look read {looks[-1].n} samples and these files hold {overall.n}: the samples "
+                  "after it are outside the sequential test",)
+    if threshold is not None and math.isfinite(stop.threshold) and not math.isclose(threshold, stop.threshold):
+        notes += (f"the sequential test decided with its own threshold ({stop.threshold:.0%}); the other rows use "
+                  f"{threshold:.0%}",)
+    return rederived, notes
 
 
 def stopping_level(stop: SequentialStop) -> float:

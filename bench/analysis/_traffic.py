@@ -39,6 +39,7 @@ from bench.analysis._goodput import (
     throughput,
 )
 from bench.analysis._intervals import LogMean, Metric, geomean_t_intervals, log_mean, verdict
+from bench.analysis._stratified import stratified_log_mean
 from bench.analysis._sweep import Crossover, crossover
 
 DECODE_SPEEDUP_PAIRED = Metric("decode_speedup", "decode speedup", True, "speedup")
@@ -128,8 +129,10 @@ def _log_interval(logs: Sequence[float], minimum: int, unit: str, confidence: fl
 
 def _paired_logs(
     pairs: Sequence[tuple[RequestTiming, RequestTiming]], ratio: Callable[[RequestTiming, RequestTiming], float | None],
+    strata: dict[str, list[float]] | None = None,
 ) -> tuple[list[float], dict[int, list[float]]]:
-    """Per-request log ratios of the pairs where both arms succeeded, and the same logs grouped by block."""
+    """Per-request log ratios of the pairs where both arms succeeded, and the same logs grouped by block (and, into
+    `strata` when given, by category)."""
     logs: list[float] = []
     blocks: dict[int, list[float]] = {}
     for a, b in pairs:
@@ -139,9 +142,22 @@ def _paired_logs(
         if value is None:
             continue
         logs.append(math.log(value))
+        if strata is not None:
+            strata.setdefault(a.category, []).append(math.log(value))
         if a.block is not None:
             blocks.setdefault(a.block, []).append(math.log(value))
     return logs, blocks
+
+
+def _stratified_interval(strata: dict[str, list[float]], minimum: int, confidence: float) -> tuple[Interval,
+                                                                                                   LogMean | None]:
+    """The by-request overall interval stratified by category (`stratified_log_mean`); withheld under `minimum`."""
+    found = stratified_log_mean(list(strata.values()))
+    if found is None:
+        return Interval(math.nan, math.nan, math.nan, "no paired requests"), None
+    if found.n < max(2, minimum):
+        return Interval(math.exp(found.mean), math.nan, math.nan, f"fewer than {minimum} paired requests"), found
+    return Interval(*found.interval(confidence)), found
 
 
 def _chosen_logs(logs: list[float], blocks: dict[int, list[float]], min_requests: int,
@@ -168,11 +184,18 @@ def paired_speedups(
     if len(categories) > 1:
         groups += [(name, [pair for pair in pairs if pair[0].category == name]) for name in categories]
     found = []
+    strata: dict[tuple[str, str], dict[str, list[float]]] = {}
     for category, members in groups:
         for metric, ratio in _RATIOS:
-            logs, blocks = _paired_logs(members, ratio)
+            by_category: dict[str, list[float]] | None = {} if category == OVERALL and len(categories) > 1 else None
+            logs, blocks = _paired_logs(members, ratio, by_category)
             if logs:
-                found.append((category, metric, logs, blocks, _chosen_logs(logs, blocks, min_requests, min_blocks)))
+                chosen_logs = _chosen_logs(logs, blocks, min_requests, min_blocks)
+                if by_category is not None:
+                    strata[(category, metric.key)] = by_category
+                    if chosen_logs is not None and len(blocks) < max(2, min_blocks):  # by request: strata
+                        chosen_logs = _stratified_interval(by_category, min_requests, confidence)[1]
+                found.append((category, metric, logs, blocks, chosen_logs))
     family = [index for index, item in enumerate(found) if item[0] != OVERALL and item[4] is not None]
     holm = dict(zip(family, holm_levels([found[index][4].p_value() for index in family], alpha),  # type: ignore[union-attr]
                     strict=True))
@@ -180,14 +203,20 @@ def paired_speedups(
     for index, (category, metric, logs, blocks, chosen_logs) in enumerate(found):
         level = alpha if category == OVERALL else holm.get(index, alpha)
         level_confidence = 1.0 - level
-        by_request = _log_interval(logs, min_requests, "paired requests", level_confidence)
+        stratified: LogMean | None = None
+        if (category, metric.key) in strata:
+            by_request, stratified = _stratified_interval(strata[(category, metric.key)], min_requests,
+                                                          level_confidence)
+        else:
+            by_request = _log_interval(logs, min_requests, "paired requests", level_confidence)
         by_block = _log_interval([float(np.mean(v)) for v in blocks.values()], min_blocks, "blocks",
                                  level_confidence)
         chosen = by_block if by_block.has_interval else by_request
         estimate = Estimate(metric, chosen.point, chosen.low, chosen.high,
                             verdict(chosen.point, chosen.low, chosen.high, metric, threshold),
                             confidence=level_confidence,
-                            p_value=chosen_logs.p_value() if chosen_logs is not None else math.nan)
+                            p_value=chosen_logs.p_value() if chosen_logs is not None else math.nan,
+                            estimator=stratified.method if stratified is not None and chosen is by_request else None)
         out.append(PairedSpeedup(metric, len(logs), by_request, by_block, estimate, category))
     return tuple(out)
 

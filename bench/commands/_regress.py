@@ -11,7 +11,6 @@ from typing import Any
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
-from bench.commands._common import vet
 
 HELP = "CI gate: exit 1 on a significant regression over the threshold, or on lost samples, categories or levels"
 
@@ -32,10 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for metric in ("decode", "latency", "accept"):
         parser.add_argument(f"--threshold-{metric}", type=float, default=None,
                           help=f"threshold of the {metric} metric (default: --threshold)")
-    parser.add_argument("--resamples", type=int, default=2000, help="ignored (the gate does not resample)")
-    parser.add_argument("--seed", type=int, default=0, help="ignored (the gate does not resample)")
     parser.add_argument("--allow-mismatch", action="store_true",
                       help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")
+    parser.add_argument("--gate", choices=("categories", "overall"), default="categories",
+                        help="rows that can fail the job: overall and every category as one family (default), or "
+                             "only the overall rows (categories reported)")
     parser.add_argument("--allow-partial", action="store_true",
                         help="pass a candidate that lost samples, categories or sweep levels the reference has")
 
@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench regress`: exit 1 on a gated regression, or when the candidate lost part of the reference."""
     from bench.analysis import gate
+    from bench.pipeline import vet
     from bench.render import gate_markdown, gate_text
 
     thresholds = {
@@ -82,7 +83,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
                 (failures if lost else warnings).append(line)
                 if not lost:
                     sys.stderr.write(f"speedbench: warning: {line}\n")
-        result = dataclasses.replace(gate(reference, candidate, thresholds=thresholds), failures=tuple(failures),
+        result = dataclasses.replace(gate(reference, candidate, thresholds=thresholds,
+                                          gate_categories=args.gate == "categories"), failures=tuple(failures),
                                      warnings=tuple(warnings))
     out(gate_text(result, allow_partial=args.allow_partial))
     _step_summary(gate_markdown(result, allow_partial=args.allow_partial))
@@ -136,6 +138,7 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
     import dataclasses
 
     from bench.analysis import Gate, gate
+    from bench.pipeline import vet
     from bench.records import BASELINE, load_run, sweep_cell_file, sweep_cells
 
     rows, missing, notes, warnings = [], [], [], []
@@ -151,13 +154,13 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
         for (first, second), side in zip(zip(*pairs, strict=True), (BASELINE, arm), strict=True):
             vet(first, second, allow_mismatch=args.allow_mismatch, gate=True, said=said, collect=warnings,
                 arm=f"{name} {side}")
-        found = gate(pairs[0], pairs[1], thresholds=thresholds)
+        found = gate(pairs[0], pairs[1], thresholds=thresholds, gate_categories=args.gate == "categories")
         rows += [dataclasses.replace(row, category=f"{name}: {row.category}") for row in found.rows]
         missing += [f"{name}: {item}" for item in found.missing]
         notes += [f"{name}: {item}" for item in found.notes]
     if not rows:
         raise BenchError(f"{args.reference} and {args.candidate} share no sweep cell (c<level>/<arm>.json)")
-    return Gate(tuple(rows), tuple(missing), tuple(notes), warnings=tuple(warnings))
+    return Gate(tuple(rows), tuple(missing), tuple(notes), warnings=tuple(warnings), method=found.method)
 
 
 def _gate_history(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:

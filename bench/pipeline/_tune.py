@@ -34,7 +34,7 @@ from bench.analysis import (
 from bench.prompts import load_prompts
 from bench.records import BASELINE, Run, journal_path, load_run, new_results_folder, run_file, save_run, summarize
 from bench.render import plot_tune, tune_markdown, tune_text
-from bench.runner import ArmSpec, Progress, RunConfig, run_interleaved
+from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
 
 OVERALL = "overall"
 
@@ -171,19 +171,21 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
                                                            draft_max=draft_max, where=where, out=out))
         spec_url, spec_state = stack.enter_context(_server(config, speculative=True, level=level,
                                                            draft_max=draft_max, where=where, out=out))
-        arms = [ArmSpec(BASELINE, _run_config(config, base_url, level, BASELINE, draft_max), run_file(where, BASELINE)),
-                ArmSpec(names[1], _run_config(config, spec_url, level, names[1], draft_max), run_file(where, names[1]))]
         states = {name: state for name, state in zip(names, (base_state, spec_state), strict=True) if state}
+        arms = [Arm(BASELINE, _run_config(config, base_url, level, BASELINE, draft_max), run_file(where, BASELINE),
+                    server_state=states.get(BASELINE)),
+                Arm(names[1], _run_config(config, spec_url, level, names[1], draft_max), run_file(where, names[1]),
+                    server_state=states.get(names[1]))]
         if config.until_decided:
             return _until_decided(config, where, arms, states, out=out, progress=progress)
         resume = all(journal_path(Path(arm.output)).exists() for arm in arms if arm.output is not None)
-        runs, stopped = run_interleaved(load_prompts(config.dataset, bench=config.bench, category=config.category,
-                                                     limit=config.limit), arms, seed=config.seed, progress=progress,
-                                        resume=resume, force=not resume, server_states=states)
+        prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+        runs, stopped = run_arms(prompts, arms, LockStep(level, config.seed),
+                                 RunOptions(progress=progress, resume=resume, force=not resume))
     return runs[BASELINE], runs[names[1]], stopped
 
 
-def _until_decided(config: TuneConfig, where: Path, arms: list[ArmSpec], states: dict[str, str], *,
+def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dict[str, str], *,
                    out: Callable[[str], Any], progress: Progress) -> tuple[Run, Run, bool]:
     """Rounds of one sample per category (each round's files under `rounds/k/`) until the overall verdict against
     the baseline is decided or `limit` rounds ran; both run files carry the sequential record."""
@@ -197,8 +199,8 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[ArmSpec], states:
         fresh = dataclasses.replace(prompts, samples=tuple(s for s in prompts.samples if s.id not in seen))
         round_arms = [dataclasses.replace(arm, output=run_file(where / "rounds" / str(k), arm.name)) for arm in arms]
         Path(round_arms[0].output or "").parent.mkdir(parents=True, exist_ok=True)
-        runs, stopped = run_interleaved(fresh, round_arms, seed=config.seed + k, progress=progress,
-                                        force=True, server_states=states)
+        runs, stopped = run_arms(fresh, round_arms, LockStep(arms[0].config.concurrency, config.seed + k),
+                                 RunOptions(progress=progress, force=True))
         whole = []
         for arm in arms:
             done[arm.name] += list(runs[arm.name].results)
@@ -259,8 +261,8 @@ def validate(config: TuneConfig) -> None:
             fill_command(command, port=1, draft_max=1, concurrency=1)
         except ServerError as exc:
             raise BenchError(str(exc)) from None
-    if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1:
-        raise BenchError("--limit and --osl must be >= 1 and --tie-margin between 0 and 1")
+    if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1 or not 0 < config.threshold < 1:
+        raise BenchError("--limit and --osl must be >= 1, --tie-margin and --threshold between 0 and 1")
     if config.spec_cmd is None:
         from bench.server import speculative_modes
 
@@ -287,7 +289,8 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                 measured = comparisons.setdefault(level, {})
                 prediction = None
                 while True:
-                    wanted = plan_next(config.grid, measured, prediction, budget=budget)
+                    wanted = plan_next(config.grid, measured, None if config.full_grid else prediction,
+                                       budget=budget)
                     if not wanted:
                         break
                     for draft_max in wanted:
@@ -299,6 +302,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                         failed += baseline.failed_samples + speculative.failed_samples
                         measured[draft_max] = compare(baseline, speculative, threshold=config.threshold,
                                                       baseline_label=BASELINE, speculative_label=arm_name(draft_max))
+                        notes += _drafting_notes(measured[draft_max], draft_max, level)
                         guess = prediction.speedup(draft_max) if prediction is not None else None
                         decode = measured[draft_max].stats[-1].decode if measured[draft_max].stats else None
                         if guess is not None and decode is not None and decode.point > 0:
@@ -320,6 +324,16 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
         out(f"speedbench: {failed} samples failed; see the configuration folders\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _drafting_notes(comparison: Comparison, draft_max: int, level: int) -> list[str]:
+    """A server that drafts longer than the configuration asked: the draft length never reached it."""
+    parts = comparison.stats[-1].parts if comparison.stats else None
+    length = parts.mean_draft_length if parts is not None else None
+    if length is None or length <= draft_max + 0.5:
+        return []
+    return [f"warning: at concurrency {level} the draft_max={draft_max} server drafted {length:.1f} tokens per draft: "
+            "it did not get that draft length (does its command pass {draft_max}?)"]
 
 
 def _overall_prediction(measured: dict[int, Comparison]) -> Any:

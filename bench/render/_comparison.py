@@ -169,7 +169,9 @@ def comparison_payload(comparison: Comparison) -> dict[str, Any]:
         if comparison.family is not None:
             payload["family"] = {"method": comparison.family.method, "size": comparison.family.size,
                                  "alpha": comparison.family.alpha, "target_effect": comparison.family.target_effect,
-                                 "primary": "overall"}
+                                 "primary": "overall",
+                                 "overall_estimator": comparison.family.overall_estimator,
+                                 "overall_weights": comparison.family.overall_weights}
         payload["stats"] = [row.as_cells() for row in comparison.stats]
         if comparison.sequential is not None:
             payload["sequential"] = sequential_payload(comparison)

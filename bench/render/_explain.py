@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bench.render._stats import details
 from bench.render._tables import Column, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
@@ -24,6 +25,12 @@ EXPLAINED_COLUMNS: list[Column] = [
     ("pooled_decode", "pooled_decode_speedup", "speedup"),
     ("reconciles", "reconciles_cell", ""),
 ]
+
+EXPLAINED_MARKDOWN_COLUMNS: list[Column] = [
+    column for column in EXPLAINED_COLUMNS if column[1] not in ("joint_cell", "conditional_cell")]
+"""The table as a pull request shows it (GitHub's 1012 px); the per-position columns go to a details block."""
+POSITION_COLUMNS: list[Column] = [
+    column for column in EXPLAINED_COLUMNS if column[1] in ("category", "joint_cell", "conditional_cell")]
 
 LEGEND = (
     "accept_len/step: 1 + accepted / drafts from the counter deltas (tokens per verification step); per request: its "
@@ -72,10 +79,13 @@ def explained_text(rows: Sequence[StatsRow]) -> str:
 
 
 def explained_markdown(rows: Sequence[StatsRow]) -> str:
-    """The explained-speedup table as Markdown ('' when no row has counters)."""
+    """The explained-speedup table as Markdown at GitHub's width: the parts, then in details blocks the
+    per-position acceptance and the legend ('' when no row has counters)."""
     cells = _cells(rows)
     if not cells:
         return ""
     notes = "".join(f"\n- {markdown_escape(line)}" for line in _flags(rows))
-    return (f"{LEGEND[0].upper()}{LEGEND[1:]}.\n\n" + markdown_table(cells, EXPLAINED_COLUMNS)
-            + (f"\nNot reconciled:\n{notes}\n" if notes else ""))
+    return (markdown_table(cells, EXPLAINED_MARKDOWN_COLUMNS, wrap_headers=True)
+            + (f"\nNot reconciled:\n{notes}\n" if notes else "")
+            + details("Per-position acceptance (joint and conditional)", markdown_table(cells, POSITION_COLUMNS))
+            + details("How to read this table", f"{LEGEND[0].upper()}{LEGEND[1:]}.\n"))

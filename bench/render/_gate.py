@@ -52,7 +52,9 @@ def _head(gate: Gate, allow_partial: bool) -> str:
     regressed = gate.regressions
     if regressed:
         named = ", ".join(f"{row.category} {row.metric.label}" for row in regressed)
-        head = f"{len(regressed)} regression(s): {named}"
+        in_categories = sum(not _is_overall(row) for row in regressed)
+        counted = f" ({in_categories} in categories)" if in_categories else ""
+        head = f"{len(regressed)} regression(s){counted}: {named}"
     else:
         head = "0 regression(s)"
     if gate.failures:
@@ -61,6 +63,21 @@ def _head(gate: Gate, allow_partial: bool) -> str:
         head += f"; the candidate lost {len(gate.missing)} part(s) of the reference" + (
             " (allowed: --allow-partial)" if allow_partial else " (fails; --allow-partial to gate what is left)")
     return head
+
+
+def _is_overall(row: GateRow) -> bool:
+    return row.category == "overall" or row.category.endswith(": overall")
+
+
+def inconclusive_line(gate: Gate) -> str | None:
+    """The gated category rows that neither passed nor failed, each with the regression it could have detected."""
+    rows = [row for row in gate.rows if row.gated and not _is_overall(row) and row.status == "inconclusive"]
+    if not rows:
+        return None
+    named = ", ".join(f"{row.category} {row.metric.label}"
+                      + (f" (could detect -{row.detectable:.0%})" if math.isfinite(row.detectable) else "")
+                      for row in rows)
+    return f"inconclusive categories ({len(rows)}): {named}"
 
 
 def _first_words(failures: Sequence[str]) -> str:
@@ -75,8 +92,10 @@ def _top(gate: Gate) -> list[str]:
 
 def _lines(gate: Gate) -> list[str]:
     notes = [row for row in gate.rows if row.note]
+    inconclusive = inconclusive_line(gate)
     return ([f"missing: {item}" for item in gate.missing] + list(gate.notes)
-            + [f"{row.category} {row.metric.label}: {row.note}" for row in notes])
+            + [f"{row.category} {row.metric.label}: {row.note}" for row in notes]
+            + ([inconclusive] if inconclusive else []))
 
 
 def gate_text(result: Gate | Sequence[GateRow], *, allow_partial: bool = False) -> str:

@@ -202,7 +202,8 @@ def _decision_legend(comparisons: Sequence[Comparison]) -> str:
     short = (f"_All prompts, speculative over baseline, with {'sequential-test' if sequential else '95%'} "
              f"intervals; per category below._\n")
     return short + details("How the decision is drawn", (
-        f"Overall geometric means of per-prompt speedups with {levels} (t-intervals on the logs); a verdict needs "
+        f"Overall geometric means of per-prompt speedups with {levels} (t-intervals on the logs, stratified by "
+        "category: the spread between categories is fixed by the design, not noise); a verdict needs "
         f"the interval to exclude 1.00x and a change over {comparisons[0].threshold:.0%}."))
 
 

@@ -124,6 +124,16 @@ def _percent(share: float) -> str:
     return f"{share:.1%}".replace(".0%", "%")
 
 
+def overall_estimator_text(method: str | None) -> str:
+    """How the overall row was estimated, in a reader's words: stratified by category, with its weights and rule."""
+    if method is None:
+        return "its interval: t over the per-sample logs"
+    if method.startswith("stratified"):
+        return (f"its interval {method}: the weighted mean of the category means with variance sum w_c^2 s_c^2 / n_c "
+                "(the spread between categories is fixed by the design, not noise)")
+    return f"its interval: {method}"
+
+
 def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | None = None,
                   sequential: SequentialStop | None = None) -> str:
     from bench.analysis import FAMILY_ALPHA, HOLM_METHOD, family_size
@@ -133,6 +143,7 @@ def _stats_legend(threshold: float, rows: Sequence[StatsRow], family: Family | N
     overall = (f"the overall row is the primary result, at the sequential test's stopping look ({_percent(1 - alpha)}, "
                "see the note below)" if sequential is not None else "the overall row is the primary result, at a "
                "plain 95%")
+    overall += f", {overall_estimator_text(family.overall_estimator if family is not None else None)}"
     return (
         "geometric mean of per-sample speedups (the SpeedBench table: ratio of arithmetic means), samples matched by "
         "id, with a t-interval on the logs; a verdict needs the interval to exclude 1.00x and a change over "

@@ -58,7 +58,8 @@ BEST_COLUMNS: list[Column] = [
 LEGEND = (
     "the cell table's verdicts are one family: Holm over arm x level x metric (family-wise 5%), each interval drawn "
     "at its step's level (after 'at'); "
-    "decode and latency: geometric mean of per-request speedups (overall row of each cell's paired statistics); "
+    "decode and latency: geometric mean of per-request speedups (overall row of each cell's paired statistics, its "
+    "interval stratified by category); "
     "throughput: system output tokens/s of the arm over the baseline's, paired by lock-step batch; intervals are 95% "
     "t-intervals on the logs; crossover (per arm, from the 95% intervals), read level by level from the lowest "
     "(fixed-sequence, 5% for the whole "

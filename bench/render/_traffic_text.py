@@ -112,6 +112,10 @@ def traffic_text(comparison: TrafficComparison, *, markdown: bool = False) -> st
     table = markdown_table if markdown else text_table
     out += table(_speedup_rows(comparison), _SPEEDUP_COLUMNS)
     method = f"verdicts: {comparison.method}"
+    stratified = next((item.estimate.estimator for item in comparison.speedups
+                       if item.primary and item.estimate.estimator), None)
+    if stratified:
+        method += f"; overall by request: {stratified} (the spread between categories is the design, not noise)"
     out += (markdown_escape(method) if markdown else method) + "\n"
     for result in (comparison.goodput_baseline, comparison.goodput_candidate):
         if result is not None:
