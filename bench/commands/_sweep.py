@@ -80,8 +80,9 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
             raise BenchError(f"--slo-target must be a share in (0, 1] (got {args.slo_target})")
         if args.repeat < 1:
             raise BenchError(f"--repeat must be >= 1 (got {args.repeat})")
-        RunConfig(request_rate=1.0, arrival=args.arrival, burstiness=args.burstiness,
-                  max_concurrency=args.max_concurrency, workers=args.workers or 1).validate()
+        RunConfig.from_values({"arrival": args.arrival, "burstiness": args.burstiness,
+                               "max_concurrency": args.max_concurrency, "workers": args.workers or 1},
+                              request_rate=1.0).validate()
         rates = RateSweepConfig(
             sweep=config, rates=parse_rates(args.request_rate), arrival=args.arrival, burstiness=args.burstiness,
             max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,

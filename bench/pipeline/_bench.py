@@ -15,6 +15,7 @@ from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, E
 from bench._errors import BenchError
 from bench._redact import redact_url
 from bench.analysis import Comparison
+from bench.pipeline._arms import arm_config
 from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.prompts import load_prompts
 from bench.records import (
@@ -147,7 +148,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     workers, why = choose_workers(config.workers, concurrency=config.concurrency, request_rate=config.request_rate,
                                   open_loop=config.request_rate is not None, max_concurrency=config.max_concurrency,
                                   single="--until-decided" if config.until_decided else None)
-    return RunConfig(
+    return arm_config(
         url=endpoint, bench=config.bench, osl=config.osl, category=config.category, limit=config.limit,
         concurrency=config.concurrency, label=side, tags=tags, logprobs=config.logprobs,
         stream=config.stream, request_rate=config.request_rate, arrival=config.arrival,

@@ -28,6 +28,7 @@ from bench.analysis import (
     rate_sweep,
     request_timings,
 )
+from bench.pipeline._arms import arm_config
 from bench.pipeline._sweep import SweepConfig, _given_urls, _servers, finished_exit_code
 from bench.prompts import load_prompts
 from bench.records import (
@@ -95,7 +96,7 @@ def _arm_config(config: RateSweepConfig, rate: float, name: str, url: str) -> Ru
     sweep = config.sweep
     workers, why = choose_workers(sweep.workers, concurrency=1, request_rate=rate, open_loop=True,
                                   max_concurrency=config.max_concurrency)
-    return RunConfig(url=url, osl=sweep.osl, category=sweep.category, limit=sweep.limit, label=f"r{rate:g} {name}",
+    return arm_config(url=url, osl=sweep.osl, category=sweep.category, limit=sweep.limit, label=f"r{rate:g} {name}",
                      tags={"mode": sweep.tags.get(name, name)}, request_rate=rate,
                      arrival=config.arrival, burstiness=config.burstiness, max_concurrency=config.max_concurrency,
                      arrival_seed=sweep.arrival_seed, repeat=config.repeat, workers=workers, workers_auto=why)

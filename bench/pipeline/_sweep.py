@@ -18,6 +18,7 @@ from typing import Any
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench.analysis import Sweep, SweepCell, summarize_sweep, sweep_cell
+from bench.pipeline._arms import arm_config
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
@@ -215,9 +216,9 @@ def _arm_config(config: SweepConfig, level: int, name: str, url: str) -> RunConf
         workers, why = level, f"--workers {config.workers}: {level} at concurrency {level}, one per request"
     else:
         workers, why = choose_workers(config.workers, concurrency=level)
-    return RunConfig(url=url, osl=config.osl, category=config.category, limit=config.limit, concurrency=level,
-                     label=f"c{level} {name}", tags={"mode": config.tags.get(name, name)},
-                     workers=workers, workers_auto=why)
+    return arm_config(url=url, osl=config.osl, category=config.category, limit=config.limit, concurrency=level,
+                      label=f"c{level} {name}", tags={"mode": config.tags.get(name, name)},
+                      workers=workers, workers_auto=why)
 
 
 def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) -> None:

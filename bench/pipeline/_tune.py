@@ -31,6 +31,7 @@ from bench.analysis import (
     summarize_tune,
     with_record,
 )
+from bench.pipeline._arms import arm_config
 from bench.prompts import load_prompts
 from bench.records import BASELINE, Run, journal_path, load_run, new_results_folder, run_file, save_run, summarize
 from bench.render import plot_tune, tune_markdown, tune_text
@@ -141,8 +142,8 @@ def _run_config(config: TuneConfig, url: str, level: int, side: str, draft_max: 
     tags = {"mode": "baseline" if side == BASELINE else config.mode, **config.tags}
     if side != BASELINE:
         tags["draft_max"] = str(draft_max)
-    return RunConfig(url=url, bench=config.bench, dataset=config.dataset, category=config.category,
-                     limit=config.limit, osl=config.osl, concurrency=level, label=f"c{level} {side}", tags=tags)
+    return arm_config(url=url, bench=config.bench, dataset=config.dataset, category=config.category,
+                      limit=config.limit, osl=config.osl, concurrency=level, label=f"c{level} {side}", tags=tags)
 
 
 def _complete(where: Path, names: list[str]) -> bool:
