@@ -221,8 +221,8 @@ def _until_decided(
     """Interleaved rounds (round k adds the k-th sample of each category; its run files under `rounds/k/`, each
     kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`; both
     run files carry the test's record (its looks so far)."""
-    from bench.analysis import sample_until_decided, with_record
-    from bench.records import save_run, summarize
+    from bench.analysis import sample_until_decided
+    from bench.records import save_run
 
     sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
     everything = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
@@ -246,15 +246,10 @@ def _until_decided(
             merged = []
             for side, _, _ in sides:
                 done[side] += list(runs[side].results)
-                results = tuple(done[side])
                 # the rounds are one run: its server state is the one the first round started from
                 start = first_start.setdefault(side, runs[side].info.server_start)
-                whole = Run(config={**runs[side].config, "limit": k}, selected_samples=len(results), results=results,
-                            summary=tuple(summarize(results)),
-                            meta=dataclasses.replace(runs[side].info, server_start=start))
-                whole = with_record(whole, state["stop"]) if state["stop"] else whole  # an interrupted run too
-                save_run(whole, run_file(folder, side))  # finished rounds are never lost
-                merged.append(whole)
+                merged.append(_rounds_so_far(runs[side], tuple(done[side]), k, start, state["stop"]))
+                save_run(merged[-1], run_file(folder, side))  # finished rounds are never lost
             if interrupted:
                 raise _RoundsStopped
             return merged[0], merged[1]
@@ -277,6 +272,17 @@ def _until_decided(
         died = any([_report_death(side, endpoints[side][1], out) for side, _, _ in sides])
     out(decided.message + "\n")
     return decided.baseline, decided.speculative, False, died
+
+
+def _rounds_so_far(last: Run, results: tuple[Any, ...], rounds: int, start: Any, stop: Any) -> Run:
+    """One side's run over the rounds so far: the last round's settings and meta, every result, the first round's
+    server state, and the sequential test's record when there is one (an interrupted run keeps it too)."""
+    from bench.analysis import with_record
+    from bench.records import summarize
+
+    whole = Run(config={**last.config, "limit": rounds}, selected_samples=len(results), results=results,
+                summary=tuple(summarize(results)), meta=dataclasses.replace(last.info, server_start=start))
+    return with_record(whole, stop) if stop else whole
 
 
 class _RoundsStopped(Exception):

@@ -235,6 +235,11 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
         else:
             raise BenchError(f"{source}: result {data['id']!r} field {name!r} is out of range "
                              f"({_short(value)}; beyond +-{MAX_NUMBER:g})")
+    return _build(_settled(values, data, source))
+
+
+def _settled(values: dict[str, Any], data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """A result's checked values with its texts, spec and identity checked and its unknowns settled."""
     spec = values.get("spec")
     values["spec"] = checked_spec(spec, f"{source}: result {data['id']!r}") if isinstance(spec, Mapping) else {}
     values["id"] = checked_text(values["id"], f"{source}: a result's id")
@@ -254,7 +259,7 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
         values["replaced_chars"] = (values.get("replaced_chars") or 0) + replaced
     values.setdefault("turns", 1)
     values.setdefault("latency_s", 0.0)
-    return _build(values)
+    return values
 
 
 def _build(values: Mapping[str, Any]) -> SampleResult:
