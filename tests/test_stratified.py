@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from bench._constants import OVERALL
+from bench import OVERALL
 from bench.analysis import STRATIFIED_METHOD, compare, log_mean, stratified_log_mean, t_quantile
 from bench.records import Run, SampleResult, summarize
 from bench.render import render_json, render_text
