@@ -80,32 +80,18 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 
 def _trends(args: argparse.Namespace, comparisons: list[Any]) -> list[str]:
-    """With --history: one trend line per compared workload (its overall decode series), else none."""
-    if not args.history:
-        return []
-    from bench.analysis import recent_trend
-    from bench.commands._history import load_analysis
-    from bench.pipeline import workload_name
-    from bench.render import trend_line
+    """With --history: one trend line per compared workload, else none."""
+    from bench.pipeline import report_trends
 
-    analysis = load_analysis(args.history)
-    lines = []
-    for comparison in comparisons:
-        name = workload_name(comparison.speculative)
-        line = trend_line(recent_trend(analysis, name))
-        lines.append(f"{name}: {line}" if len(comparisons) > 1 else line)
-    return lines
+    return report_trends(args.history, comparisons)
 
 
 def _comparison(args: argparse.Namespace, baseline_path: str, speculative_path: str) -> Any:
     """The vetted comparison of two run files."""
-    from bench.analysis import compare
-    from bench.pipeline import vet
-    from bench.records import load_run
+    from bench.pipeline import vetted_comparison
 
-    baseline, speculative = load_run(baseline_path), load_run(speculative_path)
-    checked = vet(baseline, speculative, allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial)
-    return compare(baseline, speculative, threshold=args.threshold, comparability=checked)
+    return vetted_comparison(baseline_path, speculative_path, threshold=args.threshold,
+                             allow_mismatch=args.allow_mismatch, allow_partial=args.allow_partial)
 
 
 def _report_inputs(args: argparse.Namespace) -> tuple[str, str]:

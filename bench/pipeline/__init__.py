@@ -19,6 +19,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RateSweepConfig", "is_rate_sweep_folder", "load_rate_sweep", "parse_rates", "run_rate_sweep",
         "summarize_rate_sweep",
     ),
+    "_report": ("report_trends", "vetted_comparison"),
     "_run": ("RunJob", "report_run", "run_one", "traffic_report"),
     "_sweep": (
         "ArmDefinition", "SweepConfig", "load_sweep", "parse_embedded_arms", "parse_levels", "parse_url_arms",
