@@ -60,7 +60,9 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         raise BenchError(f"--alpha {args.alpha}: must lie between 0 and 1")
     if args.history_command == "add":
         return _add(args, out)
-    analysis = load_analysis(args.history, alpha=args.alpha, branch=args.branch)
+    from bench.pipeline import load_history_analysis
+
+    analysis = load_history_analysis(args.history, alpha=args.alpha, branch=args.branch)
     if args.history_command == "show":
         from bench.render import history_json, history_markdown, history_text
 
@@ -77,14 +79,6 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     write_text_file(args.out, history_html(analysis, title=args.title))
     out(f"speedbench: wrote {args.out}\n")
     return EXIT_OK
-
-
-def load_analysis(history: str, *, alpha: float = 0.05, branch: str | None = None) -> Any:
-    """A history folder's points, analysed (its series and their change points)."""
-    from bench.analysis import analyse_history
-    from bench.records import load_history
-
-    return analyse_history(load_history(history), alpha=alpha, branch=branch)
 
 
 def _add(args: argparse.Namespace, out: Callable[[str], Any]) -> int:

@@ -14,7 +14,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_artefacts": ("write_comparison", "write_traffic"),
     "_bench": ("PipelineConfig", "check_servers", "probe_urls", "run_pipeline", "validate", "workloads"),
     "_gate": ("GateJob", "gate_thresholds", "run_gate", "speculation_change"),
-    "_history": ("CommitContext", "add_to_history", "commit_context", "history_points", "workload_name"),
+    "_history": (
+        "CommitContext", "add_to_history", "commit_context", "history_points", "load_history_analysis", "workload_name",
+    ),
     "_rate_sweep": (
         "RateSweepConfig", "is_rate_sweep_folder", "load_rate_sweep", "parse_rates", "run_rate_sweep",
         "summarize_rate_sweep",

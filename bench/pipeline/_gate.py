@@ -11,14 +11,13 @@ from typing import Any
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench.analysis import Gate, analyse_history, drafted_by_category, gate, history_gate
-from bench.pipeline._history import CommitContext, history_points
+from bench.analysis import Gate, drafted_by_category, gate, history_gate
+from bench.pipeline._history import CommitContext, history_points, load_history_analysis
 from bench.pipeline._vet import vet
 from bench.records import (
     BASELINE,
     is_sweep_folder,
     load_comparison_folder,
-    load_history,
     load_run,
     sweep_cell_file,
     sweep_cells,
@@ -148,7 +147,7 @@ def _gate_history(job: GateJob) -> Gate:
     history = str(job.history)
     if job.window < 2:
         raise BenchError(f"--window {job.window}: needs at least 2 commits")
-    analysis = analyse_history(load_history(history), alpha=0.05, branch=None)
+    analysis = load_history_analysis(history)
     points = history_points([job.candidate], CommitContext("candidate", None, ""), None)
     rows: list[Any] = []
     notes: list[str] = []

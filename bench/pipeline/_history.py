@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench._errors import BenchError
 from bench._version import __version__
@@ -27,12 +28,16 @@ from bench.records import (
     cpu_model,
     digest_files,
     load_comparison_folder,
+    load_history,
     machine_fingerprint,
     point_table,
     run_file,
     workload_folders,
     write_points,
 )
+
+if TYPE_CHECKING:
+    from bench.analysis import HistoryAnalysis
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,3 +157,10 @@ def add_to_history(folders: Sequence[str], history: str, *, commit: str | None =
     points = history_points(folders, commit_context(commit, branch, time), machine)
     written = write_points(history, points)
     return [(point, path, new) for point, (path, new) in zip(points, written, strict=True)]
+
+
+def load_history_analysis(history: str, *, alpha: float = 0.05, branch: str | None = None) -> HistoryAnalysis:
+    """A history folder's points, analysed (its series and their change points)."""
+    from bench.analysis import analyse_history
+
+    return analyse_history(load_history(history), alpha=alpha, branch=branch)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.analysis import Comparison, analyse_history, compare, recent_trend
-from bench.pipeline._history import workload_name
+from bench.analysis import Comparison, compare, recent_trend
+from bench.pipeline._history import load_history_analysis, workload_name
 from bench.pipeline._vet import vet
-from bench.records import load_history, load_run
+from bench.records import load_run
 from bench.render import trend_line
 
 
@@ -23,7 +23,7 @@ def report_trends(history: str | None, comparisons: Sequence[Comparison]) -> lis
     """With a history folder: one trend line per compared workload (its overall decode series), else none."""
     if not history:
         return []
-    analysis = analyse_history(load_history(history), alpha=0.05, branch=None)
+    analysis = load_history_analysis(history)
     lines = []
     for comparison in comparisons:
         name = workload_name(comparison.speculative)
