@@ -230,6 +230,25 @@ def sample_rounds(run: Run) -> dict[str, int]:
     return rounds
 
 
+def _replay_looks(stop: SequentialStop, test: SequentialTest, known: Any, paired_rounds: Any,
+                  refuse: Callable[[str], BenchError]) -> None:
+    """Each recorded look taken again on the samples of its rounds; a BenchError where the record disagrees."""
+    for index, recorded in enumerate(stop.looks, start=1):
+        members = known[paired_rounds <= index] if len(known) else known
+        estimate = paired_log_mean(members, "decode_speedup", stratified=True) if len(members) else None
+        n = estimate.n if estimate is not None else 0
+        if recorded.n != n:
+            raise refuse(f"look {index} claims {recorded.n} samples; rounds 1-{index} hold {n}")
+        found = test.look(estimate, final=index == stop.rounds)
+        if not math.isclose(found.level, recorded.level, rel_tol=1e-6, abs_tol=1e-12):
+            raise refuse(f"look {index} spent {recorded.level:.4%}; the design spends {found.level:.4%} there")
+        if (math.isfinite(recorded.point) != math.isfinite(found.point) or (
+                math.isfinite(found.point) and not math.isclose(recorded.point, found.point, rel_tol=POINT_TOLERANCE))):
+            raise refuse(f"look {index} reads {recorded.point:.4g}x; its samples give {found.point:.4g}x")
+        if test.decided:
+            break
+
+
 def verified_stop(baseline: Run, speculative: Run, *, threshold: float | None = None,
                   paired: Any = None) -> tuple[SequentialStop | None, tuple[str, ...]]:
     """The sequential record two runs carry, re-derived from their samples: the record's design (limit, rounds,
@@ -270,20 +289,7 @@ def verified_stop(baseline: Run, speculative: Run, *, threshold: float | None = 
                           threshold=stop.threshold if math.isfinite(stop.threshold) else DEFAULT_THRESHOLD)
     if paired_rounds is not None and len(known) and int(paired_rounds.max()) > stop.rounds:
         raise refuse(f"samples of round {int(paired_rounds.max())} in a design of {stop.rounds} rounds")
-    for index, recorded in enumerate(stop.looks, start=1):
-        members = known[paired_rounds <= index] if len(known) else known
-        estimate = paired_log_mean(members, "decode_speedup", stratified=True) if len(members) else None
-        n = estimate.n if estimate is not None else 0
-        if recorded.n != n:
-            raise refuse(f"look {index} claims {recorded.n} samples; rounds 1-{index} hold {n}")
-        found = test.look(estimate, final=index == stop.rounds)
-        if not math.isclose(found.level, recorded.level, rel_tol=1e-6, abs_tol=1e-12):
-            raise refuse(f"look {index} spent {recorded.level:.4%}; the design spends {found.level:.4%} there")
-        if (math.isfinite(recorded.point) != math.isfinite(found.point) or (
-                math.isfinite(found.point) and not math.isclose(recorded.point, found.point, rel_tol=POINT_TOLERANCE))):
-            raise refuse(f"look {index} reads {recorded.point:.4g}x; its samples give {found.point:.4g}x")
-        if test.decided:
-            break
+    _replay_looks(stop, test, known, paired_rounds, refuse)
     looks = tuple(test.looks)
     if len(looks) < len(stop.looks):
         notes += (f"re-derived from the samples, the sequential test stopped at look {len(looks)} of the "
