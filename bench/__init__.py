@@ -12,6 +12,9 @@ from typing import Any
 from bench._version import __version__
 
 _EXPORTS = {
+    "DEFAULT_THRESHOLD": "bench._constants",
+    "MIN_SAMPLES_FOR_CI": "bench._constants",
+    "OVERALL": "bench._constants",
     "BenchError": "bench._errors",
     "EmbeddedServer": "bench.server",
     "PromptSet": "bench.prompts",
@@ -22,10 +25,14 @@ _EXPORTS = {
     "ServerConfig": "bench.server",
     "compare_runs": "bench.analysis",
     "comparison_text": "bench.render",
+    "forget_secrets": "bench._redact",
     "load_prompts": "bench.prompts",
     "load_run": "bench.records",
     "lossless_check": "bench.analysis",
     "paired_stats": "bench.analysis",
+    "redact": "bench._redact",
+    "redact_url": "bench._redact",
+    "register_secret": "bench._redact",
     "run_benchmark": "bench.runner",
     "save_run": "bench.records",
     "summarize": "bench.records",

@@ -27,9 +27,7 @@ from typing import Any
 
 import pytest
 
-from bench import cli
-from bench._errors import BenchError
-from bench._redact import forget_secrets, redact, redact_url, register_secret
+from bench import BenchError, cli, forget_secrets, redact, redact_url, register_secret
 from bench.engines import VLLM, LlamaCpp, ResponseError, SGLang
 from bench.pipeline import PipelineConfig, run_pipeline
 from bench.prompts import PromptSet, Sample, load_prompts, rows_to_samples

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import (
     DECODE_SPEEDUP,
     LATENCY,

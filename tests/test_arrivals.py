@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.runner import (
     ARRIVAL_PROCESSES,
     arrival_schedule,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench._constants import OVERALL
+from bench import OVERALL
 from bench.analysis import RequestAcceptance, explain_runs, joint_and_conditional
 from bench.records import Run, SampleResult, position_deltas, sample_positions, summarize
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from bench._constants import OVERALL
+from bench import OVERALL
 from bench.analysis import (
     FAMILY_ALPHA,
     compare,

@@ -214,7 +214,7 @@ def test_inconclusive_categories_are_listed_with_what_they_could_detect() -> Non
 
 
 def test_weighted_holm_equal_weights_is_holm_and_weights_move_power() -> None:
-    from bench.analysis._family import holm_levels, weighted_holm_levels
+    from bench.analysis import holm_levels, weighted_holm_levels
 
     p_values = [0.001, 0.2, 0.01, math.nan, 0.04]
     plain, weighted = holm_levels(p_values), weighted_holm_levels(p_values, [1, 1, 1, 1, 1])

@@ -9,8 +9,7 @@ import statistics
 import numpy as np
 import pytest
 
-from bench._constants import OVERALL
-from bench._errors import BenchError
+from bench import OVERALL, BenchError
 from bench.analysis import (
     ATTAINMENT,
     GOODPUT,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import paired_stats
 from bench.cli import main
 from bench.prompts import load_prompts
 from bench.records import journal_path, load_run
-from bench.runner import ArmSpec, RunConfig, arm_order, run_benchmark, run_interleaved
+from bench.runner import Arm, LockStep, RunConfig, RunOptions, run_arms, run_benchmark, seeded_order
 from tests.conftest import make_prompts
 from tests.fakeserver import DriftSchedule, FakeServer, FakeState
 
@@ -64,7 +64,7 @@ def test_interleaved_bench_sees_no_change_under_drift_where_sequential_runs_call
     assert overall["decode_speedup_verdict"] == "no significant change", overall
     assert overall["latency_speedup_verdict"] == "no significant change", overall
     meta = load_run(folder / "baseline.json").meta
-    assert meta["interleaved"] == {"seed": 0, "partner": "speculative", "batch": 1}
+    assert meta["interleaved"] == {"order_seed": 0, "partner": "speculative", "batch": 1}
     assert load_run(folder / "speculative.json").meta["interleaved"]["partner"] == "baseline"
 
     for base, spec in _pair(_drift()):
@@ -94,6 +94,14 @@ def test_bench_stream_streams_both_arms_and_shows_the_streaming_tables(tmp_path:
         assert f"{name}: Streaming latencies" in out
     assert "itl_tok_p50" in out and "queue wait:" in (folder / "comparison.md").read_text()
 
+def arm_order(seed: int, jobs: list, names: tuple[str, ...]) -> list[str]:
+    return seeded_order(seed, [f"{sample.id}#{repeat}" for sample, repeat in jobs], names)
+
+
+def run_interleaved(prompts, arms, *, seed: int = 0, **options):
+    return run_arms(prompts, arms, LockStep(arms[0].config.concurrency, seed), RunOptions(**options))
+
+
 def test_arm_order_is_seeded_per_sample_and_both_orders_occur() -> None:
     samples = make_prompts(per_category=10).samples
     orders = [arm_order(0, [(sample, 0)], ("baseline", "speculative")) for sample in samples]
@@ -109,7 +117,7 @@ def test_each_batch_goes_to_both_arms_back_to_back_in_lock_step(tmp_path: Path, 
     prompts = make_prompts(per_category=4)
     log: list[tuple[str, str]] = []
     for base, spec in _pair(DriftSchedule(token_delay_s=0.001), log=log):
-        arms = [ArmSpec(name, RunConfig(url=url, osl=8, concurrency=concurrency), tmp_path / f"{name}.json")
+        arms = [Arm(name, RunConfig(url=url, osl=8, concurrency=concurrency), tmp_path / f"{name}.json")
                 for name, url in (("baseline", base), ("speculative", spec))]
         runs, interrupted = run_interleaved(prompts, arms, seed=3, install_signal_handlers=False)
     assert not interrupted and all(len(run.results) == len(prompts.samples) for run in runs.values())
@@ -131,7 +139,7 @@ def test_interleaved_runs_resume_from_their_journals(tmp_path: Path) -> None:
     prompts = make_prompts(per_category=3)
     log: list[tuple[str, str]] = []
     for base, spec in _pair(DriftSchedule(token_delay_s=0.001), log=log):
-        arms = [ArmSpec(name, RunConfig(url=url, osl=8), tmp_path / f"{name}.json")
+        arms = [Arm(name, RunConfig(url=url, osl=8), tmp_path / f"{name}.json")
                 for name, url in (("baseline", base), ("speculative", spec))]
         run_interleaved(prompts, arms, install_signal_handlers=False)
         for arm in arms:  # as if interrupted: two samples journalled, no run file
@@ -144,7 +152,7 @@ def test_interleaved_runs_resume_from_their_journals(tmp_path: Path) -> None:
         runs, _ = run_interleaved(prompts, arms, install_signal_handlers=False, resume=True)
     for run in runs.values():
         assert sorted(result.id for result in run.results) == sorted(sample.id for sample in prompts.samples)
-        assert run.meta["interleaved"]["seed"] == 0
+        assert run.meta["interleaved"]["order_seed"] == 0
     sent = {text for _, text in log}
     assert sent == {sample.turns[0] for sample in prompts.samples[2:]}  # only what was missing
     assert json.loads((tmp_path / "baseline.json").read_text())["results"]

@@ -71,7 +71,8 @@ def test_no_module_in_the_package_is_over_450_lines_and_the_cli_under_350() -> N
 
 
 def _private_imports(source: str, packages: set[str]) -> list[str]:
-    """Imports of a package's private module: `bench.<package>._x`, or `_x` taken from `bench.<package>`."""
+    """Imports of a private module: `bench.<package>._x`, `_x` taken from `bench.<package>`, or a top-level
+    `bench._x` (`bench._version` aside: `__version__` is read from it at import)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -84,6 +85,8 @@ def _private_imports(source: str, packages: set[str]) -> list[str]:
             parts = module.split(".")
             if len(parts) >= 3 and parts[0] == "bench" and parts[1] in packages and parts[2].startswith("_"):
                 found.append(module)
+            elif len(parts) >= 2 and parts[0] == "bench" and parts[1].startswith("_") and parts[1] != "_version":
+                found.append(module)
     return found
 
 
@@ -93,6 +96,9 @@ def test_tests_use_the_public_api_of_every_package() -> None:
     assert _private_imports("from bench.server._models import x\nfrom bench.render import (a,\n _plots)", packages) \
         == ["bench.server._models", "bench.server._models.x", "bench.render._plots"]
     assert _private_imports("from bench.render import plot_all\nimport bench.records", packages) == []
+    assert _private_imports("from bench._errors import BenchError", packages) == [
+        "bench._errors", "bench._errors.BenchError"]
+    assert _private_imports("from bench import BenchError", packages) == []
     offenders = {path.name: _private_imports(path.read_text(encoding="utf-8"), packages)
                  for path in (ROOT / "tests").glob("*.py")}
     assert {name: found for name, found in offenders.items() if found} == {}

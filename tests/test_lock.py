@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.records import lock_path, output_lock
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.runner import LOOP_ENV, LOOPS, Transport, choose_loop, loop_factory, loop_name
 from tests.fakeserver import RawServer, read_request
 

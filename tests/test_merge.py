@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.prompts import Shard
 from bench.records import Run, SampleResult, load_run, merge_shards, save_run, shard_marker, summarize
 from tests.fakeserver import FakeServer

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import Slo, goodput, request_timings, throughput
 from bench.prompts import PromptSet, Sample
 from bench.runner import RunConfig, inter_arrival_cv, run_benchmark
@@ -32,7 +32,7 @@ def _run(server, tmp_path, count, **settings):
 ])
 def test_twenty_per_second_for_300_requests(fake_state, fake_server, tmp_path, arrival, burstiness, low, high):
     fake_state.service_s = lambda index: 0.01
-    run = _run(fake_server, tmp_path, 300, request_rate=20.0, arrival=arrival, burstiness=burstiness, seed=3)
+    run = _run(fake_server, tmp_path, 300, request_rate=20.0, arrival=arrival, burstiness=burstiness, arrival_seed=3)
     requests = request_timings(run)
     measured = throughput(requests)
     assert measured.achieved_rate == pytest.approx(20.0, rel=0.05)

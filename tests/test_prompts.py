@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.prompts import GROUNDED, PLACEHOLDER_PREFIX, categories_dir, load_prompts, rows_to_samples
 from tests.conftest import SPEC_BENCH, SPEC_BENCH_MISSING
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.records import (
     SCHEMA_VERSION,
     Journal,
@@ -180,6 +180,10 @@ def test_a_loaded_run_writes_back_what_it_read(name: str) -> None:
     path = Path(__file__).resolve().parents[1] / name
     original = json.loads(path.read_text())
     original.setdefault("harness", {"name": "speed_bench.py", "version": None})  # the upgrade names a 0 file's writer
+    if original.get("schema_version", 0) < 5:  # the upgrade names the seeds for what they seed
+        for section, old, new in (("config", "seed", "arrival_seed"), ("interleaved", "seed", "order_seed")):
+            if isinstance(original.get(section), dict) and old in original[section]:
+                original[section][new] = original[section].pop(old)
     run = load_run(path)
     assert isinstance(run.meta, RunMeta) and run.info is run.meta
     assert all(isinstance(row, SummaryRow) for row in run.summary)
@@ -262,10 +266,31 @@ def test_a_sequential_record_survives_the_run_file_and_a_version_2_file_has_none
     assert read is not None and len(read.looks) == 1 and read.alpha == 0.05 and read.finished
 
 
+def test_a_file_before_version_5_names_its_seeds_for_what_they_seed(tmp_path: Path) -> None:
+    from bench.records import RunIdentity, journal_path, read_journal
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "results/sample/baseline.json").read_text())
+    data["schema_version"] = 3
+    data["config"]["seed"] = 5
+    data["interleaved"] = {"seed": 2, "partner": "speculative", "batch": 1}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    run = load_run(old)
+    assert "seed" not in run.config and run.config["arrival_seed"] == 5
+    assert run.meta["interleaved"] == {"order_seed": 2, "partner": "speculative", "batch": 1}
+    assert RunIdentity.of(run.config).get("arrival_seed") == 5
+    saved = json.loads(dumps_run(run))
+    assert saved["schema_version"] == SCHEMA_VERSION == 5 and saved["config"]["arrival_seed"] == 5
+    header = {"type": "header", "schema_version": 3, "config": {"seed": 7}, "interleaved": {"seed": 1}}
+    journal_path(old).write_text(json.dumps(header) + "\n")
+    upgraded, _ = read_journal(journal_path(old))
+    assert upgraded["config"] == {"arrival_seed": 7} and upgraded["interleaved"] == {"order_seed": 1}
+
+
 def test_comparison_inputs_reads_every_results_folder_a_user_has(tmp_path: Path) -> None:
     import pytest
 
-    from bench._errors import BenchError
+    from bench import BenchError
     from bench.records import comparison_inputs
 
     def runs(folder: Path, *names: str) -> Path:

@@ -70,7 +70,6 @@ def test_speculation_switched_off_is_a_regression_and_says_so(tmp_path: Path, ca
     assert "> **FAILED**: speculation lost: the reference drafted 275 tokens" in markdown
 
 
-def test_the_resamples_help_says_the_gate_draws_none(capsys) -> None:
-    assert main(["regress", "--help"]) == 0
-    text = " ".join(capsys.readouterr().out.split())
-    assert "--resamples RESAMPLES ignored (the gate does not resample)" in text  # no bootstrap promised
+def test_the_gate_takes_no_resampling_options(capsys) -> None:
+    assert main(["regress", "--reference", "a", "--candidate", "b", "--resamples", "2000"]) == 2
+    assert "unrecognized arguments: --resamples 2000" in capsys.readouterr().err

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.engines import ENGINES, ResponseError
 from bench.prompts import PromptSet, Sample
 from bench.records import load_run, read_journal, run_from_dict

@@ -67,7 +67,7 @@ def test_a_runs_timeline_plot_is_never_written_through_a_link_or_into_a_fifo(
 
 
 def test_every_plot_writer_refuses_a_planted_link(tmp_path: Path) -> None:
-    from bench._errors import BenchError
+    from bench import BenchError
     from bench.render import plot_timeline
 
     victim = _victim(tmp_path)
@@ -202,7 +202,7 @@ def test_a_numeric_edge_is_one_line_before_anything_is_sent(
 
 
 def test_the_sweeps_rates_and_the_apis_schedules_have_the_same_bounds() -> None:
-    from bench._errors import BenchError
+    from bench import BenchError
     from bench.pipeline import parse_rates
     from bench.runner import RunConfig, arrival_schedule
 
@@ -236,7 +236,7 @@ def test_a_trace_line_too_long_or_too_deep_is_one_line(tmp_path: Path, capsys: p
 def test_a_deep_trace_line_under_the_length_limit_is_one_line(tmp_path: Path) -> None:
     import sys as _sys
 
-    from bench._errors import BenchError
+    from bench import BenchError
     from bench.runner import load_trace
 
     trace = tmp_path / "trace.jsonl"
@@ -294,7 +294,7 @@ def _emptied(run, ids=(), results=None):
 
 
 def test_a_shard_whose_ids_were_emptied_is_not_its_slice() -> None:
-    from bench._errors import BenchError
+    from bench import BenchError
     from bench.records import merge_shards
     from tests.test_merge import _shard_run
 
@@ -305,7 +305,7 @@ def test_a_shard_whose_ids_were_emptied_is_not_its_slice() -> None:
 
 
 def test_an_id_in_no_prompt_set_is_not_merged() -> None:
-    from bench._errors import BenchError
+    from bench import BenchError
     from bench.records import merge_shards
     from tests.test_merge import _shard_run
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.records import SCHEMA_VERSION, load_run, read_journal
 from bench.runner import RunConfig, Transport, normalize_base_url, run_benchmark
 from tests.conftest import make_prompts

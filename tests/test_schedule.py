@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bench.runner import ClosedLoop, LockStep, OpenLoop, Stop, arm_order, seeded_order
+from bench.runner import ClosedLoop, LockStep, OpenLoop, Stop, job_key, seeded_order
 from tests.conftest import make_prompts
 
 
@@ -116,27 +116,25 @@ def test_lock_step_gives_every_arm_every_batch_in_a_seeded_order() -> None:
     prompts = make_prompts(3)
     jobs = [(sample, 0) for sample in prompts.samples]
 
-    def key(job):
-        return f"{job[0].id}#{job[1]}"
-
-    turns = list(LockStep(2, 7, ("a", "b")).turns(jobs, key))
-    assert [index for index, _, _ in turns] == [0, 0, 1, 1, 2, 2]
+    turns = LockStep(2, 7).turns(jobs, ("a", "b"))
+    assert [turn.batch for turn in turns] == [0, 0, 1, 1, 2, 2]
+    assert {turn.concurrency for turn in turns} == {2} and all(turn.offsets_s is None for turn in turns)
     for index in range(3):
-        pair = [turn for turn in turns if turn[0] == index]
-        assert sorted(name for _, name, _ in pair) == ["a", "b"]
-        assert pair[0][2] == pair[1][2] == jobs[2 * index:2 * index + 2]
-        assert [name for _, name, _ in pair] == arm_order(7, pair[0][2], ("a", "b"))
-        assert arm_order(7, pair[0][2], ("a", "b")) == seeded_order(7, [key(job) for job in pair[0][2]], ("a", "b"))
-    assert isinstance(LockStep(2, 7, ("a", "b")).schedule(), ClosedLoop)
+        pair = [turn for turn in turns if turn.batch == index]
+        assert sorted(turn.arm for turn in pair) == ["a", "b"]
+        assert list(pair[0].jobs) == list(pair[1].jobs) == jobs[2 * index:2 * index + 2]
+        assert [turn.arm for turn in pair] == seeded_order(7, [job_key(job) for job in pair[0].jobs], ("a", "b"))
+    assert str(LockStep(2, 7)) == "lockstep@2"
 
 
 def test_an_open_loop_run_records_each_sample_as_due_at_its_offset(fake_server, tmp_path) -> None:
     from bench.runner import RunConfig, run_benchmark
 
-    offsets = [0.0, 0.1, 0.2, 0.3]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(f'{{"offset_s": {offset}}}\n' for offset in (0.0, 0.1, 0.2, 0.3)))
     run, interrupted = run_benchmark(
-        make_prompts(), RunConfig(url=fake_server.url, osl=8, concurrency=4), output=tmp_path / "r.json",
-        install_signal_handlers=False, schedule=OpenLoop(offsets, max_concurrency=4),
+        make_prompts(), RunConfig(url=fake_server.url, osl=8, trace=str(trace), max_concurrency=4),
+        output=tmp_path / "r.json", install_signal_handlers=False,
     )
     assert not interrupted and all(result.ok for result in run.results)
     due = sorted(result.scheduled_s for result in run.results)

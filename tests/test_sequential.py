@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
-from bench._errors import BenchError
+from bench import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, BenchError
 from bench.analysis import (
     DECODE_SPEEDUP,
     LATENCY_SPEEDUP,

@@ -75,7 +75,7 @@ def test_one_factory_embeds_the_server_each_engine_names() -> None:
 
 
 def test_a_sweep_parses_arms_against_the_engine_it_embeds() -> None:
-    from bench._errors import BenchError
+    from bench import BenchError
     from bench.pipeline import parse_embedded_arms
 
     (arm,) = parse_embedded_arms("ngram:draft_max=4", "vllm")

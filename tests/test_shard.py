@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.prompts import PromptSet, Sample, Shard, shard_schedule
 
 
@@ -82,7 +82,7 @@ def test_a_schedule_without_offsets_has_none_and_a_wrong_length_is_refused() -> 
 
 def test_an_interleaved_shard_sends_its_slice_to_both_arms_and_marks_both_run_files(tmp_path) -> None:
     from bench.records import ShardMarker
-    from bench.runner import ArmSpec, RunConfig, run_interleaved
+    from bench.runner import Arm, LockStep, RunConfig, RunOptions, run_arms
     from tests.conftest import make_prompts
     from tests.fakeserver import FakeServer, FakeState
 
@@ -91,9 +91,9 @@ def test_an_interleaved_shard_sends_its_slice_to_both_arms_and_marks_both_run_fi
     for server in servers:
         server.start()
     try:
-        arms = [ArmSpec(name, RunConfig(url=server.url, osl=8, concurrency=2), tmp_path / f"{name}.json")
+        arms = [Arm(name, RunConfig(url=server.url, osl=8, concurrency=2), tmp_path / f"{name}.json")
                 for name, server in zip(("baseline", "speculative"), servers, strict=True)]
-        runs, interrupted = run_interleaved(prompts, arms, shard=Shard(1, 2))
+        runs, interrupted = run_arms(prompts, arms, LockStep(2), RunOptions(shard=Shard(1, 2)))
     finally:
         for server in servers:
             server.stop()
@@ -106,13 +106,14 @@ def test_an_interleaved_shard_sends_its_slice_to_both_arms_and_marks_both_run_fi
         assert marker.selected_samples == len(prompts.samples)
 
 
-def test_an_open_loop_shard_keeps_the_full_schedules_arrival_gaps(fake_server) -> None:
-    from bench.runner import OpenLoop, RunConfig, run_benchmark
+def test_an_open_loop_shard_keeps_the_full_schedules_arrival_gaps(fake_server, tmp_path) -> None:
+    from bench.runner import RunConfig, run_benchmark
     from tests.conftest import make_prompts
 
     prompts = make_prompts(per_category=2)  # 4 samples: the full schedule sends them 0.15 s apart
-    run, _ = run_benchmark(prompts, RunConfig(url=fake_server.url, osl=4), schedule=OpenLoop([0.0, 0.15, 0.3, 0.45]),
-                           shard=Shard(1, 2))
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(f'{{"offset_s": {offset}}}\n' for offset in (0.0, 0.15, 0.3, 0.45)))
+    run, _ = run_benchmark(prompts, RunConfig(url=fake_server.url, osl=4, trace=str(trace)), shard=Shard(1, 2))
     sent = {result.id: result.sent_s for result in run.results}
     assert sorted(sent) == ["coding-001", "math-001"]  # positions 1 and 3
     assert 0.25 <= sent["math-001"] - sent["coding-001"] <= 0.4  # offsets 0.15 and 0.45 of the full schedule

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import DECODE_SPEEDUP, Estimate, crossover
 from bench.cli import main
 from bench.pipeline import parse_embedded_arms, parse_levels, parse_url_arms

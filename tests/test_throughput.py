@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.prompts import (
     MAX_COUNT_CALLS,
     THROUGHPUT_BENCHES,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import Slo, compare_traffic, rate_sweep, request_timing
 from bench.records import SampleResult
 

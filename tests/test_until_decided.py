@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import compare, sample_until_decided, with_record
 from bench.cli import main
 from bench.records import SCHEMA_VERSION, load_run, save_run

@@ -15,26 +15,36 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.analysis import compare
 from bench.prompts import PromptSet, Sample
 from bench.records import journal_path, load_run, read_journal
 from bench.runner import (
     PER_PROCESS_IN_FLIGHT,
-    ArmSpec,
+    Arm,
     RunConfig,
-    arm_order,
+    RunOptions,
     block_plan,
     choose_workers,
     cores,
-    run_arms_workers,
+    job_key,
+    run_arms,
     run_benchmark,
-    run_interleaved,
-    run_workers,
+    seeded_order,
+    strategy_for,
     worker_shares,
 )
 from tests.conftest import make_prompts
 from tests.fakeserver import FakeServer, FakeState
+
+
+def compare_arms(prompts, arms, *, seed=0, block_size=None, **options):
+    strategy = strategy_for(arms[0].config, arms=len(arms), block_size=block_size, order_seed=seed)
+    return run_arms(prompts, arms, strategy, RunOptions(**options))
+
+
+def arm_order(seed, jobs, names):
+    return seeded_order(seed, [job_key(job) for job in jobs], names)
 
 
 def _qa(count: int) -> PromptSet:
@@ -73,7 +83,7 @@ def test_two_workers_send_every_sample_once_and_join_into_one_run_and_one_journa
     fake_state.delay_s = 0.05  # each worker's timed part lasts long enough for its loop-lag monitor to sample
     prompts = make_prompts(per_category=4)
     config = RunConfig(url=fake_server.url, osl=8, concurrency=4, workers=2, label="w2", repeat=2)
-    _, interrupted = run_workers(prompts, config, output=tmp_path / "w2.json")
+    _, interrupted = run_benchmark(prompts, config, output=tmp_path / "w2.json")
     assert not interrupted
     loaded = load_run(tmp_path / "w2.json")
     expected = [(sample.id, repeat) for repeat in range(2) for sample in prompts.samples]
@@ -100,8 +110,8 @@ def test_an_open_loop_over_workers_keeps_the_whole_runs_arrival_offsets(fake_ser
     from bench.runner import arrival_schedule
 
     prompts = _qa(12)
-    config = RunConfig(url=fake_server.url, osl=4, request_rate=20.0, seed=3, workers=2)
-    run, _ = run_workers(prompts, config, output=tmp_path / "open.json")
+    config = RunConfig(url=fake_server.url, osl=4, request_rate=20.0, arrival_seed=3, workers=2)
+    run, _ = run_benchmark(prompts, config, output=tmp_path / "open.json")
     offsets = arrival_schedule(12, 20.0, seed=3).offsets_s
     due = {result.id: result.scheduled_s for result in run.results}
     first = min(due.values())
@@ -124,11 +134,10 @@ def test_an_interleaved_comparison_over_two_workers_keeps_the_pairs_batches_and_
         base.start()
         spec.start()
         try:
-            arms = [ArmSpec(name, RunConfig(url=server.url, osl=4, concurrency=4, workers=workers, label=name),
+            arms = [Arm(name, RunConfig(url=server.url, osl=4, concurrency=4, workers=workers, label=name),
                             tmp_path / f"w{workers}" / f"{name}.json")
                     for name, server in (("baseline", base), ("speculative", spec))]
-            run = run_arms_workers if workers > 1 else run_interleaved
-            found[workers], interrupted = run(prompts, arms, seed=5)
+            found[workers], interrupted = compare_arms(prompts, arms, seed=5)
         finally:
             base.stop()
             spec.stop()
@@ -156,10 +165,10 @@ def test_an_open_loop_ab_over_two_workers_keeps_the_schedule_and_blocks(fake_ser
     spec = FakeServer(FakeState(drafting=True))
     spec.start()
     try:
-        arms = [ArmSpec(name, RunConfig(url=server.url, osl=4, request_rate=40.0, seed=2, workers=2, label=name),
+        arms = [Arm(name, RunConfig(url=server.url, osl=4, request_rate=40.0, arrival_seed=2, workers=2, label=name),
                         tmp_path / f"{name}.json")
                 for name, server in (("baseline", fake_server), ("speculative", spec))]
-        runs, interrupted = run_arms_workers(prompts, arms, block_size=4)
+        runs, interrupted = compare_arms(prompts, arms, seed=2, block_size=4)
     finally:
         spec.stop()
     assert not interrupted
@@ -310,8 +319,8 @@ def test_each_workers_lag_note_is_said_once_naming_the_worker(fake_server: FakeS
     monkeypatch.setattr(LagMonitor, "warning", lambda self: "the client's event loop stalled (as if)")  # forked on
     said: list[str] = []
     config = RunConfig(url=fake_server.url, osl=4, concurrency=2, workers=2)
-    arms = [ArmSpec(name, config, tmp_path / f"{name}.json") for name in ("baseline", "speculative")]
-    runs, _ = run_arms_workers(make_prompts(), arms, progress=LineProgress(said.append))
+    arms = [Arm(name, config, tmp_path / f"{name}.json") for name in ("baseline", "speculative")]
+    runs, _ = compare_arms(make_prompts(), arms, progress=LineProgress(said.append))
     for index in (0, 1):
         note = f"speedbench: warning: worker {index}/2: the client's event loop stalled (as if)\n"
         assert said.count(note) == 1, said  # once for both arms: one monitor per worker process
@@ -368,19 +377,18 @@ def test_a_joined_journal_resumes_with_one_process_or_another_count(fake_server:
                                                                     tmp_path: Path) -> None:
     prompts = _qa(9)
     output = tmp_path / "run.json"
-    run_workers(prompts, RunConfig(url=fake_server.url, osl=4, concurrency=3, workers=3), output=output)
+    run_benchmark(prompts, RunConfig(url=fake_server.url, osl=4, concurrency=3, workers=3), output=output)
     journal = journal_path(output)
     lines = journal.read_text().splitlines(keepends=True)
     for kept, config in ((7, RunConfig(url=fake_server.url, osl=4, concurrency=3)),
                          (4, RunConfig(url=fake_server.url, osl=4, concurrency=3, workers=2))):
         journal.write_text("".join(lines[:1 + kept]))  # the header and the first results: as if interrupted
         sent = len(fake_state.requests)
-        resume = run_workers if config.workers > 1 else run_benchmark
-        run, interrupted = resume(prompts, config, output=output, resume=True)
+        run, interrupted = run_benchmark(prompts, config, output=output, resume=True)
         assert not interrupted and len(fake_state.requests) - sent == 9 - kept
         assert sorted(result.id for result in run.results) == [sample.id for sample in prompts.samples]
     with pytest.raises(BenchError, match=r"cannot resume: .*osl"):
-        run_workers(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=3, workers=3), output=output,
+        run_benchmark(prompts, RunConfig(url=fake_server.url, osl=8, concurrency=3, workers=3), output=output,
                     resume=True)
     assert not list(tmp_path.glob(".workers-*"))  # a refused resume leaves nothing behind
 
@@ -393,7 +401,7 @@ def test_an_interrupted_comparison_over_workers_keeps_both_arms_and_resumes(tmp_
     base.start()
     spec.start()
     try:
-        arms = [ArmSpec(name, RunConfig(url=server.url, osl=4, concurrency=2, workers=2, label=name),
+        arms = [Arm(name, RunConfig(url=server.url, osl=4, concurrency=2, workers=2, label=name),
                         tmp_path / f"{name}.json") for name, server in (("baseline", base), ("speculative", spec))]
         def interrupt_once_both_arms_finished_some() -> None:
             deadline = time.monotonic() + 60
@@ -407,14 +415,14 @@ def test_an_interrupted_comparison_over_workers_keeps_both_arms_and_resumes(tmp_
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the parent only
 
         threading.Thread(target=interrupt_once_both_arms_finished_some, daemon=True).start()
-        runs, interrupted = run_arms_workers(prompts, arms, seed=1)
+        runs, interrupted = compare_arms(prompts, arms, seed=1)
         assert interrupted
         finished = {name: {result.id for result in run.results} for name, run in runs.items()}
         assert all(0 < len(ids) < 16 for ids in finished.values()), finished
         for name in finished:
             assert {r.id for r in read_journal(journal_path(tmp_path / f"{name}.json"))[1]} == finished[name]
         sent = len(base.state.requests) + len(spec.state.requests)
-        runs, interrupted = run_arms_workers(prompts, arms, seed=1, resume=True)
+        runs, interrupted = compare_arms(prompts, arms, seed=1, resume=True)
     finally:
         base.stop()
         spec.stop()

@@ -34,7 +34,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_drafter_state": ("DrafterState", "drafter_state", "first_repeat", "recorded_states", "state_warnings"),
     "_family": (
         "DEFAULT_TARGET_EFFECT", "FAMILY_ALPHA", "HOLM_METHOD", "OUTLIER_DISTANCE", "POWER", "Outlier",
-        "detectable_log_effect", "flag_outliers", "holm_levels", "samples_needed",
+        "detectable_log_effect", "family_weights", "flag_outliers", "holm_levels", "samples_needed",
+        "weighted_holm_levels",
     ),
     "_goodput": (
         "ACHIEVED_RATE", "ATTAINMENT", "ATTAINMENT_DIFFERENCE", "GOODPUT", "GOODPUT_RATIO", "OUTPUT_THROUGHPUT",
@@ -50,8 +51,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_intervals": (
         "ACCEPT_RATE", "DECODE_RATE", "DECODE_SPEEDUP", "LATENCY", "LATENCY_SPEEDUP", "SPEED_VERDICT_WORDS", "LogMean",
-        "Metric", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums", "crossed_log_mean", "crossed_t_interval",
-        "geomean_t_intervals", "log_mean", "repeat_log_mean", "t_cdf", "t_quantile", "verdict", "yuen_log_mean",
+        "Metric", "accept_rate_log_mean", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums", "crossed_log_mean",
+        "crossed_t_interval", "geomean_t_intervals", "log_mean", "repeat_log_mean", "t_cdf", "t_quantile", "verdict",
+        "yuen_log_mean",
     ),
     "_lossless": (
         "NEAR_TIE_MARGIN", "NEAR_TIE_STEPS", "Resolution", "divergence", "estimate_resolution", "lossless_check",
@@ -60,7 +62,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_paired": ("first_difference", "pair_runs", "paired_log_mean", "results_frame"),
     "_reference": ("compare_runs", "compare_summaries"),
     "_regress": (
-        "INCONCLUSIVE", "NON_INFERIOR", "REGRESSED", "Gate", "GateRow", "GateSide", "accept_rate_log_mean", "gate",
+        "INCONCLUSIVE", "NON_INFERIOR", "REGRESSED", "Gate", "GateRow", "GateSide", "gate",
         "gate_frames", "lost_samples", "regress",
     ),
     "_sequential": (

@@ -38,30 +38,12 @@ from bench.analysis._intervals import (
 )
 from bench.analysis._lossless import lossless_check
 from bench.analysis._paired import pair_runs, paired_log_mean, require_pairs, robust_log_mean
-from bench.analysis._reference import compare_summaries
+from bench.analysis._reference import ReferenceRow, reference_rows
 from bench.analysis._sequential import look_estimate, verified_stop
 from bench.analysis._stratified import DEFAULT_WEIGHTS
 from bench.analysis._stream import stream_latency_stats
 from bench.analysis._variation import repeat_cv, speedup_repeat_cv
 from bench.records import Acceptance, Run, SequentialStop, collector_paused
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceRow:
-    """One row of the reference's comparison table (`speed_bench_compare.py`), from the saved summaries."""
-
-    category: str
-    base_avg_pred_t_s: float | None
-    spec_avg_pred_t_s: float | None
-    decode_speedup: float | None
-    base_avg_latency: float | None
-    spec_avg_latency: float | None
-    latency_speedup: float | None
-    accept_rate: float | None
-
-    def as_cells(self) -> dict[str, Any]:
-        """The row as a flat mapping keyed like the reference's columns."""
-        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,11 +229,6 @@ class Comparison:
     def run_acceptance(self) -> Acceptance | None:
         """Server counters over the speculative run (acceptance length, per position), when recorded."""
         return self.speculative.info.acceptance
-
-
-def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:
-    """The reference comparison rows, typed."""
-    return tuple(ReferenceRow(**row) for row in compare_summaries(baseline.summary, speculative.summary))
 
 
 @collector_paused()

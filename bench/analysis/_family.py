@@ -170,3 +170,19 @@ def category_outliers(group: pd.DataFrame) -> tuple[Outlier, ...]:
         found += flag_outliers(list(per_sample.index), per_sample["ratio"].to_numpy(), per_sample["base"].to_numpy(),
                                per_sample["spec"].to_numpy(), metric=metric)
     return tuple(found)
+
+
+GATE_OVERALL_SHARE = 0.5
+"""With category rows gated, the share of the family's weight the overall rows keep (split equally among them);
+the category rows share the rest. Plain Holm over 36 rows would test the primary overall rows at 5%/36 first; with
+half the weight they start at 5%/6, and a proven overall regression passes its weight on to the categories."""
+
+
+def family_weights(overall: Sequence[bool], testable: Sequence[bool], overall_share: float) -> list[float]:
+    """Weighted Holm's weights of the testable rows: `overall_share` split among overall rows, the rest among
+    category rows (all weight to one kind when the other has no testable row)."""
+    overall_count = sum(o and t for o, t in zip(overall, testable, strict=True))
+    category_count = sum(not o and t for o, t in zip(overall, testable, strict=True))
+    share = overall_share if overall_count and category_count else (1.0 if overall_count else 0.0)
+    return [share / overall_count if o else (1.0 - share) / category_count
+            for o, t in zip(overall, testable, strict=True) if t]

@@ -411,3 +411,22 @@ def repeat_log_mean(matrix: np.ndarray) -> LogMean:
             "between repeats, so no interval; run 3 or more repeats"))
     return LogMean(grand, math.sqrt(ms_sample / (n * repeats)), float(n - 1), n, "t + repeat drift (MLS)",
                    drift_se=math.sqrt(ms_repeat / (n * repeats)), drift_df=float(repeats - 1))
+
+
+def accept_rate_log_mean(reference_accepted: np.ndarray, reference_drafted: np.ndarray,
+                         candidate_accepted: np.ndarray, candidate_drafted: np.ndarray) -> LogMean | None:
+    """Delta-method estimate of log(candidate pooled accept rate / reference pooled accept rate) over paired samples.
+
+    Each sample's influence on the log ratio of sums is a/A - d/D (per arm, signs by side); the variance is the
+    sample variance of the influences times n, with n - 1 degrees of freedom. None below two samples or no drafts.
+    """
+    columns = [np.asarray(values, dtype=float) for values in (reference_accepted, reference_drafted,
+                                                                candidate_accepted, candidate_drafted)]
+    sums = [values.sum() for values in columns]
+    n = columns[0].size
+    if n < 2 or min(sums) <= 0:
+        return None
+    mean = math.log(sums[2] / sums[3]) - math.log(sums[0] / sums[1])
+    influence = (columns[2] / sums[2] - columns[3] / sums[3]) - (columns[0] / sums[0] - columns[1] / sums[1])
+    se = math.sqrt(n * float(influence.var(ddof=1))) if n > 1 else math.nan
+    return LogMean(mean, se, n - 1.0, n, "delta")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bench.records import Run
@@ -42,3 +43,26 @@ def compare_summaries(
 def compare_runs(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
     """Comparison rows of two runs, from their saved summaries (as the reference compare does)."""
     return compare_summaries(baseline.summary, speculative.summary)
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceRow:
+    """One row of the reference's comparison table (`speed_bench_compare.py`), from the saved summaries."""
+
+    category: str
+    base_avg_pred_t_s: float | None
+    spec_avg_pred_t_s: float | None
+    decode_speedup: float | None
+    base_avg_latency: float | None
+    spec_avg_latency: float | None
+    latency_speedup: float | None
+    accept_rate: float | None
+
+    def as_cells(self) -> dict[str, Any]:
+        """The row as a flat mapping keyed like the reference's columns."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:
+    """The reference comparison rows, typed."""
+    return tuple(ReferenceRow(**row) for row in compare_summaries(baseline.summary, speculative.summary))

@@ -31,7 +31,14 @@ import pandas as pd
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
-from bench.analysis._family import FAMILY_ALPHA, detectable_log_effect, holm_levels, weighted_holm_levels
+from bench.analysis._family import (
+    FAMILY_ALPHA,
+    GATE_OVERALL_SHARE,
+    detectable_log_effect,
+    family_weights,
+    holm_levels,
+    weighted_holm_levels,
+)
 from bench.analysis._intervals import (
     ACCEPT_RATE,
     DECODE_RATE,
@@ -40,6 +47,7 @@ from bench.analysis._intervals import (
     LATENCY_SPEEDUP,
     LogMean,
     Metric,
+    accept_rate_log_mean,
     log_mean,
 )
 from bench.analysis._paired import pair_runs, results_frame
@@ -96,12 +104,6 @@ class GateRow:
     def fails(self) -> bool:
         """Whether this row fails the job."""
         return self.gated and self.status == REGRESSED
-
-
-GATE_OVERALL_SHARE = 0.5
-"""With category rows gated, the share of the family's weight the overall rows keep (split equally among them);
-the category rows share the rest. Plain Holm over 36 rows would test the primary overall rows at 5%/36 first; with
-half the weight they start at 5%/6, and a proven overall regression passes its weight on to the categories."""
 
 
 GATE_CATEGORIES_METHOD = (
@@ -199,25 +201,6 @@ def _oriented_logs(joined: Columns, metric: Metric) -> tuple[np.ndarray, float, 
     reference = float(np.exp(np.log(ref_values[keep]).mean()))
     candidate = float(np.exp(np.log(new_values[keep]).mean()))
     return (logs[keep] if metric.higher_is_better else -logs[keep]), reference, candidate, keep
-
-
-def accept_rate_log_mean(reference_accepted: np.ndarray, reference_drafted: np.ndarray,
-                         candidate_accepted: np.ndarray, candidate_drafted: np.ndarray) -> LogMean | None:
-    """Delta-method estimate of log(candidate pooled accept rate / reference pooled accept rate) over paired samples.
-
-    Each sample's influence on the log ratio of sums is a/A - d/D (per arm, signs by side); the variance is the
-    sample variance of the influences times n, with n - 1 degrees of freedom. None below two samples or no drafts.
-    """
-    columns = [np.asarray(values, dtype=float) for values in (reference_accepted, reference_drafted,
-                                                                candidate_accepted, candidate_drafted)]
-    sums = [values.sum() for values in columns]
-    n = columns[0].size
-    if n < 2 or min(sums) <= 0:
-        return None
-    mean = math.log(sums[2] / sums[3]) - math.log(sums[0] / sums[1])
-    influence = (columns[2] / sums[2] - columns[3] / sums[3]) - (columns[0] / sums[0] - columns[1] / sums[1])
-    se = math.sqrt(n * float(influence.var(ddof=1))) if n > 1 else math.nan
-    return LogMean(mean, se, n - 1.0, n, "delta")
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,16 +317,6 @@ def _decide(pending: Sequence[_Pending], thresholds: Mapping[str, float], alpha:
         rows.append(GateRow(item.category, item.metric, estimate.n, item.reference, item.candidate, ratio, *shown,
                             status, item.gated, 1.0 - 2.0 * level, detectable, item.note))
     return rows
-
-
-def family_weights(overall: Sequence[bool], testable: Sequence[bool], overall_share: float) -> list[float]:
-    """Weighted Holm's weights of the testable rows: `overall_share` split among overall rows, the rest among
-    category rows (all weight to one kind when the other has no testable row)."""
-    overall_count = sum(o and t for o, t in zip(overall, testable, strict=True))
-    category_count = sum(not o and t for o, t in zip(overall, testable, strict=True))
-    share = overall_share if overall_count and category_count else (1.0 if overall_count else 0.0)
-    return [share / overall_count if o else (1.0 - share) / category_count
-            for o, t in zip(overall, testable, strict=True) if t]
 
 
 def gate(

@@ -19,7 +19,7 @@ from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench.analysis._compare import Comparison, Estimate, compare
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._intervals import Metric, bootstrap_geomean_ci, log_mean, t_quantile, verdict
-from bench.records import BASELINE, Run
+from bench.records import BASELINE, Run, cell_name
 
 THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup")
 
@@ -158,8 +158,8 @@ def sweep_cell(
     threshold: float = DEFAULT_THRESHOLD,
 ) -> SweepCell:
     """Compare one arm with the baseline at one level: the full comparison plus system throughput."""
-    comparison = compare(baseline, speculative, threshold=threshold, baseline_label=f"c{concurrency}/baseline.json",
-                         speculative_label=f"c{concurrency}/{arm}.json")
+    comparison = compare(baseline, speculative, threshold=threshold, baseline_label=cell_name(concurrency, BASELINE),
+                         speculative_label=cell_name(concurrency, arm))
     throughput, base_tps, spec_tps = throughput_estimate(baseline, speculative, threshold=threshold)
     return SweepCell(arm, concurrency, comparison, throughput, base_tps, spec_tps)
 

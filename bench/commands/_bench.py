@@ -10,10 +10,10 @@ from bench.commands._common import (
     MODEL_HELP,
     SERVER_ENGINES,
     WORKERS_HELP,
-    add_open_loop_options,
     progress_display,
     worker_count,
 )
+from bench.commands._options import add_open_loop_options, add_seed_options
 
 HELP = "baseline vs speculative on the embedded server (or two URLs)"
 
@@ -48,7 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument("--sequential", action="store_true",
                        help="run the baseline, then the speculative server (default: interleaved per sample)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order when interleaving")
     parser.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=True,
                        help="ask for top-2 log-probabilities to classify lossless divergences")
     parser.add_argument("--until-decided", action="store_true",
@@ -57,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream", action="store_true",
                        help="stream both sides: TTFT, ITL per chunk and per token, TPOT and queue wait in the "
                             "comparison (default: off, as the reference)")
-    add_open_loop_options(parser, seed=False)
+    add_open_loop_options(parser)
+    add_seed_options(parser, "arrival", "order")
     parser.add_argument("--block-size", type=int, default=None,
                         help="requests per A/B block with --request-rate (default: ~5 s of arrivals, 4-30)")
     parser.add_argument("--workers", type=worker_count, default=None, metavar="N|auto", help=WORKERS_HELP)
@@ -71,7 +71,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         limit=args.limit, osl=args.osl, spec=args.spec, model=args.model, draft=args.draft,
         base_url=args.base_url, spec_url=args.spec_url, category=args.category, threads=args.threads,
         results_dir=args.results_dir, label=args.label, concurrency=args.concurrency, resume=args.resume,
-        interleave=not args.sequential, seed=args.seed, logprobs=args.logprobs, engine=args.engine,
+        interleave=not args.sequential, arrival_seed=args.arrival_seed, order_seed=args.order_seed,
+        logprobs=args.logprobs, engine=args.engine,
         stream=args.stream, request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,
         until_decided=args.until_decided, bench=args.bench, workers=args.workers,

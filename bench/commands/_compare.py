@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_OK
-from bench.commands._common import vet
 
 HELP = "compare a baseline run with a speculative run"
 
@@ -31,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
     from bench.analysis import compare
+    from bench.pipeline import vet
     from bench.records import load_run
     from bench.render import render_json, render_markdown, render_text
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
-from bench.commands._common import vet
 
 HELP = "CI gate: exit 1 on a significant regression over the threshold, or on lost samples, categories or levels"
 
@@ -32,8 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for metric in ("decode", "latency", "accept"):
         parser.add_argument(f"--threshold-{metric}", type=float, default=None,
                           help=f"threshold of the {metric} metric (default: --threshold)")
-    parser.add_argument("--resamples", type=int, default=2000, help="ignored (the gate does not resample)")
-    parser.add_argument("--seed", type=int, default=0, help="ignored (the gate does not resample)")
     parser.add_argument("--allow-mismatch", action="store_true",
                       help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")
     parser.add_argument("--gate", choices=("categories", "overall"), default="categories",
@@ -46,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     """`speedbench regress`: exit 1 on a gated regression, or when the candidate lost part of the reference."""
     from bench.analysis import gate
+    from bench.pipeline import vet
     from bench.render import gate_markdown, gate_text
 
     thresholds = {
@@ -140,6 +138,7 @@ def _gate_sweeps(args: argparse.Namespace, thresholds: dict[str, float]) -> Any:
     import dataclasses
 
     from bench.analysis import Gate, gate
+    from bench.pipeline import vet
     from bench.records import BASELINE, load_run, sweep_cell_file, sweep_cells
 
     rows, missing, notes, warnings = [], [], [], []

@@ -8,7 +8,6 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_OK
 from bench._errors import BenchError
-from bench.commands._common import vet
 
 HELP = "write a PR-ready report.md with plots"
 
@@ -101,6 +100,7 @@ def _trends(args: argparse.Namespace, comparisons: list[Any]) -> list[str]:
 def _comparison(args: argparse.Namespace, baseline_path: str, speculative_path: str) -> Any:
     """The vetted comparison of two run files."""
     from bench.analysis import compare
+    from bench.pipeline import vet
     from bench.records import load_run
 
     baseline, speculative = load_run(baseline_path), load_run(speculative_path)

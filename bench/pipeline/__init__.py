@@ -1,72 +1,46 @@
-"""Jobs that join the stages: `bench` (baseline against speculative) and `sweep` (arms across concurrency)."""
+"""Jobs that join the stages: `run` (one endpoint), `bench` (baseline against speculative), `sweep` (arms across
+concurrency or arrival rates).
 
-from bench.pipeline._artefacts import write_comparison, write_traffic
-from bench.pipeline._bench import (
-    PipelineConfig,
-    check_servers,
-    probe_urls,
-    run_pipeline,
-    validate,
-    workloads,
-)
-from bench.pipeline._history import (
-    CommitContext,
-    add_to_history,
-    commit_context,
-    history_points,
-    workload_name,
-)
-from bench.pipeline._rate_sweep import (
-    RateSweepConfig,
-    is_rate_sweep_folder,
-    load_rate_sweep,
-    parse_rates,
-    run_rate_sweep,
-    summarize_rate_sweep,
-)
-from bench.pipeline._sweep import (
-    ArmDefinition,
-    SweepConfig,
-    load_sweep,
-    parse_embedded_arms,
-    parse_levels,
-    parse_url_arms,
-    run_sweep,
-    write_sweep,
-)
-from bench.pipeline._tune import TuneConfig, measure_config, parse_grid, run_tune, write_tune
+Each name is imported from its module on first use, so `speedbench run` loads neither pandas nor the comparison
+modules the other jobs use.
+"""
 
-__all__ = [
-    "ArmDefinition",
-    "CommitContext",
-    "PipelineConfig",
-    "RateSweepConfig",
-    "SweepConfig",
-    "TuneConfig",
-    "add_to_history",
-    "check_servers",
-    "commit_context",
-    "history_points",
-    "is_rate_sweep_folder",
-    "load_rate_sweep",
-    "load_sweep",
-    "measure_config",
-    "parse_embedded_arms",
-    "parse_grid",
-    "parse_levels",
-    "parse_rates",
-    "parse_url_arms",
-    "probe_urls",
-    "run_pipeline",
-    "run_rate_sweep",
-    "run_sweep",
-    "run_tune",
-    "summarize_rate_sweep",
-    "validate",
-    "workload_name",
-    "workloads",
-    "write_comparison",
-    "write_sweep",
-    "write_traffic",
-    "write_tune",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "_artefacts": ("write_comparison", "write_traffic"),
+    "_bench": ("PipelineConfig", "check_servers", "probe_urls", "run_pipeline", "validate", "workloads"),
+    "_history": ("CommitContext", "add_to_history", "commit_context", "history_points", "workload_name"),
+    "_rate_sweep": (
+        "RateSweepConfig", "is_rate_sweep_folder", "load_rate_sweep", "parse_rates", "run_rate_sweep",
+        "summarize_rate_sweep",
+    ),
+    "_run": ("RunJob", "report_run", "run_one", "traffic_report"),
+    "_sweep": (
+        "ArmDefinition", "SweepConfig", "load_sweep", "parse_embedded_arms", "parse_levels", "parse_url_arms",
+        "run_sweep", "write_sweep",
+    ),
+    "_tune": ("TuneConfig", "measure_config", "parse_grid", "run_tune", "write_tune"),
+    "_vet": ("vet",),
+}
+_HOME = {name: f"bench.pipeline.{module}" for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines `name` on first use."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bench.pipeline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    """The package's public names."""
+    return __all__

@@ -8,7 +8,15 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
 from bench.analysis import Comparison, compare
-from bench.records import BASELINE, SPECULATIVE, Run, comparison_files, plots_folder, write_text_file
+from bench.records import (
+    BASELINE,
+    SPECULATIVE,
+    Run,
+    comparison_files,
+    plots_folder,
+    traffic_files,
+    write_text_file,
+)
 from bench.render import render_json, render_markdown, render_text
 
 
@@ -29,7 +37,7 @@ def write_traffic(
     requests = {side: request_timings(run) for side, run in runs.items()}
     if not all(requests.values()):
         return []
-    if rate is None and not baseline.config.get("trace"):
+    if rate is None and not baseline.settings.trace:
         from bench.analysis import throughput
 
         for side, timings in requests.items():
@@ -41,7 +49,7 @@ def write_traffic(
         drafter=[drafter_state(run, side) for side, run in runs.items()],
     )
     out("\n" + traffic_text(comparison))
-    paths = [folder / "traffic.txt", folder / "traffic.md", folder / "traffic.json"]
+    paths = traffic_files(folder)
     write_text_file(paths[0], traffic_text(comparison))
     write_text_file(paths[1], traffic_text(comparison, markdown=True))
     write_text_file(paths[2], traffic_json(comparison))

@@ -27,21 +27,21 @@ from bench.records import (
     journal_path,
     load_run,
     new_results_folder,
+    round_folder,
     run_file,
 )
 from bench.render import render_text
 from bench.runner import (
-    ArmSpec,
+    Arm,
+    LockStep,
     Progress,
     RunConfig,
+    RunOptions,
     choose_workers,
     left_workers,
     normalize_base_url,
-    run_arms_workers,
-    run_benchmark,
-    run_interleaved,
-    run_open_ab,
-    run_workers,
+    run_arms,
+    strategy_for,
 )
 
 
@@ -69,7 +69,10 @@ class PipelineConfig:
     threshold: float = DEFAULT_THRESHOLD
     resume: str | None = None
     interleave: bool = True
-    seed: int = 0
+    arrival_seed: int = 0
+    """Seeds the open loop's arrival schedule (both arms get the same)."""
+    order_seed: int = 0
+    """Seeds the order in which the arms take their turns."""
     logprobs: bool = True
     stream: bool = False
     until_decided: bool = False  # rounds of one sample per category until the overall decode verdict is decided
@@ -146,9 +149,9 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
                                   single="--until-decided" if config.until_decided else None)
     return RunConfig(
         url=endpoint, bench=config.bench, osl=config.osl, category=config.category, limit=config.limit,
-        concurrency=config.concurrency, label=side, timeout=600.0, tags=tags, logprobs=config.logprobs,
+        concurrency=config.concurrency, label=side, tags=tags, logprobs=config.logprobs,
         stream=config.stream, request_rate=config.request_rate, arrival=config.arrival,
-        burstiness=config.burstiness, max_concurrency=config.max_concurrency, seed=config.seed,
+        burstiness=config.burstiness, max_concurrency=config.max_concurrency, arrival_seed=config.arrival_seed,
         workers=workers, workers_auto=why,
     )
 
@@ -175,14 +178,10 @@ def _one_side(
     output = run_file(folder, side)
     with _endpoint(url, mode, config, out) as (endpoint, server):
         run_config = _run_config(side, endpoint, mode, config, server)
-        if run_config.workers > 1:
-            run, interrupted = run_workers(prompts, run_config, output=output, progress=progress,
-                                           resume=_resuming(config, output))
-        else:
-            run, interrupted = run_benchmark(prompts, run_config, output=output, progress=progress,
-                                             resume=_resuming(config, output))
+        runs, interrupted = run_arms(prompts, [Arm(side, run_config, output)], strategy_for(run_config),
+                                RunOptions(progress=progress, resume=_resuming(config, output)))
         died = _report_death(side, server, out)
-    return run, interrupted, died
+    return runs[side], interrupted, died
 
 
 def _both_sides(
@@ -195,25 +194,22 @@ def _both_sides(
         for side, url, mode in sides:
             endpoint, server = stack.enter_context(_endpoint(url, mode, config, out))
             servers[side] = server
-            arms.append(ArmSpec(side, _run_config(side, endpoint, mode, config, server), run_file(folder, side)))
+            # an embedded server starts fresh for this comparison: its drafter and prompt cache hold nothing earlier
+            arms.append(Arm(side, _run_config(side, endpoint, mode, config, server), run_file(folder, side),
+                            server_state="restart" if server is not None else None))
         resume = all(_resuming(config, Path(arm.output)) for arm in arms if arm.output is not None)
-        # an embedded server starts fresh for this comparison: its drafter and prompt cache hold nothing earlier
-        states = {side: "restart" for side, server in servers.items() if server is not None}
         workers = arms[0].config.workers
+        strategy = strategy_for(arms[0].config, arms=len(arms), block_size=config.block_size,
+                                order_seed=config.order_seed)
         if workers > 1:
             out(f"speedbench: {workers} client processes, each sending both arms' requests for its slice of the "
-                f"samples, in step (seed {config.seed})\n")
-            runs, interrupted = run_arms_workers(prompts, arms, seed=config.seed, block_size=config.block_size,
-                                                 progress=progress, resume=resume, server_states=states)
+                f"samples, in step (order seed {config.order_seed})\n")
         elif config.request_rate is not None:
             out(f"speedbench: both arms on one seeded {config.arrival} schedule at {config.request_rate:g} req/s, "
-                f"alternating blocks ABBA (seed {config.seed})\n")
-            runs, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
-                                            resume=resume, server_states=states)
+                f"alternating blocks ABBA (order seed {config.order_seed})\n")
         else:
-            out(f"speedbench: interleaving baseline and speculative per sample (seed {config.seed})\n")
-            runs, interrupted = run_interleaved(prompts, arms, seed=config.seed, progress=progress, resume=resume,
-                                                server_states=states)
+            out(f"speedbench: interleaving baseline and speculative per sample (order seed {config.order_seed})\n")
+        runs, interrupted = run_arms(prompts, arms, strategy, RunOptions(progress=progress, resume=resume))
         died = any([_report_death(side, servers[side], out) for side, _, _ in sides])
     return runs[BASELINE], runs[SPECULATIVE], interrupted, died
 
@@ -239,11 +235,12 @@ def _until_decided(
             prompts = load_prompts(category=config.category, limit=k, bench=config.bench)
             fresh = dataclasses.replace(prompts, samples=tuple(
                 sample for sample in prompts.samples if sample.id not in {r.id for r in done[BASELINE]}))
-            round_folder = folder / "rounds" / str(k)
-            round_folder.mkdir(parents=True, exist_ok=True)
-            arms = [ArmSpec(side, _run_config(side, endpoints[side][0], mode, config, endpoints[side][1]),
-                            run_file(round_folder, side)) for side, _, mode in sides]
-            runs, interrupted = run_interleaved(fresh, arms, seed=config.seed + k, progress=progress)
+            rounds = round_folder(folder, k)
+            rounds.mkdir(parents=True, exist_ok=True)
+            arms = [Arm(side, _run_config(side, endpoints[side][0], mode, config, endpoints[side][1]),
+                        run_file(rounds, side)) for side, _, mode in sides]
+            runs, interrupted = run_arms(fresh, arms, LockStep(config.concurrency, config.order_seed + k),
+                                    RunOptions(progress=progress))
             state["interrupted"] = state["interrupted"] or interrupted
             merged = []
             for side, _, _ in sides:

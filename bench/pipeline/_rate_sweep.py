@@ -41,17 +41,19 @@ from bench.records import (
     rate_folder,
     rate_sweep_files,
     run_file,
+    run_files,
     write_text_file,
 )
 from bench.render import rate_sweep_text, traffic_json
 from bench.runner import (
-    ArmSpec,
+    Arm,
     Progress,
     RunConfig,
+    RunOptions,
     checked_number,
     choose_workers,
-    run_arms_workers,
-    run_open_ab,
+    run_arms,
+    strategy_for,
 )
 
 
@@ -94,9 +96,9 @@ def _arm_config(config: RateSweepConfig, rate: float, name: str, url: str) -> Ru
     workers, why = choose_workers(sweep.workers, concurrency=1, request_rate=rate, open_loop=True,
                                   max_concurrency=config.max_concurrency)
     return RunConfig(url=url, osl=sweep.osl, category=sweep.category, limit=sweep.limit, label=f"r{rate:g} {name}",
-                     timeout=600.0, tags={"mode": sweep.tags.get(name, name)}, request_rate=rate,
+                     tags={"mode": sweep.tags.get(name, name)}, request_rate=rate,
                      arrival=config.arrival, burstiness=config.burstiness, max_concurrency=config.max_concurrency,
-                     seed=sweep.seed, repeat=config.repeat, workers=workers, workers_auto=why)
+                     arrival_seed=sweep.arrival_seed, repeat=config.repeat, workers=workers, workers_auto=why)
 
 
 def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
@@ -118,14 +120,11 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
             states = {name: "restart" for name in names if name not in _given_urls(sweep)}
             level = rate_folder(folder, rate)
             level.mkdir()
-            arms = [ArmSpec(name, _arm_config(config, rate, name, urls[name]), run_file(level, name))
-                    for name in names]
-            if arms[0].config.workers > 1:
-                cell, interrupted = run_arms_workers(prompts, arms, block_size=config.block_size, progress=progress,
-                                                     server_states=states)
-            else:
-                cell, interrupted = run_open_ab(prompts, arms, block_size=config.block_size, progress=progress,
-                                                server_states=states)
+            arms = [Arm(name, _arm_config(config, rate, name, urls[name]), run_file(level, name),
+                        server_state=states.get(name)) for name in names]
+            strategy = strategy_for(arms[0].config, arms=len(arms), block_size=config.block_size,
+                                    order_seed=sweep.order_seed)
+            cell, interrupted = run_arms(prompts, arms, strategy, RunOptions(progress=progress))
         runs[rate] = cell
         if interrupted:
             out(f"speedbench: interrupted at {rate:g} req/s; the finished rates are in {folder}\n")
@@ -200,7 +199,7 @@ def load_rate_sweep(folder: str | Path, *, threshold: float) -> RateSweep:
         rate = folder_rate(level)
         if rate is None or not run_file(level, BASELINE).exists():
             continue
-        runs[rate] = {path.stem: load_run(path) for path in sorted(level.glob("*.json"))}
+        runs[rate] = {path.stem: load_run(path) for path in run_files(level)}
     if not runs:
         raise BenchError(f"{root}: not a rate-sweep folder (no r<rate>/ with baseline.json)")
     arms = list(dict.fromkeys(name for cell in runs.values() for name in cell if name != BASELINE))

@@ -35,7 +35,7 @@ from bench.records import (
     write_text_file,
 )
 from bench.render import plot_sweep, sweep_decision_text, sweep_json, sweep_markdown, sweep_text
-from bench.runner import ArmSpec, Progress, RunConfig, choose_workers, run_arms_workers, run_interleaved
+from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, choose_workers, run_arms
 
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]*$")
 
@@ -66,7 +66,10 @@ class SweepConfig:
     results_dir: str = "results"
     label: str | None = None
     resume: str | None = None
-    seed: int = 0
+    order_seed: int = 0
+    """Seeds the order in which the arms take their turns on each batch."""
+    arrival_seed: int = 0
+    """Seeds a rate sweep's arrival schedules."""
     threshold: float = DEFAULT_THRESHOLD
     tags: dict[str, str] = field(default_factory=dict)
     engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
@@ -213,7 +216,7 @@ def _arm_config(config: SweepConfig, level: int, name: str, url: str) -> RunConf
     else:
         workers, why = choose_workers(config.workers, concurrency=level)
     return RunConfig(url=url, osl=config.osl, category=config.category, limit=config.limit, concurrency=level,
-                     label=f"c{level} {name}", timeout=600.0, tags={"mode": config.tags.get(name, name)},
+                     label=f"c{level} {name}", tags={"mode": config.tags.get(name, name)},
                      workers=workers, workers_auto=why)
 
 
@@ -275,12 +278,11 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
             # levels warmer than earlier ones and bias the crossover; a restart is the only reset that clears it
             with _servers(config, out) as urls:
                 resume = all(journal_path(run_file(cell_dir, name)).exists() for name in names)
-                arms = [ArmSpec(name, _arm_config(config, level, name, urls[name]), run_file(cell_dir, name))
-                        for name in names]
                 states = {name: "restart" for name in names if name not in _given_urls(config)}
-                interleave = run_arms_workers if arms[0].config.workers > 1 else run_interleaved
-                cell_runs, interrupted = interleave(prompts, arms, seed=config.seed, progress=display,
-                                                    resume=resume, force=not resume, server_states=states)
+                arms = [Arm(name, _arm_config(config, level, name, urls[name]), run_file(cell_dir, name),
+                            server_state=states.get(name)) for name in names]
+                cell_runs, interrupted = run_arms(prompts, arms, LockStep(level, config.order_seed),
+                                             RunOptions(progress=display, resume=resume, force=not resume))
             runs[level] = cell_runs
             if interrupted:
                 out(f"speedbench: interrupted at concurrency {level}; continue with --resume {folder}\n")

@@ -34,7 +34,7 @@ from bench.analysis import (
 from bench.prompts import load_prompts
 from bench.records import BASELINE, Run, journal_path, load_run, new_results_folder, run_file, save_run, summarize
 from bench.render import plot_tune, tune_markdown, tune_text
-from bench.runner import ArmSpec, Progress, RunConfig, run_interleaved
+from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
 
 OVERALL = "overall"
 
@@ -171,19 +171,21 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
                                                            draft_max=draft_max, where=where, out=out))
         spec_url, spec_state = stack.enter_context(_server(config, speculative=True, level=level,
                                                            draft_max=draft_max, where=where, out=out))
-        arms = [ArmSpec(BASELINE, _run_config(config, base_url, level, BASELINE, draft_max), run_file(where, BASELINE)),
-                ArmSpec(names[1], _run_config(config, spec_url, level, names[1], draft_max), run_file(where, names[1]))]
         states = {name: state for name, state in zip(names, (base_state, spec_state), strict=True) if state}
+        arms = [Arm(BASELINE, _run_config(config, base_url, level, BASELINE, draft_max), run_file(where, BASELINE),
+                    server_state=states.get(BASELINE)),
+                Arm(names[1], _run_config(config, spec_url, level, names[1], draft_max), run_file(where, names[1]),
+                    server_state=states.get(names[1]))]
         if config.until_decided:
             return _until_decided(config, where, arms, states, out=out, progress=progress)
         resume = all(journal_path(Path(arm.output)).exists() for arm in arms if arm.output is not None)
-        runs, stopped = run_interleaved(load_prompts(config.dataset, bench=config.bench, category=config.category,
-                                                     limit=config.limit), arms, seed=config.seed, progress=progress,
-                                        resume=resume, force=not resume, server_states=states)
+        prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+        runs, stopped = run_arms(prompts, arms, LockStep(level, config.seed),
+                                 RunOptions(progress=progress, resume=resume, force=not resume))
     return runs[BASELINE], runs[names[1]], stopped
 
 
-def _until_decided(config: TuneConfig, where: Path, arms: list[ArmSpec], states: dict[str, str], *,
+def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dict[str, str], *,
                    out: Callable[[str], Any], progress: Progress) -> tuple[Run, Run, bool]:
     """Rounds of one sample per category (each round's files under `rounds/k/`) until the overall verdict against
     the baseline is decided or `limit` rounds ran; both run files carry the sequential record."""
@@ -197,8 +199,8 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[ArmSpec], states:
         fresh = dataclasses.replace(prompts, samples=tuple(s for s in prompts.samples if s.id not in seen))
         round_arms = [dataclasses.replace(arm, output=run_file(where / "rounds" / str(k), arm.name)) for arm in arms]
         Path(round_arms[0].output or "").parent.mkdir(parents=True, exist_ok=True)
-        runs, stopped = run_interleaved(fresh, round_arms, seed=config.seed + k, progress=progress,
-                                        force=True, server_states=states)
+        runs, stopped = run_arms(fresh, round_arms, LockStep(arms[0].config.concurrency, config.seed + k),
+                                 RunOptions(progress=progress, force=True))
         whole = []
         for arm in arms:
             done[arm.name] += list(runs[arm.name].results)

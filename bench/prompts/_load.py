@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from bench._errors import BenchError
 from bench.prompts._sets import (
@@ -24,6 +25,42 @@ DEFAULT_GENERATED_PER_TIER = 8
 """Prompts per entropy tier that the offline throughput generator makes when no --limit is given."""
 
 
+def _rows(dataset: str, bench: str, limit: int | None, revision: str,
+          count_tokens: Callable[[Sequence[str]], list[int]] | None) -> list[Any]:
+    """The source's rows: generated throughput prompts, the shipped categories, the hub dataset or a local file."""
+    if dataset == SHIPPED and bench.startswith("throughput_"):
+        generated = build_throughput_prompts(
+            bench, per_tier=limit or DEFAULT_GENERATED_PER_TIER, count_tokens=count_tokens or estimate_tokens
+        )
+        return [
+            {"question_id": s.id, "category": s.category, "sub_category": s.sub_category, "turns": list(s.turns)}
+            for s in generated.samples
+        ]
+    if dataset == SHIPPED:
+        return shipped_rows(bench)
+    if dataset == HUB:
+        return hub_rows(bench, revision)
+    return read_rows(Path(dataset))
+
+
+def _wanted(category: str, bench: str, available: list[str]) -> set[str] | None:
+    """The categories `--category` selects (None: every one); a one-line BenchError naming an unknown one."""
+    requested = [name.strip() for name in category.split(",") if name.strip()]
+    if not requested:
+        raise BenchError(
+            f"--category {category!r} names no category; available categories: all, {', '.join(available)}"
+        )
+    if "all" in requested:  # "all" anywhere in the list selects every category
+        return None
+    unknown = [name for name in requested if name not in available]
+    if unknown:
+        raise BenchError(
+            f"unknown --category {', '.join(unknown) or category!r} for bench {bench!r}; "
+            f"available categories: all, {', '.join(available)}"
+        )
+    return set(requested)
+
+
 def load_prompts(
     dataset: str = SHIPPED,
     *,
@@ -38,20 +75,7 @@ def load_prompts(
     With the shipped categories, a `throughput_*` bench is generated offline from their text
     (fixed input length by `count_tokens`, e.g. the server's /tokenize; estimated without one).
     """
-    if dataset == SHIPPED and bench.startswith("throughput_"):
-        generated = build_throughput_prompts(
-            bench, per_tier=limit or DEFAULT_GENERATED_PER_TIER, count_tokens=count_tokens or estimate_tokens
-        )
-        rows = [
-            {"question_id": s.id, "category": s.category, "sub_category": s.sub_category, "turns": list(s.turns)}
-            for s in generated.samples
-        ]
-    elif dataset == SHIPPED:
-        rows = shipped_rows(bench)
-    elif dataset == HUB:
-        rows = hub_rows(bench, revision)
-    else:
-        rows = read_rows(Path(dataset))
+    rows = _rows(dataset, bench, limit, revision, count_tokens)
     try:
         all_samples, skipped, placeholders = rows_to_samples(rows)
     except BenchError as exc:
@@ -63,21 +87,7 @@ def load_prompts(
             f"{dataset}: {placeholders} rows are SPEED-Bench placeholders ('{PLACEHOLDER_PREFIX}...'), not prompts; "
             "rebuild them with NVIDIA's specdec_bench preparation scripts and pass the prepared JSONL with --dataset"
         )
-    available = list(dict.fromkeys(sample.category for sample in all_samples))
-    wanted: set[str] | None = None
-    requested = [name.strip() for name in category.split(",") if name.strip()]
-    if requested and "all" not in requested:  # "all" anywhere in the list selects every category
-        unknown = [name for name in requested if name not in available]
-        if unknown:
-            raise BenchError(
-                f"unknown --category {', '.join(unknown) or category!r} for bench {bench!r}; "
-                f"available categories: all, {', '.join(available)}"
-            )
-        wanted = set(requested)
-    elif not requested:
-        raise BenchError(
-            f"--category {category!r} names no category; available categories: all, {', '.join(available)}"
-        )
+    wanted = _wanted(category, bench, list(dict.fromkeys(sample.category for sample in all_samples)))
     selected: list[Sample] = []
     per_category: dict[str, int] = {}
     for sample in all_samples:

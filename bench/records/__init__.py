@@ -33,9 +33,11 @@ from bench.records._identity import (
     RunIdentity,
 )
 from bench.records._journal import Journal, read_journal
+from bench.records._json import python_reference_json, reference_json
 from bench.records._layout import (
     BASELINE,
     SPECULATIVE,
+    cell_name,
     comparison_files,
     comparison_inputs,
     default_run_file,
@@ -53,10 +55,13 @@ from bench.records._layout import (
     rate_folder,
     rate_sweep_files,
     report_file,
+    round_folder,
     run_file,
+    run_files,
     sweep_cell_file,
     sweep_cells,
     sweep_files,
+    traffic_files,
     workload_folders,
 )
 from bench.records._lock import open_no_follow, output_lock, write_text_file
@@ -94,6 +99,16 @@ from bench.records._run import (
 )
 from bench.records._schema import SCHEMA_VERSION, finite
 from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop
+from bench.records._settings import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT_S,
+    SEED_HELP,
+    SETTINGS,
+    Setting,
+    check_limits,
+    default,
+    setting,
+)
 from bench.records._summary import SUMMARY_KEYS, SummaryRow, summarize, summarize_group
 
 __all__ = [
@@ -101,6 +116,8 @@ __all__ = [
     "COMPARED_AS_ERROR",
     "COMPARED_AS_WARNING",
     "COUNTER_KEYS",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TIMEOUT_S",
     "DRAFTED",
     "FRESH",
     "HISTORY_METRICS",
@@ -109,8 +126,10 @@ __all__ = [
     "MAX_LABEL_LENGTH",
     "POSITION_KEY",
     "SCHEMA_VERSION",
+    "SEED_HELP",
     "SELECTION_KEYS",
     "SERVED",
+    "SETTINGS",
     "SHARD_KEY",
     "SPECULATIVE",
     "SUMMARY_KEYS",
@@ -131,10 +150,13 @@ __all__ = [
     "SequentialStop",
     "ServerDescription",
     "ServerStart",
+    "Setting",
     "ShardMarker",
     "SummaryRow",
     "acceptance_summary",
+    "cell_name",
     "check_commit",
+    "check_limits",
     "collector_paused",
     "comparison_files",
     "comparison_inputs",
@@ -142,6 +164,7 @@ __all__ = [
     "counter_deltas",
     "cpu_model",
     "decode_margins",
+    "default",
     "default_run_file",
     "digest_files",
     "dumps_run",
@@ -170,15 +193,20 @@ __all__ = [
     "point_from_dict",
     "point_table",
     "position_deltas",
+    "python_reference_json",
     "rate_folder",
     "rate_sweep_files",
     "read_journal",
+    "reference_json",
     "report_file",
     "result_from_dict",
+    "round_folder",
     "run_file",
+    "run_files",
     "run_from_dict",
     "sample_positions",
     "save_run",
+    "setting",
     "shard_marker",
     "start_state",
     "summarize",
@@ -186,6 +214,7 @@ __all__ = [
     "sweep_cell_file",
     "sweep_cells",
     "sweep_files",
+    "traffic_files",
     "valid_text",
     "valid_texts",
     "workload_folders",

@@ -1,4 +1,4 @@
-"""A run's identity: every recorded setting that changes what a run measures, defined once.
+"""A run's identity: every recorded setting that changes what a run measures, as `_settings` declares them.
 
 `run --resume` and `sweep --resume` refuse to continue a run whose identity differs in any setting;
 comparing two runs (compare, report, the gate) treats a difference in an `ERROR` setting as making the
@@ -13,54 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ERROR = "error"
-WARNING = "warning"
-RESUME_ONLY = "resume"
+from bench.records._settings import COMPARED_AS_ERROR, COMPARED_AS_WARNING, IDENTITY
 
-
-@dataclass(frozen=True)
-class Setting:
-    """One setting of the identity: its `config` key and how a difference between two compared runs counts."""
-
-    key: str
-    when_compared: str
-
-
-SETTINGS: tuple[Setting, ...] = (
-    Setting("bench", ERROR),
-    Setting("dataset", ERROR),
-    Setting("osl", ERROR),
-    Setting("concurrency", ERROR),
-    Setting("api", ERROR),
-    Setting("request_rate", ERROR),
-    Setting("arrival", ERROR),
-    Setting("burstiness", ERROR),
-    Setting("max_concurrency", ERROR),
-    Setting("trace", ERROR),
-    Setting("seed", WARNING),
-    Setting("extra_inputs", WARNING),
-    Setting("chat_template_kwargs", WARNING),
-    Setting("category", WARNING),
-    Setting("limit", WARNING),
-    Setting("repeat", WARNING),
-    Setting("revision", WARNING),
-    Setting("stream", WARNING),
-    Setting("warmup", WARNING),
-    Setting("logprobs", WARNING),
-    Setting("retries", WARNING),
-    Setting("timeout", WARNING),
-    Setting("max_response_bytes", WARNING),
-    Setting("url", RESUME_ONLY),
-    Setting("model", RESUME_ONLY),
-    Setting("engine", RESUME_ONLY),
-    Setting("tags", RESUME_ONLY),
-)
-"""Every setting of a run's identity, in the order differences are reported."""
-
-COMPARED_AS_ERROR = tuple(setting.key for setting in SETTINGS if setting.when_compared == ERROR)
-"""Settings whose difference makes two runs not comparable."""
-COMPARED_AS_WARNING = tuple(setting.key for setting in SETTINGS if setting.when_compared == WARNING)
-"""Settings whose difference between two compared runs is shown."""
 SELECTION_KEYS = ("category", "limit", "repeat", "dataset", "bench", "revision")
 """Settings that change which samples are selected (and so the prompt digest) without changing any one prompt."""
 
@@ -87,7 +41,7 @@ class RunIdentity:
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> RunIdentity:
         """The identity of a recorded config (a setting it does not record reads as None)."""
-        return cls(tuple((setting.key, config.get(setting.key)) for setting in SETTINGS))
+        return cls(tuple((setting.key, config.get(setting.key)) for setting in IDENTITY))
 
     def get(self, key: str) -> Any:
         """The recorded value of `key` (None when not recorded)."""
@@ -108,7 +62,7 @@ class RunIdentity:
         embedded = new.embedded
         old, now = dict(self.values), dict(new.values)
         mismatches = []
-        for setting in SETTINGS:
+        for setting in IDENTITY:
             if (setting.key == "url" and embedded) or (setting.key == "tags" and not embedded):
                 continue
             if _canonical(old.get(setting.key)) != _canonical(now.get(setting.key)):
@@ -119,3 +73,6 @@ class RunIdentity:
 def _canonical(value: Any) -> Any:
     """A value compared as JSON would write it (dict order and tuple/list differences ignored)."""
     return json.dumps(value, sort_keys=True, default=str)
+
+
+__all__ = ["COMPARED_AS_ERROR", "COMPARED_AS_WARNING", "SELECTION_KEYS", "Mismatch", "RunIdentity"]

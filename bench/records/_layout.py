@@ -35,6 +35,27 @@ def run_file(folder: str | os.PathLike[str], arm: str) -> Path:
     return Path(folder) / f"{arm}{RUN_SUFFIX}"
 
 
+def run_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """Every run file of a folder (`*.json`, journals aside), sorted by name."""
+    return sorted(Path(folder).glob(f"*{RUN_SUFFIX}"))
+
+
+def cell_name(level: int | str, arm: str) -> str:
+    """How a sweep cell's run file is named beside its folder: `c<level>/<arm>.json` (`level` as a number or `c4`)."""
+    level_name = level if isinstance(level, str) else f"{LEVEL_PREFIX}{level}"
+    return f"{level_name}/{arm}{RUN_SUFFIX}"
+
+
+def traffic_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """A comparison's traffic renderings: `traffic.txt/.md/.json`."""
+    return [Path(folder) / f"traffic.{kind}" for kind in ("txt", "md", "json")]
+
+
+def round_folder(folder: str | os.PathLike[str], round_index: int) -> Path:
+    """The run files of one round of sampling until decided: `<folder>/rounds/<k>/`."""
+    return Path(folder) / "rounds" / str(round_index)
+
+
 def journal_path(output: str | os.PathLike[str]) -> Path:
     """Where the journal of a run file lives: `<output>.jsonl`."""
     return Path(f"{output}{JOURNAL_SUFFIX}")

@@ -26,7 +26,8 @@ def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
     """
     flags = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
              "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND, "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-             "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND, "rb+": os.O_RDWR}[mode]
+             "xb": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND,
+             "rb+": os.O_RDWR}[mode]
     not_regular = BenchError(f"{path}: is not a regular file (a FIFO, a device or a folder); speedbench writes "
                              "its outputs to regular files only (remove it or choose another path)")
     try:
@@ -43,7 +44,7 @@ def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
         raise not_regular
     os.set_blocking(descriptor, True)
     binary = "b" in mode
-    return os.fdopen(descriptor, mode.replace("x", "w") if not binary else mode,
+    return os.fdopen(descriptor, mode.replace("x", "w"),
                      **({} if binary else {"encoding": "utf-8"}))
 
 

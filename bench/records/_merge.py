@@ -157,9 +157,9 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
     first = runs[0]
     config = dict(first.config)
     config.pop("label", None)
-    concurrency = [run.config.get("concurrency") for run in runs]
-    if all(isinstance(value, int) for value in concurrency):
-        config["concurrency"] = sum(concurrency)  # type: ignore[arg-type]
+    concurrency = [run.settings.concurrency for run in runs]
+    if all(value is not None for value in concurrency):
+        config["concurrency"] = sum(value for value in concurrency if value is not None)
     started = [run.meta.get("started_at") for run in runs if isinstance(run.meta.get("started_at"), str)]
     finished = [run.meta.get("finished_at") for run in runs if isinstance(run.meta.get("finished_at"), str)]
     elapsed = [float(run.meta["elapsed_s"]) for run in runs if isinstance(run.meta.get("elapsed_s"), int | float)]

@@ -9,11 +9,12 @@ are kept in `extra` and written back unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from bench.records._schema import SCHEMA_VERSION
 from bench.records._sequential import SequentialStop
+from bench.records._settings import setting
 
 MAX_META_NUMBER = 1e15
 """Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
@@ -318,7 +319,7 @@ class RunMeta(Mapping[str, Any]):
 
 @dataclass(frozen=True, slots=True)
 class RunSettings:
-    """What a run was asked to do: the reference's `config` keys plus speedbench's, read one way."""
+    """What a run was asked to do: the reference's `config` keys plus speedbench's, read one way (`_settings`)."""
 
     url: str | None = None
     model: str | None = None
@@ -330,30 +331,17 @@ class RunSettings:
     dataset: str | None = None
     repeat: int = 1
     stream: bool = False
+    request_rate: float | None = None
+    trace: str | None = None
     extra_inputs: Mapping[str, Any] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> RunSettings:
-        """Read a run file's `config` object (any version)."""
-
-        def integer(key: str) -> int | None:
-            value = _number(config.get(key))
-            return int(value) if value is not None else None
-
-        extra = config.get("extra_inputs")
-        tags = config.get("tags")
-        return cls(
-            url=_text(config.get("url")),
-            model=_text(config.get("model")),
-            bench=_text(config.get("bench")),
-            category=_text(config.get("category")),
-            osl=integer("osl"),
-            concurrency=integer("concurrency"),
-            limit=integer("limit"),
-            dataset=_text(config.get("dataset")),
-            repeat=integer("repeat") or 1,
-            stream=config.get("stream") is True,
-            extra_inputs=dict(extra) if isinstance(extra, Mapping) else {},
-            tags={str(key): str(value) for key, value in tags.items()} if isinstance(tags, Mapping) else {},
-        )
+        """Read a run file's `config` object (any version), each key as its declared kind (absent: unset)."""
+        values = {item.name: setting(item.name).read(config.get(item.name),
+                                                     {} if item.default is MISSING else item.default)
+                  for item in fields(cls)}
+        values["repeat"] = values["repeat"] or 1
+        values["tags"] = {str(key): str(value) for key, value in values["tags"].items()}
+        return cls(**values)

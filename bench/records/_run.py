@@ -20,6 +20,7 @@ from typing import Any
 from bench._errors import BenchError
 from bench._redact import redact_tree
 from bench.records._journal import read_journal
+from bench.records._json import reference_json
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
 from bench.records._lock import open_no_follow
 from bench.records._meta import RunMeta, RunSettings
@@ -31,7 +32,7 @@ from bench.records._results import (
     redacted_result,
     result_from_dict,
 )
-from bench.records._schema import SCHEMA_VERSION, finite, upgrade
+from bench.records._schema import SCHEMA_VERSION, upgrade
 from bench.records._summary import SummaryRow, summarize
 
 
@@ -106,11 +107,7 @@ class Run:
 
 def dumps_run(run: Run) -> str:
     """Serialise a run as the reference does: keys sorted, indent 2 (NaN and infinities as null)."""
-    payload = run.to_dict()
-    try:
-        return json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
-    except ValueError:
-        return json.dumps(finite(payload), indent=2, sort_keys=True, allow_nan=False)
+    return reference_json(run.to_dict()).decode("ascii")
 
 
 def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> None:
@@ -124,13 +121,8 @@ def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> N
     payload = run.to_dict()
     temp.unlink(missing_ok=True)  # a leftover (or a planted link) is removed, never written through
     try:
-        with open_no_follow(temp, "x") as handle:
-            try:
-                json.dump(payload, handle, indent=2, sort_keys=True, allow_nan=False)  # streamed: no big string
-            except ValueError:  # a NaN or infinity somewhere: write it again with nulls
-                handle.seek(0)
-                handle.truncate()
-                json.dump(finite(payload), handle, indent=2, sort_keys=True, allow_nan=False)
+        with open_no_follow(temp, "xb") as handle:
+            handle.write(reference_json(payload))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)

@@ -19,6 +19,8 @@ other's files. Format history (`schema_version`):
   drafted and reused from the prompt cache before the run, its process start and uptime) and the state they put it
   in (`fresh`, `served before`, `drafter warm`). A 3 file has none: its server's state is `unknown`, which the
   comparisons name but do not refuse.
+- 5: the seeds are named for what they seed: `config.seed` (the arrival schedule's) is `config.arrival_seed`, and
+  `interleaved.seed` (the compared arms' order) is `interleaved.order_seed`. The upgrade renames both keys.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -32,7 +34,7 @@ from typing import Any
 
 from bench._errors import BenchError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def finite(value: Any) -> Any:
@@ -59,6 +61,16 @@ def upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
         data = dict(data)
         data.setdefault("harness", {"name": "speed_bench.py", "version": None})
         data["schema_version"] = 0
+    if version < 5:
+        data = _renamed(_renamed(data, "config", "seed", "arrival_seed"), "interleaved", "seed", "order_seed")
     return data
+
+
+def _renamed(data: dict[str, Any], section: str, old: str, new: str) -> dict[str, Any]:
+    """`data` with key `old` of its `section` object named `new` (unchanged where there is none)."""
+    inner = data.get(section)
+    if not isinstance(inner, dict) or old not in inner or new in inner:
+        return data
+    return {**data, section: {(new if key == old else key): value for key, value in inner.items()}}
 
 

@@ -1,4 +1,4 @@
-"""Running a prompt set against a server: configuration, schedules, the arm lifecycle, client and transport."""
+"""Running a prompt set against servers: settings, arms, run strategies, the one run path, client and transport."""
 
 from bench.runner._aiohttp_timing import READ_BYTES, Arrivals, StampedSocket, stamped_socket
 from bench.runner._aiohttp_timing import check_internals as aiohttp_internals_missing
@@ -16,23 +16,33 @@ from bench.runner._arrivals import (
     load_trace,
 )
 from bench.runner._chunks import SampleFailure, StreamChunks
-from bench.runner._config import RunConfig, normalize_base_url, server_root
+from bench.runner._config import Arm, RunConfig, normalize_base_url, server_root
 from bench.runner._endpoint_check import check_endpoints
-from bench.runner._interleave import ArmSpec, arm_order, execute_interleaved, run_interleaved
+from bench.runner._execute import RunOptions, execute, run_arms, run_benchmark
 from bench.runner._lag import LagMonitor
 from bench.runner._limits import NUMBER_RANGES, checked_number, checked_start
 from bench.runner._loops import DEFAULT_LOOP, LOOP_ENV, LOOPS, choose_loop, loop_factory, loop_name
 from bench.runner._metrics import chunk_token_counts, per_token_itl, server_rates
-from bench.runner._open_ab import execute_open_ab, run_open_ab
-from bench.runner._open_loop import fit_trace
 from bench.runner._pacer import Pacer
 from bench.runner._probes import server_token_counter
 from bench.runner._progress import LineProgress, Progress, SilentProgress
-from bench.runner._runner import execute, run_benchmark
 from bench.runner._sample import run_sample
-from bench.runner._schedule import ClosedLoop, LockStep, OpenLoop, Schedule, seeded_order
+from bench.runner._schedule import ClosedLoop, OpenLoop, Schedule, seeded_order
 from bench.runner._sse import SSEDecoder
 from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
+from bench.runner._strategies import (
+    Blocks,
+    Concurrent,
+    LockStep,
+    OpenArrivals,
+    Plan,
+    Strategy,
+    Turn,
+    Work,
+    fit_trace,
+    job_key,
+    strategy_for,
+)
 from bench.runner._team import Team
 from bench.runner._transport import Response, StreamEvent, Transport, TransportError, retry_after_seconds
 from bench.runner._turns import RequestSettings, build_payload, send_turn
@@ -42,9 +52,10 @@ from bench.runner._worker_count import (
     PER_PROCESS_REQUESTS_PER_S,
     choose_workers,
     cores,
+    worker_shares,
 )
 from bench.runner._worker_files import left_workers
-from bench.runner._workers import run_arms_workers, run_workers, spread, worker_shares
+from bench.runner._workers import spread
 
 __all__ = [
     "ARRIVAL_PROCESSES",
@@ -58,20 +69,25 @@ __all__ = [
     "PER_PROCESS_REQUESTS_PER_S",
     "READ_BYTES",
     "TRACE",
-    "ArmSpec",
+    "Arm",
     "ArrivalSchedule",
     "Arrivals",
     "Block",
+    "Blocks",
     "ClosedLoop",
+    "Concurrent",
     "LagMonitor",
     "LineProgress",
     "LockStep",
+    "OpenArrivals",
     "OpenLoop",
     "Pacer",
+    "Plan",
     "Progress",
     "RequestSettings",
     "Response",
     "RunConfig",
+    "RunOptions",
     "RunStopped",
     "SSEDecoder",
     "SampleFailure",
@@ -79,13 +95,15 @@ __all__ = [
     "SilentProgress",
     "StampedSocket",
     "Stop",
+    "Strategy",
     "StreamChunks",
     "StreamEvent",
     "Team",
     "Transport",
     "TransportError",
+    "Turn",
+    "Work",
     "aiohttp_internals_missing",
-    "arm_order",
     "arrival_schedule",
     "block_offsets",
     "block_plan",
@@ -99,10 +117,9 @@ __all__ = [
     "cores",
     "default_block_size",
     "execute",
-    "execute_interleaved",
-    "execute_open_ab",
     "fit_trace",
     "inter_arrival_cv",
+    "job_key",
     "left_workers",
     "load_trace",
     "loop_factory",
@@ -113,13 +130,10 @@ __all__ = [
     "prompts_digest",
     "refuse_existing_output",
     "retry_after_seconds",
-    "run_arms_workers",
+    "run_arms",
     "run_benchmark",
-    "run_interleaved",
     "run_loop",
-    "run_open_ab",
     "run_sample",
-    "run_workers",
     "seeded_order",
     "send_turn",
     "server_rates",
@@ -127,5 +141,6 @@ __all__ = [
     "server_token_counter",
     "spread",
     "stamped_socket",
+    "strategy_for",
     "worker_shares",
 ]

@@ -1,6 +1,6 @@
 """One arm of a run: prepared (resume checked, jobs planned), connected (engine, warm-up), concluded, built.
 
-Single runs and interleaved runs both go through these steps, driven by `_lifecycle.run_arms`.
+Single runs and interleaved runs both go through these steps, driven by `_lifecycle.arms_lifecycle`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ from bench.runner._probes import (
     without_counter_deltas,
 )
 from bench.runner._progress import Progress
-from bench.runner._schedule import OpenLoop, Schedule
 from bench.runner._stop import Stop
 from bench.runner._transport import Transport
 from bench.runner._turns import RequestSettings, build_payload, send_turn
@@ -125,8 +124,8 @@ def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunC
 
 
 @dataclass
-class Arm:
-    """One endpoint's run in progress: its prompts, config, journal and what the server said before the run."""
+class ArmRun:
+    """One arm's run in progress: its prompts, config, journal and what the server said before the run."""
 
     prompts: PromptSet
     config: RunConfig
@@ -143,6 +142,8 @@ class Arm:
     start_read_at: float = 0.0
     meter: SampleMeter | None = None
     new_results: list[SampleResult] = field(default_factory=list)
+    server_state: str | None = None
+    """How the pipeline set the server's state (`restart`, ...), recorded on every result."""
 
 
 def prepare_arm(
@@ -153,7 +154,7 @@ def prepare_arm(
     resume: bool,
     force: bool,
     header_extra: Mapping[str, Any] | None = None,
-) -> Arm:
+) -> ArmRun:
     """Validate, read the journal to resume (or refuse to overwrite) and plan what is left to send."""
     config.validate()
     register_secrets(config.secrets())
@@ -174,7 +175,7 @@ def prepare_arm(
                 header["server_start"] = old_header["server_start"]
         else:
             refuse_existing_output(output, force=force)
-    return Arm(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
+    return ArmRun(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
 
 
 def refuse_existing_output(output: str | os.PathLike[str], *, force: bool) -> None:
@@ -183,13 +184,13 @@ def refuse_existing_output(output: str | os.PathLike[str], *, force: bool) -> No
         raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
 
 
-def open_journal(arm: Arm, *, resume: bool) -> None:
+def open_journal(arm: ArmRun, *, resume: bool) -> None:
     """Start (or continue) the arm's journal; opened once the server answered, so a refused start keeps the output."""
     if arm.output is not None:
         arm.journal = Journal(journal_path(arm.output), arm.header, append=resume)
 
 
-def close_journal(arm: Arm, stop: Stop) -> None:
+def close_journal(arm: ArmRun, stop: Stop) -> None:
     """Sync and close the arm's journal; a failure to do so stops the run like any journal error."""
     if arm.journal is not None:
         try:
@@ -198,13 +199,13 @@ def close_journal(arm: Arm, stop: Stop) -> None:
             stop.fail(exc)
 
 
-async def read_start(arm: Arm, transport: Transport, stop: Stop) -> None:
+async def read_start(arm: ArmRun, transport: Transport, stop: Stop) -> None:
     """Read the server's /metrics before any request of the run (every arm's before any arm's warm-up)."""
     arm.metrics_before = await stop.guard(get_text(transport, server_root(arm.base_urls[0]) + "/metrics"), "")
     arm.start_read_at = time.time()
 
 
-async def connect_arm(arm: Arm, transport: Transport, stop: Stop) -> None:
+async def connect_arm(arm: ArmRun, transport: Transport, stop: Stop) -> None:
     """Choose the engine, record the server's state at the start, read its info, build request settings, warm up
     and set up per-sample metrics (after `read_start`).
 
@@ -254,7 +255,7 @@ async def connect_arm(arm: Arm, transport: Transport, stop: Stop) -> None:
 
 
 async def conclude_arm(
-    arm: Arm, transport: Transport, progress: Progress, stop: Stop, extra_notes: Sequence[str] = ()
+    arm: ArmRun, transport: Transport, progress: Progress, stop: Stop, extra_notes: Sequence[str] = ()
 ) -> tuple[list[SampleResult], dict[str, Any] | None, list[str]]:
     """After the timed part: acceptance from /metrics, the adapter's warnings; return (results, acceptance, notes)."""
     results = [*arm.previous, *arm.new_results]
@@ -287,7 +288,7 @@ _HEADER_READ = frozenset({"config", "selected_samples", "sample_ids", "harness",
 
 
 def build_run(
-    arm: Arm,
+    arm: ArmRun,
     results: list[SampleResult],
     acceptance: dict[str, Any] | None,
     notes: list[str],
@@ -380,16 +381,11 @@ async def warmup(
             return
 
 
-def shard_run(
-    prompts: PromptSet, config: RunConfig, schedule: Schedule | None, shard: Shard | None
-) -> tuple[PromptSet, Schedule | None, dict[str, Any]]:
-    """(the shard's prompts, its schedule, its run-file marker); the run unchanged without a shard."""
+def shard_run(prompts: PromptSet, repeat: int, shard: Shard | None) -> tuple[PromptSet, dict[str, Any]]:
+    """(the shard's prompts, its run-file marker); the run's prompts and no marker without a shard."""
     if shard is None:
-        return prompts, schedule, {}
+        return prompts, {}
     own = shard.prompts(prompts)
-    if isinstance(schedule, OpenLoop):
-        schedule = OpenLoop(shard.arrivals(schedule.offsets_s, len(prompts.samples), config.repeat),
-                            schedule.max_concurrency)
-    marker = shard_marker(shard.index, shard.count, prompts_digest(prompts), len(prompts.samples) * config.repeat,
+    marker = shard_marker(shard.index, shard.count, prompts_digest(prompts), len(prompts.samples) * repeat,
                           [sample.id for sample in own.samples])
-    return own, schedule, {SHARD_KEY: marker}
+    return own, {SHARD_KEY: marker}

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlsplit
 
 from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
 from bench.engines import ENGINE_NAMES
+from bench.records import check_limits, default
 from bench.runner._arrivals import ARRIVAL_PROCESSES
 from bench.runner._limits import checked_number
 from bench.runner._loops import choose_loop
 
-DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
-"""Largest response body read and stored per request (`--max-response-bytes`)."""
+if TYPE_CHECKING:
+    from bench.server import ServerRequest
+
 ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
 """Endpoint paths that `--url` may carry by mistake; the base URL is what precedes them."""
 RESERVED_FIELDS = ("messages", "prompt", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
@@ -56,48 +59,52 @@ def server_root(base_url: str) -> str:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that defines a run; all but the secrets are written to the run file."""
+    """Everything that defines a run; all but the secrets are written to the run file.
 
-    url: str = "localhost:8080"
-    model: str | None = None
-    bench: str = "qualitative"
-    category: str = "all"
-    osl: int = 4096
-    extra_inputs: Mapping[str, Any] = field(default_factory=lambda: {"temperature": 0})
-    concurrency: int = 1
-    limit: int | None = None
-    timeout: float = 600.0
-    dataset: str = "categories"
-    revision: str | None = None
-    repeat: int = 1
-    warmup: int = 0
-    stream: bool = False
-    engine: str = "auto"
-    api: str = "chat"
-    retries: int = 0
-    label: str | None = None
-    per_sample_metrics: bool = True
-    chat_template_kwargs: Mapping[str, Any] | None = None
-    tags: Mapping[str, str] = field(default_factory=dict)
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
-    logprobs: bool = False
-    request_rate: float | None = None
-    """Open loop: requests per second arriving on a seeded schedule (None: closed loop of `concurrency`)."""
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-    """Open loop: at most this many requests in flight (sleep until due, then wait for a slot)."""
-    seed: int = 0
-    """Seed of the arrival schedule."""
-    trace: str | None = None
-    """Open loop: a JSONL file of arrival offsets (and optional prompt ids) replayed instead of a rate."""
-    workers: int = 1
-    """Client processes sharing the run (`--workers`); their concurrency (or open-loop cap) split among them."""
-    workers_auto: str | None = None
-    """Why `--workers auto` chose `workers` (None: the count was given)."""
+    Each field's default, help text, lower limit and identity membership are declared once, in
+    `bench.records`' settings (`setting(key)`); the secrets and the client's event loop are not recorded.
+    """
+
+    url: str = default("url")
+    model: str | None = default("model")
+    bench: str = default("bench")
+    category: str = default("category")
+    osl: int = default("osl")
+    extra_inputs: Mapping[str, Any] = field(default_factory=lambda: default("extra_inputs"))
+    concurrency: int = default("concurrency")
+    limit: int | None = default("limit")
+    timeout: float = default("timeout")
+    dataset: str = default("dataset")
+    revision: str | None = default("revision")
+    repeat: int = default("repeat")
+    warmup: int = default("warmup")
+    stream: bool = default("stream")
+    engine: str = default("engine")
+    api: str = default("api")
+    retries: int = default("retries")
+    label: str | None = default("label")
+    per_sample_metrics: bool = default("per_sample_metrics")
+    chat_template_kwargs: Mapping[str, Any] | None = default("chat_template_kwargs")
+    tags: Mapping[str, str] = field(default_factory=lambda: default("tags"))
+    max_response_bytes: int = default("max_response_bytes")
+    logprobs: bool = default("logprobs")
+    request_rate: float | None = default("request_rate")
+    arrival: str = default("arrival")
+    burstiness: float = default("burstiness")
+    max_concurrency: int | None = default("max_concurrency")
+    arrival_seed: int = default("arrival_seed")
+    trace: str | None = default("trace")
+    workers: int = default("workers")
+    workers_auto: str | None = default("workers_auto")
     loop: str | None = None
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], **fixed: Any) -> RunConfig:
+        """A run's settings from named values (parsed options): each setting's value where given, then `fixed`."""
+        known = {item.name for item in fields(cls)} - set(fixed)
+        return cls(**{key: value for key, value in values.items() if key in known}, **fixed)
 
     @property
     def open_loop(self) -> bool:
@@ -106,23 +113,14 @@ class RunConfig:
 
     def validate(self) -> None:
         """Refuse impossible settings with a one-line BenchError."""
-        if self.osl < 1:
-            raise BenchError(f"--osl must be >= 1 (got {self.osl})")
-        if self.concurrency < 1:
-            raise BenchError(f"--concurrency must be >= 1 (got {self.concurrency})")
-        if self.limit is not None and self.limit < 1:
-            raise BenchError(f"--limit must be >= 1 (got {self.limit})")
+        check_limits({key: value for key, value in vars(self).items() if key not in ("workers", "timeout")})
         checked_number("--timeout", self.timeout)
-        if self.repeat < 1 or self.warmup < 0 or self.retries < 0:
-            raise BenchError("--repeat must be >= 1, --warmup and --retries >= 0")
         if self.engine not in ENGINE_NAMES:
             raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
         if self.api not in ("chat", "completions"):
             raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
         self._validate_workers()
         choose_loop(self.loop)
-        if self.max_response_bytes < 1024:
-            raise BenchError(f"--max-response-bytes must be >= 1024 (got {self.max_response_bytes})")
         owned = [key for key in self.extra_inputs if key in RESERVED_FIELDS or (key == "model" and self.model)]
         if owned:
             raise BenchError(
@@ -152,8 +150,6 @@ class RunConfig:
         if self.arrival not in ARRIVAL_PROCESSES:
             raise BenchError(f"unknown --arrival {self.arrival!r}; available: {', '.join(ARRIVAL_PROCESSES)}")
         checked_number("--burstiness", self.burstiness)
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise BenchError(f"--max-concurrency must be >= 1 (got {self.max_concurrency})")
         if not self.open_loop and (self.max_concurrency is not None or self.burstiness != 1.0
                                    or self.arrival != "poisson"):
             raise BenchError("--arrival, --burstiness and --max-concurrency shape an open loop: "
@@ -212,3 +208,25 @@ class RunConfig:
         if self.chat_template_kwargs is not None:
             data["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         return data
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of a run: its name, its endpoint and settings, the request overrides, the server to start, its file."""
+
+    name: str
+    config: RunConfig
+    """The endpoint (`url`) and every setting of the arm's requests."""
+    output: str | os.PathLike[str] | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """Request fields this arm sends on top of `config.extra_inputs` (a draft length, say)."""
+    server: ServerRequest | None = None
+    """An embedded server to start for this arm: its URL replaces `config.url` and its state is `restart`."""
+    server_state: str | None = None
+    """How the server's state was set before the run (recorded on every result)."""
+
+    def settings(self) -> RunConfig:
+        """The arm's run settings with its request overrides applied."""
+        if not self.overrides:
+            return self.config
+        return replace(self.config, extra_inputs={**self.config.extra_inputs, **self.overrides})

@@ -6,44 +6,40 @@ On a stop request, jobs in flight get `GRACE_PERIOD_S` to finish (a second stop 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 
 from bench._redact import one_line
-from bench.engines import Engine
 from bench.prompts import Sample
-from bench.records import Journal, SampleResult
-from bench.runner._probes import SampleMeter
+from bench.records import SampleResult
+from bench.runner._arm import ArmRun
 from bench.runner._progress import Progress
 from bench.runner._sample import run_sample
-from bench.runner._schedule import Schedule
+from bench.runner._schedule import Schedule, Send
 from bench.runner._stop import GRACE_PERIOD_S, Stop
 from bench.runner._transport import Transport
-from bench.runner._turns import RequestSettings
 
 
 async def drive(
     transport: Transport,
-    engine: Engine,
+    arm: ArmRun,
     jobs: Sequence[tuple[Sample, int]],
-    settings: Sequence[RequestSettings],
     schedule: Schedule,
     stop: Stop,
     progress: Progress,
-    journal: Journal | None,
-    meter: SampleMeter | None = None,
     *,
     origin: float | None = None,
     batch: int | None = None,
-    server_state: str | None = None,
 ) -> list[SampleResult]:
-    """Run `jobs` (sample, repeat) as `schedule` releases them; return the results in the order they finished.
+    """Run `jobs` (sample, repeat) of `arm` as `schedule` releases them; return the results in the order they ended.
 
     `origin` is the perf_counter time records count from (the drive's start by default); `batch` (interleaved
-    arms) and `server_state` (how the server's state was set for these jobs) are recorded on every result before
-    it is journalled. Job i goes to `settings[i % len(settings)]`.
+    arms) and the arm's `server_state` (how the server's state was set) are recorded on every result before it
+    is journalled. Job i goes to `arm.settings[i % len(arm.settings)]`.
     """
+    engine, settings, journal, meter, server_state = arm.engine, arm.settings, arm.journal, arm.meter, arm.server_state
     origin = time.perf_counter() if origin is None else origin
     results: list[SampleResult] = []
     loop = asyncio.get_running_loop()
@@ -62,25 +58,14 @@ async def drive(
     async def send(index: int, scheduled_at: float) -> float:
         nonlocal flush_due
         sample, repeat = jobs[index]
-        request_settings = settings[index % len(settings)]
-
-        async def one() -> SampleResult:
-            return await run_sample(
-                transport, engine, sample, request_settings, repeat=repeat, scheduled_at=scheduled_at, origin=origin,
-            )
-
+        one = functools.partial(run_sample, transport, engine, sample, settings[index % len(settings)], repeat=repeat,
+                                scheduled_at=scheduled_at, origin=origin)
         try:
             result = await (meter.measure(one) if meter is not None else one())
         except Exception as exc:
-            result = SampleResult(
-                id=sample.id, category=sample.category, ok=False, turns=len(sample.turns), latency_s=0.0,
-                error=one_line(f"{exc.__class__.__name__}: {exc}"), error_kind="internal", repeat=repeat,
-                sub_category=sample.sub_category,
-            )
+            result = _internal_failure(sample, repeat, exc)
         done_at = time.perf_counter()
-        if batch is not None or server_state is not None:
-            result = replace(result, batch=batch if batch is not None else result.batch,
-                             server_state=server_state or result.server_state)
+        result = _marked(result, batch, server_state)
         results.append(result)  # kept in memory first: a journal failure never loses a finished sample
         if journal is not None:
             try:
@@ -93,7 +78,30 @@ async def drive(
         progress.advance(result)
         return done_at
 
-    running = asyncio.ensure_future(schedule.run(len(jobs), send, stop))
+    await release(schedule, len(jobs), send, stop, progress)
+    return results
+
+
+def _internal_failure(sample: Sample, repeat: int, exc: Exception) -> SampleResult:
+    """The failed result of a sample whose send raised (a harness fault, recorded, never lost)."""
+    return SampleResult(
+        id=sample.id, category=sample.category, ok=False, turns=len(sample.turns), latency_s=0.0,
+        error=one_line(f"{exc.__class__.__name__}: {exc}"), error_kind="internal", repeat=repeat,
+        sub_category=sample.sub_category,
+    )
+
+
+def _marked(result: SampleResult, batch: int | None, server_state: str | None) -> SampleResult:
+    """The result with the turn's batch and the server's state recorded (unchanged when there are none)."""
+    if batch is None and server_state is None:
+        return result
+    return replace(result, batch=batch if batch is not None else result.batch,
+                   server_state=server_state or result.server_state)
+
+
+async def release(schedule: Schedule, count: int, send: Send, stop: Stop, progress: Progress) -> None:
+    """Run `schedule` over `count` jobs; on a stop request give the jobs in flight `GRACE_PERIOD_S` to end."""
+    running = asyncio.ensure_future(schedule.run(count, send, stop))
     stop_wait = asyncio.create_task(stop.requested.wait())
     await asyncio.wait([running, stop_wait], return_when=asyncio.FIRST_COMPLETED)
     if stop.requested.is_set() and not running.done():
@@ -107,4 +115,3 @@ async def drive(
     await asyncio.gather(running, stop_wait, return_exceptions=True)
     if not running.cancelled() and running.exception() is not None:
         raise running.exception()  # a schedule that cannot run these jobs (e.g. too few arrival offsets)
-    return results

@@ -1,6 +1,6 @@
 """The one arm lifecycle, shared by single and interleaved runs: lock, signals, transport, journal, lag, run files.
 
-`run_arms` holds every arm's output lock, routes SIGINT/SIGTERM to one `Stop`, opens a transport per arm and
+`arms_lifecycle` holds every arm's output lock, routes SIGINT/SIGTERM to one `Stop`, opens a transport per arm and
 connects it (engine, settings, warm-up), opens the journals, starts progress and the loop-lag monitor, awaits
 the caller's timed part, then concludes each arm, closes the journals and writes each arm's run file.
 """
@@ -12,11 +12,12 @@ import resource
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench._errors import BenchError
-from bench.records import Run, output_lock
+from bench.records import Run, SampleResult, output_lock
 from bench.runner._arm import (
-    Arm,
+    ArmRun,
     RunStopped,
     build_run,
     close_journal,
@@ -69,8 +70,38 @@ class Session:
     notes: list[str] = field(default_factory=list)
 
 
-async def run_arms(
-    arms: Mapping[str, Arm],
+async def _connect(arms: Mapping[str, ArmRun], session: Session, stack: contextlib.AsyncExitStack,
+                   connections: int) -> None:
+    """Open each arm's transport (held by `stack`), read every server's start before any arm's first request, then
+    connect each arm: engine, settings, warm-up."""
+    for name, arm in arms.items():
+        config = arm.config
+        session.transports[name] = await stack.enter_async_context(
+            Transport(timeout=config.timeout, connections=connections * len(arm.base_urls),
+                      headers=config.request_headers(), max_body_bytes=config.max_response_bytes,
+                      stamped=config.stream)
+        )
+        await read_start(arm, session.transports[name], session.stop)  # before any arm's first request
+    for name, arm in arms.items():
+        await connect_arm(arm, session.transports[name], session.stop)
+
+
+async def _conclude(arms: Mapping[str, ArmRun], session: Session, lag: LagMonitor, progress: Progress
+                    ) -> dict[str, tuple[list[SampleResult], dict[str, Any] | None, list[str]]]:
+    """Each arm's conclusion (results, acceptance, notes); the loop-lag notes said once for every arm."""
+    concluded = {}
+    said: dict[str, None] = {}
+    for name, arm in arms.items():
+        lag_notes = [*lag.notes(arm.new_results), *session.notes]
+        said.update(dict.fromkeys(lag_notes))
+        concluded[name] = await conclude_arm(arm, session.transports[name], progress, session.stop, lag_notes)
+    for note in said:  # one loop for every arm: each note once per run, recorded in every run file
+        progress.message(f"speedbench: warning: {note}")
+    return concluded
+
+
+async def arms_lifecycle(
+    arms: Mapping[str, ArmRun],
     timed: Callable[[Session], Awaitable[None]],
     *,
     progress: Progress,
@@ -87,7 +118,6 @@ async def run_arms(
     ensure_file_limit(sum(connections * len(arm.base_urls) for arm in arms.values()))
     stop = Stop()
     lag = LagMonitor(progress, streamed=any(arm.config.stream for arm in arms.values()))
-    concluded = {}
     with contextlib.ExitStack() as held:
         for arm in arms.values():
             if arm.output is not None:
@@ -97,16 +127,7 @@ async def run_arms(
         try:
             with signals_to(stop, install_signal_handlers):
                 async with contextlib.AsyncExitStack() as stack:
-                    for name, arm in arms.items():
-                        config = arm.config
-                        session.transports[name] = await stack.enter_async_context(
-                            Transport(timeout=config.timeout, connections=connections * len(arm.base_urls),
-                                      headers=config.request_headers(), max_body_bytes=config.max_response_bytes,
-                                      stamped=config.stream)
-                        )
-                        await read_start(arm, session.transports[name], stop)  # before any arm's first request
-                    for name, arm in arms.items():
-                        await connect_arm(arm, session.transports[name], stop)
+                    await _connect(arms, session, stack, connections)
                     for arm in arms.values():
                         open_journal(arm, resume=resume)
                     progress.start(sum(len(arm.plan.jobs) for arm in arms.values()), title)
@@ -116,13 +137,7 @@ async def run_arms(
                     finally:
                         await lag.stop()
                     progress.finish()
-                    said: dict[str, None] = {}
-                    for name, arm in arms.items():
-                        lag_notes = [*lag.notes(arm.new_results), *session.notes]
-                        said.update(dict.fromkeys(lag_notes))
-                        concluded[name] = await conclude_arm(arm, session.transports[name], progress, stop, lag_notes)
-                    for note in said:  # one loop for every arm: each note once per run, recorded in every run file
-                        progress.message(f"speedbench: warning: {note}")
+                    concluded = await _conclude(arms, session, lag, progress)
         finally:
             for arm in arms.values():
                 close_journal(arm, stop)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bench.engines import Engine
@@ -121,19 +121,8 @@ def _aggregate(
     prompt_tokens = sum(s.prompt_tokens for s in stats)
     completion_tokens = sum(s.completion_tokens for s in stats)
     total_tokens = sum(s.total_tokens for s in stats) or prompt_tokens + completion_tokens
-    prompt_ms = sum(s.prompt_ms or 0.0 for s in stats)
-    predicted_ms = sum(s.predicted_ms or 0.0 for s in stats)
-    if len(stats) == 1:
-        prompt_per_second = stats[0].prompt_per_second
-        predicted_per_second = stats[0].predicted_per_second
-    else:
-        prompt_per_second = prompt_tokens / (prompt_ms / 1000) if prompt_ms > 0 else None
-        predicted_per_second = completion_tokens / (predicted_ms / 1000) if predicted_ms > 0 else None
-    spans = [turn.decode_span_s for turn in turns]
-    client_decode = None
-    if all(span for span in spans):
-        decoded = sum(max(0, s.completion_tokens - 1) for s in stats)
-        client_decode = decoded / sum(span for span in spans if span) if decoded else None
+    prompt_ms, predicted_ms, prompt_per_second, predicted_per_second = _server_times(stats)
+    client_decode = _client_decode(turns)
     steps = [s.spec_steps for s in stats]
     spec: dict[str, Any] = {}
     if all(step is not None for step in steps):
@@ -182,6 +171,27 @@ def _aggregate(
         server_prompt_t_s=server_prompt,
         **_logprob_fields(turns),
     )
+
+
+def _server_times(stats: Sequence[Any]) -> tuple[float, float, float | None, float | None]:
+    """(prompt ms, predicted ms, prompt t/s, predicted t/s) of a sample's turns as the server timed them."""
+    prompt_ms = sum(s.prompt_ms or 0.0 for s in stats)
+    predicted_ms = sum(s.predicted_ms or 0.0 for s in stats)
+    if len(stats) == 1:
+        return prompt_ms, predicted_ms, stats[0].prompt_per_second, stats[0].predicted_per_second
+    prompt_tokens = sum(s.prompt_tokens for s in stats)
+    completion_tokens = sum(s.completion_tokens for s in stats)
+    return (prompt_ms, predicted_ms, prompt_tokens / (prompt_ms / 1000) if prompt_ms > 0 else None,
+            completion_tokens / (predicted_ms / 1000) if predicted_ms > 0 else None)
+
+
+def _client_decode(turns: Sequence[Turn]) -> float | None:
+    """Tokens after the first over the client's decode spans, when every turn has one (None otherwise)."""
+    spans = [turn.decode_span_s for turn in turns]
+    if not all(span for span in spans):
+        return None
+    decoded = sum(max(0, turn.stats.completion_tokens - 1) for turn in turns)
+    return decoded / sum(span for span in spans if span) if decoded else None
 
 
 def _rounded(lists: Iterable[list[float]]) -> tuple[float, ...]:

@@ -1,4 +1,4 @@
-"""Scheduling strategies: when each job of an arm is released, apart from how it is sent and recorded.
+"""Release schedules: when each job of one drive is released, apart from how it is sent and recorded.
 
 A strategy's `run(count, send, stop)` calls `await send(index, scheduled_at)` for the job indexes 0..count-1 in
 order, each at the strategy's time; `scheduled_at` is the perf_counter time the job became due and `send`
@@ -9,8 +9,6 @@ returns the perf_counter time the job was done. No job is released once `stop.re
   concurrency gate); a job held at the gate postpones every later arrival by as long as it was held, so the
   gaps after it are kept and no burst catches up. Each job is still reported due at its own offset, so
   the hold and the postponement count in its latency.
-- `LockStep(batch, seed, names)`: interleaved arms take turns, in a seeded order, on batches of `batch` jobs;
-  each turn runs as a `ClosedLoop(batch)`.
 """
 
 from __future__ import annotations
@@ -22,16 +20,13 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from bench.runner._stop import Stop
 
 Send = Callable[[int, float], Awaitable[float]]
 """Send job `index`, due at `scheduled_at`; return the perf_counter time it was done."""
-
-_Job = TypeVar("_Job")
-
 
 class Schedule(abc.ABC):
     """When the jobs of one arm are released: the one interface every strategy implements."""
@@ -130,29 +125,6 @@ class OpenLoop(Schedule):
             await asyncio.gather(*started, return_exceptions=True)
         finally:
             await _cancel_all(started)
-
-
-class LockStep:
-    """Interleaved arms take turns on batches of `batch` jobs, in a seeded random order per batch."""
-
-    def __init__(self, batch: int, seed: int, names: Sequence[str]) -> None:
-        """Set the batch size, the seed of the arm order and the arms' names."""
-        if batch < 1:
-            raise ValueError(f"batch must be >= 1 (got {batch})")
-        self.batch = batch
-        self.seed = seed
-        self.names = tuple(names)
-
-    def turns(self, jobs: Sequence[_Job], key: Callable[[_Job], str]) -> Iterator[tuple[int, str, list[_Job]]]:
-        """(batch index, arm name, the batch's jobs) for every batch and arm, in the order they run."""
-        for index, start in enumerate(range(0, len(jobs), self.batch)):
-            batch = list(jobs[start:start + self.batch])
-            for name in seeded_order(self.seed, [key(job) for job in batch], self.names):
-                yield index, name, batch
-
-    def schedule(self) -> Schedule:
-        """How one arm's turn runs: a closed loop of `batch` workers."""
-        return ClosedLoop(self.batch)
 
 
 def seeded_order(seed: int, keys: Sequence[str], names: Sequence[str]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import aiohttp
 
 from bench._redact import one_line, redact_url
+from bench.records import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
 from bench.runner._aiohttp_timing import (
     WAKE_BYTES,
     Arrivals,
@@ -105,8 +106,6 @@ def _is_encoding_error(exc: BaseException) -> bool:
     return False
 
 
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
-"""Largest response body read per request unless configured otherwise."""
 CONNECT_TIMEOUT_S = 10.0
 """Connecting (TCP and TLS handshake) takes at most this long."""
 
@@ -115,8 +114,8 @@ class Transport:
     """A pooled aiohttp session with per-request timeouts, bounded bodies and SSE reading."""
 
     def __init__(
-        self, *, timeout: float = 600.0, connections: int = 1, headers: Mapping[str, str] | None = None,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, stamped: bool = True,
+        self, *, timeout: float = DEFAULT_TIMEOUT_S, connections: int = 1, headers: Mapping[str, str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, stamped: bool = True,
     ) -> None:
         """Configure the pool size, default headers, per-request total timeout and the largest body read.
 

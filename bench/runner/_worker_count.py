@@ -61,3 +61,13 @@ def choose_workers(
         load = f"{in_flight} in flight against {PER_PROCESS_IN_FLIGHT} per process"
     chosen = max(1, min(cores(), needed))  # needed <= the requests in flight: each worker gets one
     return chosen, f"auto: {chosen} process{'es' if chosen > 1 else ''} ({load}, {cores()} cores)"
+
+
+def worker_shares(concurrency: int, workers: int) -> list[int]:
+    """The closed-loop concurrency of each of `workers` processes, summing to `concurrency`."""
+    if workers < 1:
+        raise BenchError(f"--workers must be >= 1 (got {workers})")
+    if workers > concurrency:
+        raise BenchError(f"--workers {workers} exceeds --concurrency {concurrency}: each worker needs a request "
+                         "in flight")
+    return [concurrency // workers + (1 if index < concurrency % workers else 0) for index in range(workers)]

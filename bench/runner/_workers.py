@@ -24,7 +24,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,13 +32,11 @@ from typing import Any
 from bench._errors import BenchError
 from bench.prompts import PromptSet, Shard
 from bench.records import Run, SampleResult, journal_path, output_lock
-from bench.runner._config import RunConfig
-from bench.runner._interleave import DEFAULT_SEED, ArmSpec, run_interleaved
+from bench.runner._config import Arm, RunConfig
 from bench.runner._lifecycle import ensure_file_limit
-from bench.runner._open_ab import run_open_ab
 from bench.runner._progress import Progress, SilentProgress
-from bench.runner._runner import run_benchmark
 from bench.runner._team import Team
+from bench.runner._worker_count import worker_shares
 from bench.runner._worker_files import (
     join_left_workers,
     join_outputs,
@@ -48,21 +46,11 @@ from bench.runner._worker_files import (
     worker_file,
 )
 
-Body = Callable[[Shard, Team, list[ArmSpec], Progress], None]
+Body = Callable[[Shard, Team, list[Arm], Progress], None]
 """What one worker process runs: its shard, the team, its own arm specs (configs with its share, files) and the
 progress it reports to."""
 SHOW_EVERY_S = 0.5
 """How often the parent shows what the workers finished."""
-
-
-def worker_shares(concurrency: int, workers: int) -> list[int]:
-    """The closed-loop concurrency of each of `workers` processes, summing to `concurrency`."""
-    if workers < 1:
-        raise BenchError(f"--workers must be >= 1 (got {workers})")
-    if workers > concurrency:
-        raise BenchError(f"--workers {workers} exceeds --concurrency {concurrency}: each worker needs a request "
-                         "in flight")
-    return [concurrency // workers + (1 if index < concurrency % workers else 0) for index in range(workers)]
 
 
 def _worker_config(config: RunConfig, share: int | None) -> RunConfig:
@@ -182,7 +170,7 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
     return [process.exitcode for process in processes], asked["stop"]
 
 
-def _join_left(specs: Sequence[ArmSpec], prompts: PromptSet, progress: Progress) -> None:
+def _join_left(specs: Sequence[Arm], prompts: PromptSet, progress: Progress) -> None:
     """Join into each output what the workers of a parent killed before it joined them left beside it, and say so."""
     left = {spec.name: left_workers(spec.output) for spec in specs if spec.output is not None}
     for spec in specs:
@@ -196,7 +184,7 @@ def _join_left(specs: Sequence[ArmSpec], prompts: PromptSet, progress: Progress)
 
 
 def spread(
-    prompts: PromptSet, specs: Sequence[ArmSpec], workers: int, body: Body, *, progress: Progress | None = None,
+    prompts: PromptSet, specs: Sequence[Arm], workers: int, body: Body, *, progress: Progress | None = None,
     resume: bool = False, force: bool = False, batch: int = 1, title: str = "speedbench",
 ) -> tuple[dict[str, Run], bool]:
     """Run `body` in `workers` processes, each on its shard, and join each arm's files into its output.
@@ -213,13 +201,7 @@ def spread(
         per_run = len(config.urls()) * len(specs)
         ensure_file_limit(max(share or 1 for share in shares) * per_run, workers=workers,
                           whole=(config.max_concurrency if config.open_loop else config.concurrency) * per_run)
-    outputs = [spec.output for spec in specs if spec.output is not None]
-    for output in outputs:
-        if resume and not journal_path(output).exists() and left_workers(output) is None:
-            raise BenchError(f"{journal_path(output)}: no journal to resume from (and no workers' folder beside it)")
-        if not resume and not force and (Path(output).exists() or journal_path(output).exists()):
-            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    outputs = _checked_outputs(specs, resume=resume, force=force)
     shards = [Shard(index, workers) for index in range(workers)]
     team = Team.create(workers, batch)
     counts = multiprocessing.get_context("fork").Array("q", 2 * workers, lock=False)
@@ -231,8 +213,9 @@ def spread(
         folder = Path(tempfile.mkdtemp(prefix=".workers-", dir=Path(outputs[0]).parent if outputs else None))
         mark_folder(folder, {spec.name: str(spec.output) for spec in specs if spec.output is not None},
                     {spec.name: {**spec.config.recorded(), "workers": workers} for spec in specs})
-        own = [[ArmSpec(spec.name, _worker_config(spec.config, share), str(worker_file(folder, index, spec.name)))
-                for spec in specs] for index, share in enumerate(shares)]
+        own = [[replace(spec, config=_worker_config(spec.config, share),
+                        output=str(worker_file(folder, index, spec.name))) for spec in specs]
+               for index, share in enumerate(shares)]
         if resume:
             try:
                 for position, spec in enumerate(specs):
@@ -255,6 +238,25 @@ def spread(
         except BenchError as exc:
             raise BenchError(f"{exc}; the workers' own files are kept in {folder}") from None
     shutil.rmtree(folder, ignore_errors=True)
+    return _outcome(runs, codes, stopped, outputs, progress)
+
+
+def _checked_outputs(specs: Sequence[Arm], *, resume: bool, force: bool) -> list[str | os.PathLike[str]]:
+    """The arms' outputs, each refused in one line when it cannot be resumed or would be overwritten."""
+    outputs = [spec.output for spec in specs if spec.output is not None]
+    for output in outputs:
+        if resume and not journal_path(output).exists() and left_workers(output) is None:
+            raise BenchError(f"{journal_path(output)}: no journal to resume from (and no workers' folder beside it)")
+        if not resume and not force and (Path(output).exists() or journal_path(output).exists()):
+            raise BenchError(f"{output}: exists; pass --force to overwrite it or --resume to continue it")
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    return outputs
+
+
+def _outcome(runs: dict[str, Run | None], codes: list[int | None], stopped: bool,
+             outputs: Sequence[str | os.PathLike[str]], progress: Progress) -> tuple[dict[str, Run], bool]:
+    """The joined runs and whether the run was interrupted, the workers' notes said once; a one-line BenchError
+    naming the workers that failed (what finished is kept in the outputs)."""
     said: dict[str, None] = {}
     for run in runs.values():
         said.update(dict.fromkeys(run.info.warnings if run is not None else ()))
@@ -264,56 +266,9 @@ def spread(
     failed = [index for index, code in enumerate(codes) if code != 0 and not (stopped and code == -signal.SIGTERM)]
     if failed:
         kept = f"; what finished is in {', '.join(map(str, outputs))}" if outputs else ""
-        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {workers} failed (exit {codes[failed[0]]}){kept}")
+        raise BenchError(f"worker(s) {', '.join(map(str, failed))} of {len(codes)} failed "
+                         f"(exit {codes[failed[0]]}){kept}")
     if any(run is None for run in runs.values()):
-        raise BenchError(f"none of the {workers} workers recorded anything")
+        raise BenchError(f"none of the {len(codes)} workers recorded anything")
     done = {name: run for name, run in runs.items() if run is not None}
     return done, stopped or any(run.info.interrupted for run in done.values())
-
-
-def run_workers(
-    prompts: PromptSet,
-    config: RunConfig,
-    *,
-    output: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    force: bool = False,
-    resume: bool = False,
-) -> tuple[Run, bool]:
-    """Run the prompt set over `config.workers` processes started together; (the joined run, interrupted)."""
-
-    def body(shard: Shard, team: Team, mine: list[ArmSpec], tally: Progress) -> None:
-        run_benchmark(prompts, mine[0].config, output=mine[0].output, progress=tally, force=True,
-                      resume=resume, shard=shard, team=team)
-
-    runs, interrupted = spread(prompts, [ArmSpec("run", config, output)], config.workers, body, progress=progress,
-                               resume=resume, force=force, title=config.label or "speedbench")
-    return runs["run"], interrupted
-
-
-def run_arms_workers(
-    prompts: PromptSet,
-    arms: Sequence[ArmSpec],
-    *,
-    seed: int = DEFAULT_SEED,
-    block_size: int | None = None,
-    progress: Progress | None = None,
-    resume: bool = False,
-    force: bool = False,
-    server_states: Mapping[str, str] | None = None,
-) -> tuple[dict[str, Run], bool]:
-    """An interleaved comparison over `arms[0].config.workers` processes: lock-step batches at the concurrency,
-    or with a rate (or trace) the open-loop A/B's blocks of one schedule; (runs by arm name, interrupted)."""
-    config = arms[0].config
-
-    def body(shard: Shard, team: Team, mine: list[ArmSpec], tally: Progress) -> None:
-        if config.open_loop:
-            run_open_ab(prompts, mine, block_size=block_size, progress=tally, resume=resume, force=True,
-                        server_states=server_states, shard=shard, team=team)
-        else:
-            run_interleaved(prompts, mine, seed=seed, progress=tally, resume=resume, force=True,
-                            server_states=server_states, shard=shard, team=team)
-
-    names = " vs ".join(arm.name for arm in arms)
-    return spread(prompts, arms, config.workers, body, progress=progress, resume=resume, force=force,
-                  batch=config.concurrency, title=("open loop " if config.open_loop else "interleaved ") + names)

@@ -233,7 +233,7 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
     `settings` are further RunConfig fields (`loop`, `workers`), passed only when given.
     """
     from bench.prompts import PromptSet, Sample
-    from bench.runner import RunConfig, SilentProgress, run_benchmark, run_workers
+    from bench.runner import RunConfig, SilentProgress, run_benchmark
 
     keys = [f"{prefix}-{index}" for index in range(load.streams * load.waves)]
     samples = tuple(Sample(id=key, category="qa", turns=(key,)) for key in keys)
@@ -244,12 +244,8 @@ def runner_outcome(port_server: StreamServer, load: Load, prefix: str, workdir: 
     )
     output = workdir / f"{prefix}.json"
     cpu0 = cpu_seconds()
-    if config.workers > 1:
-        run, interrupted = run_workers(prompts, config, output=output, force=True)
-    else:
-        run, interrupted = run_benchmark(
-            prompts, config, output=output, progress=SilentProgress(), install_signal_handlers=False, force=True
-        )
+    run, interrupted = run_benchmark(prompts, config, output=output, progress=SilentProgress(),
+                                     install_signal_handlers=False, force=True)
     cpu = cpu_seconds() - cpu0
     sent = port_server.stop()
     timed = [result for result in run.results if result.ok and result.sent_s is not None]

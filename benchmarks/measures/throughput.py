@@ -32,19 +32,14 @@ def run_runner(
 
     `settings` are further RunConfig fields (such as `workers`), passed only when given.
     """
-    from bench.runner import RunConfig, SilentProgress, run_benchmark, run_workers
+    from bench.runner import RunConfig, SilentProgress, run_benchmark
 
     tag = f"{'sse' if stream else 'plain'}-c{concurrency}-n{count}"
     config = RunConfig(url=url, osl=OSL, concurrency=concurrency, stream=stream, label=tag, timeout=60.0, **settings)
     output = workdir / f"{tag}-{time.monotonic_ns()}.json"
     start = time.perf_counter()
-    if config.workers > 1:
-        run, interrupted = run_workers(prompt_set(count, tag), config, output=output, force=True)
-    else:
-        run, interrupted = run_benchmark(
-            prompt_set(count, tag), config, output=output, progress=SilentProgress(), install_signal_handlers=False,
-            force=True,
-        )
+    run, interrupted = run_benchmark(prompt_set(count, tag), config, output=output, progress=SilentProgress(),
+                                     install_signal_handlers=False, force=True)
     wall = time.perf_counter() - start
     if interrupted or run.failed_samples:
         first = next((result.error for result in run.results if result.error), None)
