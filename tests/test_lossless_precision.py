@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from bench.analysis import NEAR_TIE_MARGIN, compare, estimate_resolution, lossless_check
-from bench.records import Run, SampleResult, decode_margins, encode_margins, summarize
+from bench.analysis import NEAR_TIE_MARGIN, compare, estimate_resolution, lossless_check, run_margins
+from bench.records import Run, SampleResult, decode_margins, encode_margins, load_run, summarize
 from bench.render import render_markdown, render_text
 
 # top-2 margins a real vLLM (bf16) run recorded on this CPU, as quoted in the issue, and more of the same grid
@@ -104,3 +105,62 @@ def test_a_single_bf16_grid_keeps_two_steps_real_and_fp32_gets_no_coarser_grid()
     assert estimate_resolution(_recorded(VLLM_BF16)).coarsest == 0.125  # the one grid: nothing coarser in use
     rng = np.random.default_rng(5)
     assert estimate_resolution(_recorded(rng.exponential(1.5, 300))).coarsest is None
+
+
+VLLM_BF16_PAIR = Path(__file__).parent / "data" / "vllm_bf16"
+
+
+def _vllm_bf16_pair() -> tuple[Run, Run]:
+    """The baseline and ngram run files of a real vLLM bf16 pair (see tests/data/README.md)."""
+    return load_run(VLLM_BF16_PAIR / "baseline.json"), load_run(VLLM_BF16_PAIR / "speculative.json")
+
+
+def test_the_captured_pair_is_a_real_vllm_bf16_pair_with_divergences() -> None:
+    baseline, speculative = _vllm_bf16_pair()
+    for run, mode in ((baseline, "baseline"), (speculative, "ngram")):
+        assert run.meta["engine"] == "vllm" and run.config["tags"]["mode"] == mode
+        assert run.config["logprobs"] and run.completed_samples == run.selected_samples == 22
+    row = lossless_check(baseline, speculative)[-1]
+    assert row["compared"] == 22 and row["identical"] < row["compared"] and row["unclassified"] == 0
+
+
+def test_one_step_divergences_of_the_real_vllm_bf16_pair_read_at_their_magnitude_are_ties() -> None:
+    baseline, speculative = _vllm_bf16_pair()
+    resolution = estimate_resolution(run_margins(baseline))
+    # logits of small magnitude set a fine global grid; those near 16-32 move in steps of 0.125 beside it
+    assert resolution.step is not None and resolution.step < 0.125 and resolution.coarsest == 0.125
+    assert resolution.margins > 500
+    row = lossless_check(baseline, speculative)[-1]
+    at_one_coarse_step = [item for item in row["divergences"] if item["margin"] == 0.125]
+    assert len(at_one_coarse_step) >= 3
+    assert row["real"] == 0 and row["near_tie"] == len(row["divergences"])
+    # one global grid reads those one-step margins as real: the fault the rule at each margin's own step fixes
+    global_grid = lossless_check(baseline, speculative, threshold=resolution.threshold())[-1]
+    assert resolution.threshold() < 0.125
+    assert global_grid["real"] == len(at_one_coarse_step)
+
+
+def _diverge_at(baseline: SampleResult, result: SampleResult, margin: float) -> tuple[SampleResult, int]:
+    """`result` with its first turn changed from the first token whose baseline margin is `margin`, and that token."""
+    entries = decode_margins(baseline.token_margins[0])
+    token = next(index for index, (_, value) in enumerate(entries) if value == margin)
+    start = sum(size for size, _ in entries[:token])
+    prefix = result.outputs[0].encode("utf-8")[:start].decode("utf-8")
+    return replace(result, outputs=(prefix + "\u2603 not what the baseline said", *result.outputs[1:])), token
+
+
+def test_a_real_difference_in_the_real_vllm_bf16_pair_stays_real() -> None:
+    baseline, speculative = _vllm_bf16_pair()
+    spec_by_key = {result.key: result for result in speculative.latest}
+    identical = [(base, spec_by_key[base.key]) for base in baseline.latest
+                 if base.outputs == spec_by_key[base.key].outputs]
+    assert len(identical) >= 5
+    # two steps of the coarsest grid (0.25) and a clear gap (over 2 nats): both real, whatever grid they are on
+    for margin in (0.25, 2.0):
+        base, spec = next((b, s) for b, s in identical if margin in [m for _, m in decode_margins(b.token_margins[0])])
+        changed, token = _diverge_at(base, spec, margin)
+        results = tuple(changed if result.key == spec.key else result for result in speculative.results)
+        row = lossless_check(baseline, replace(speculative, results=results))[-1]
+        found = next(item for item in row["divergences"] if item["id"] == base.id)
+        assert (found["token"], found["margin"], found["kind"]) == (token, margin, "real")
+        assert row["real"] == 1
