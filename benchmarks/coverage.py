@@ -1,7 +1,7 @@
 """Measure speedbench's intervals and decisions on synthetic truth (docs/statistics.md quotes the tables).
 
     .venv/bin/python benchmarks/coverage.py [--trials 2000] [--bootstrap] [--section all|interval|family|gate|
-                                            crossover|stalls|repeats|sequential|accept]
+                                            crossover|stalls|repeats|sequential|accept|abba-strata|...]
 
 Sections other than `interval` go through the decision code the CLI uses: `family_estimates` (every category
 table: compare, bench, report, sweep cells), `gate_frames` (regress, on per-sample frames), `crossover` (sweep),
@@ -29,7 +29,9 @@ from bench.analysis import (
     ONE_SAMPLE_RULES,
     Estimate,
     LogMean,
+    RequestTiming,
     SequentialTest,
+    Slo,
     accept_rate_log_mean,
     compare,
     crossover,
@@ -39,6 +41,8 @@ from bench.analysis import (
     gate_frames,
     geomean_t_intervals,
     log_mean,
+    paired_goodput,
+    paired_speedups,
     repeat_log_mean,
     stratified_log_mean,
     yuen_log_mean,
@@ -646,9 +650,80 @@ def _strata_runs(rng: np.random.Generator, n: int) -> object:
     return compare(runs[0], runs[1]).stats[-1]
 
 
+ABBA_BLOCKS = (6, 12, 24)
+"""Blocks of an open-loop ABBA run (8 requests each; `MIN_BLOCKS` = 6 is the fewest a by-block interval prints at)."""
+ABBA_ATTAINMENT = {
+    "categories differ (coding 2.5x, math 1.8x, rag 1.4x, 8 at 1.1x)": ((0.5, 0.6, 0.7) + (0.9,) * 8,
+                                                                         (0.9, 0.85, 0.8) + (0.9,) * 8),
+    "categories cancel (overall truth 1.00x)": ((0.6, 0.9, 0.7, 0.9, 0.8, 0.9) + (0.8,) * 5,
+                                                (0.9, 0.6, 0.9, 0.7, 0.9, 0.8) + (0.8,) * 5),
+    "all equal (1.20x)": ((0.7,) * 11, (0.8,) * 11),
+}
+"""Per-category SLO attainment of the baseline and the candidate, paired with the speedup truths by row."""
+
+
+def _abba_pairs(rng: np.random.Generator, blocks: int, truths: tuple[float, ...],
+                shares: tuple[tuple[float, ...], tuple[float, ...]]) -> tuple[list[RequestTiming], list[RequestTiming]]:
+    """Two arms of an ABBA run: 8 requests a block, categories dealt round-robin then shuffled over the blocks (so a
+    block's mix varies), decode speedup truth_c x a block drift (sd 0.05, shared by the block) x per-request noise
+    (sd 0.15); each request meets the e2e SLO (1 s) with its category's probability per arm."""
+    n = 8 * blocks
+    categories = rng.permutation(np.arange(n) % len(truths))
+    drift = rng.normal(0.0, 0.05, blocks)
+    arms: tuple[list[RequestTiming], list[RequestTiming]] = ([], [])
+    for index, category in enumerate(categories):
+        block = index // 8
+        rates = (100.0, 100.0 * truths[category] * float(np.exp(drift[block] + rng.normal(0.0, 0.15))))
+        for arm, rate in enumerate(rates):
+            e2e = 0.5 if rng.random() < shares[arm][category] else 2.0
+            arms[arm].append(RequestTiming(
+                id=f"p{index}", repeat=0, category=f"c{category:02d}", ok=True, scheduled_s=index * 0.1,
+                sent_s=index * 0.1, first_token_s=None, end_s=index * 0.1 + e2e, ttft_s=None, tpot_s=None,
+                e2e_s=e2e, output_tokens=32, block=block, decode_t_s=rate))
+    return arms
+
+
+def abba_strata_section(trials: int, seed: int) -> list[str]:
+    """Open-loop ABBA runs: coverage of the overall decode speedup, attainment change and goodput ratio by block,
+    stratified by category with blocks as units (as `paired_speedups` / `paired_goodput` print them), against the
+    t over block means the rows used before."""
+    rng = np.random.default_rng(seed)
+    slo = Slo(e2e_s=1.0)
+    lines = ["| truth | blocks | decode covers | before covers | half-width, shipped / before | "
+             "attainment change covers | goodput ratio covers |", "|---|---|---|---|---|---|---|"]
+    for (truth_name, truths), shares in zip(STRATA_TRUTHS.items(), ABBA_ATTAINMENT.values(), strict=True):
+        for blocks in ABBA_BLOCKS:
+            covered = [0, 0, 0, 0]
+            widths = [0.0, 0.0]
+            for _ in range(trials):
+                base, spec = _abba_pairs(rng, blocks, truths, shares)
+                index = np.array([int(r.category[1:]) for r in base])
+                target = float(np.mean(np.log(np.asarray(truths))[index]))
+                decode = next(item for item in paired_speedups(list(zip(base, spec, strict=True)))
+                              if item.primary and item.metric.key == "decode_speedup").by_block
+                covered[0] += np.log(decode.low) <= target <= np.log(decode.high)
+                widths[0] += (np.log(decode.high) - np.log(decode.low)) / 2
+                logs = np.log([b.decode_t_s / a.decode_t_s for a, b in zip(base, spec, strict=True)])
+                means = logs.reshape(blocks, 8).mean(axis=1)
+                _, low, high = geomean_t_intervals(means[None, :])
+                covered[1] += np.log(low[0]) <= target <= np.log(high[0])
+                widths[1] += (np.log(high[0]) - np.log(low[0])) / 2
+                paired = paired_goodput(base, spec, slo)
+                p, q = np.asarray(shares[0])[index], np.asarray(shares[1])[index]
+                difference = paired.difference_by_block
+                covered[2] += difference.low <= float((q - p).mean()) <= difference.high
+                ratio = paired.goodput_ratio
+                covered[3] += ratio.low <= float(q.sum() / p.sum()) <= ratio.high
+            lines.append(f"| {truth_name} | {blocks} | {covered[0] / trials:.1%} | {covered[1] / trials:.1%} | "
+                         f"{widths[0] / trials:.3f} / {widths[1] / trials:.3f} | {covered[2] / trials:.1%} | "
+                         f"{covered[3] / trials:.1%} |")
+    return lines
+
+
 SECTIONS = {"stratified": stratified_section, "mixed": mixed_section, "cost": cost_section,
             "gate-categories": gate_categories_section, "sequential-strata": sequential_strata_section,
-            "fixed-aa": fixed_aa_section, "family": family_section, "gate": gate_section,
+            "fixed-aa": fixed_aa_section, "abba-strata": abba_strata_section, "family": family_section,
+            "gate": gate_section,
             "crossover": crossover_section,
             "stalls": stalls_section, "repeats": repeats_section, "sequential": sequential_section,
             "accept": accept_section, "budget": budget_section, "cli": cli_section}

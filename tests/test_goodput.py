@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 
@@ -204,3 +205,47 @@ def test_paired_goodput_withholds_without_blocks_and_refuses_unpaired():
     other = [request_timing(_result(i + 100)) for i in range(3)]
     with pytest.raises(BenchError, match="pairs up"):
         paired_goodput(arm_a, other, Slo(e2e_s=5.0))
+
+
+_SHARES = {"coding": (0.1, 0.9), "math": (0.5, 0.9), "rag": (0.9, 0.9), "qa": (0.95, 0.6)}
+"""Per-category chance of meeting the SLO, baseline and candidate: the categories differ."""
+
+
+def _strata_arms(rng, blocks, per_block=8):
+    """Two arms over four categories (`_SHARES`) shuffled over the blocks; with the true attainment change and goodput
+    ratio at this draw's category mix."""
+    names = list(_SHARES)
+    categories = [names[i] for i in rng.permutation(np.arange(blocks * per_block) % len(names))]
+    arm_a, arm_b = [], []
+    for index, category in enumerate(categories):
+        due = index * 0.1
+        for arm, share in zip((arm_a, arm_b), _SHARES[category], strict=True):
+            latency = 0.5 if rng.random() < share else 5.0
+            arm.append(request_timing(_result(index, latency=latency, scheduled=due, sent=due,
+                                              block=index // per_block, category=category)))
+    p = np.array([_SHARES[c][0] for c in categories])
+    q = np.array([_SHARES[c][1] for c in categories])
+    return arm_a, arm_b, float((q - p).mean()), float(q.sum() / p.sum())
+
+
+@pytest.mark.parametrize("blocks", [6, 12])
+def test_stratified_paired_goodput_covers_truth_and_is_narrower_when_categories_differ(blocks):
+    from bench.analysis import BLOCKED_METHOD
+
+    rng = np.random.default_rng(blocks)
+    by_block = ratio = 0
+    widths = []
+    for _ in range(300):
+        arm_a, arm_b, difference, gain = _strata_arms(rng, blocks)
+        paired = paired_goodput(arm_a, arm_b, Slo(e2e_s=1.0))
+        assert paired.overall_estimator.startswith(BLOCKED_METHOD)
+        by_block += _covers(paired.difference_by_block, difference)
+        ratio += _covers(paired.goodput_ratio, gain)
+        unstratified = paired_goodput([dataclasses.replace(r, category="qa") for r in arm_a],
+                                      [dataclasses.replace(r, category="qa") for r in arm_b], Slo(e2e_s=1.0))
+        assert unstratified.overall_estimator is None
+        widths.append((paired.difference_by_block.high - paired.difference_by_block.low,
+                       unstratified.difference_by_block.high - unstratified.difference_by_block.low))
+    assert by_block / 300 >= 0.92 and ratio / 300 >= 0.92
+    shipped, before = np.mean(widths, axis=0)
+    assert shipped < 0.85 * before

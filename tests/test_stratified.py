@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from bench import OVERALL
-from bench.analysis import STRATIFIED_METHOD, compare, log_mean, stratified_log_mean, t_quantile
+from bench.analysis import (
+    BLOCKED_METHOD,
+    STRATIFIED_METHOD,
+    compare,
+    log_mean,
+    stratified_block_mean,
+    stratified_block_ratio,
+    stratified_log_mean,
+    t_quantile,
+)
 from bench.records import Run, SampleResult, summarize
 from bench.render import render_json, render_text
 
@@ -125,3 +134,69 @@ def test_the_overall_row_of_compare_is_stratified_and_named(per_category: int) -
                           - np.log([r.predicted_per_second for r in baseline.results]))
         assert pooled is not None
         assert width < t_quantile(0.975, pooled.df) * pooled.se / 5
+
+
+def _abba_logs(rng: np.random.Generator, blocks: int, truths: tuple[float, ...], *, drift: float = 0.05,
+               noise: float = 0.15) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Per-request log ratios of an ABBA run: 8 a block, categories shuffled over blocks, a drift shared by a block;
+    with the true overall log speedup at the per-prompt weights of this draw."""
+    n = 8 * blocks
+    categories = rng.permutation(np.arange(n) % len(truths))
+    block = np.arange(n) // 8
+    logs = np.log(np.asarray(truths))[categories] + rng.normal(0.0, drift, blocks)[block] + rng.normal(0.0, noise, n)
+    return logs, categories.astype(str), block, float(np.log(np.asarray(truths))[categories].mean())
+
+
+def test_blocked_estimate_follows_the_formulas() -> None:
+    logs = np.array([0.1, 0.3, 0.9, 1.1, 0.2, 1.0, 0.0, 1.4])
+    categories = ["qa", "qa", "code", "code", "qa", "code", "qa", "code"]
+    blocks = [0, 0, 0, 0, 1, 1, 2, 2]
+    found = stratified_block_mean(logs, categories, blocks)
+    assert found is not None and found.method.startswith(BLOCKED_METHOD) and "3 blocks, 2 df" in found.method
+    residuals = logs - np.where(np.array(categories) == "qa", 0.15, 1.1)  # category means 0.15 and 1.1
+    totals = np.array([residuals[:4].sum(), residuals[4:6].sum(), residuals[6:].sum()])
+    variance = 3 / 2 * 7 / 6 * float((totals**2).sum()) / 8**2
+    assert found.mean == pytest.approx(logs.mean()) and found.df == 2
+    assert found.se == pytest.approx(math.sqrt(variance))
+    assert stratified_block_mean(logs[:4], categories[:4], blocks[:4]) is None  # one block: no interval
+
+
+def test_blocked_estimate_is_narrower_than_block_means_when_categories_differ() -> None:
+    rng = np.random.default_rng(5)
+    ratios = []
+    for _ in range(50):
+        logs, categories, block, _ = _abba_logs(rng, 12, (2.5, 1.8, 1.4, *(1.1,) * 8))
+        found = stratified_block_mean(logs, categories, block)
+        plain = log_mean(logs.reshape(12, 8).mean(axis=1))
+        assert found is not None and plain is not None
+        ratios.append(found.se / plain.se)
+    assert np.mean(ratios) < 0.75 and np.mean(np.array(ratios) < 1.0) >= 0.9
+
+
+@pytest.mark.parametrize("blocks", [6, 12])
+@pytest.mark.parametrize("truths", [(2.5, 1.8, 1.4, *(1.1,) * 8), (1.2,) * 11])
+def test_blocked_estimate_covers_truth_at_the_printed_sizes(blocks: int, truths: tuple[float, ...]) -> None:
+    rng = np.random.default_rng(blocks)
+    covered = 0
+    for _ in range(1000):
+        logs, categories, block, target = _abba_logs(rng, blocks, truths)
+        found = stratified_block_mean(logs, categories, block)
+        assert found is not None
+        half = found.half_width(0.95)
+        covered += found.mean - half <= target <= found.mean + half
+    assert 0.93 <= covered / 1000 <= 0.975
+
+
+def test_blocked_ratio_follows_the_formulas() -> None:
+    base = np.array([1.0, 1, 0, 1, 1, 0, 1, 1])
+    cand = np.array([1.0, 1, 1, 1, 0, 1, 1, 1])
+    categories = ["a", "b"] * 4
+    blocks = [0, 0, 1, 1, 2, 2, 3, 3]
+    ratio, se, df, method = stratified_block_ratio(base, cand, categories, blocks)
+    assert ratio == pytest.approx(7 / 6) and df == 3 and method.startswith(BLOCKED_METHOD)
+    u = cand - 7 / 6 * base
+    u[0::2] -= u[0::2].mean()
+    u[1::2] -= u[1::2].mean()
+    totals = u.reshape(4, 2).sum(axis=1)
+    assert se == pytest.approx(math.sqrt(4 / 3 * 7 / 6 * float((totals**2).sum())) / 6)
+    assert stratified_block_ratio(np.zeros(8), cand, categories, blocks) is None

@@ -154,3 +154,61 @@ def test_category_family_keeps_false_alarms_near_five_percent():
         assert len(p_values) == 12
         alarms += any(item.estimate.verdict in ("better", "worse") for item in found if not item.primary)
     assert alarms / trials <= 0.09
+
+
+_TRUTHS = {"coding": 2.5, "math": 1.8, "rag": 1.4, "qa": 1.1}
+
+
+def _strata_arms(seed, blocks, *, per_block=8, drift=0.05):
+    """Two arms of an ABBA run over four categories whose true decode and latency speedups differ (`_TRUTHS`),
+    categories shuffled over the blocks so a block's mix varies; a block drift shared by the block."""
+    rng = np.random.default_rng(seed)
+    names = list(_TRUTHS)
+    categories = rng.permutation(np.arange(blocks * per_block) % len(names))
+    shift = rng.normal(0.0, drift, blocks)
+    base, spec = [], []
+    for index, which in enumerate(categories):
+        block = index // per_block
+        category = names[which]
+        latency = math.exp(rng.normal(0.0, 0.1))
+        gain = _TRUTHS[category] * math.exp(shift[block] + rng.normal(0.0, 0.15))
+        for arm, seconds in ((base, latency), (spec, latency / gain)):
+            arm.append(request_timing(SampleResult(
+                id=f"s{index}", category=category, ok=True, turns=1, latency_s=seconds, ttft_s=seconds / 4,
+                tpot_s=seconds / 32, completion_tokens=32, scheduled_s=index * 0.1, sent_s=index * 0.1,
+                batch=block, predicted_per_second=32 / seconds)))
+    return base, spec
+
+
+def test_overall_by_block_rows_are_stratified_narrower_and_named():
+    from bench.analysis import BLOCKED_METHOD, geomean_t_intervals
+    from bench.render import traffic_json, traffic_text
+
+    base, spec = _strata_arms(4, 12)
+    comparison = compare_traffic(base, spec, names=("baseline", "ngram"), slo=Slo(e2e_s=0.8), rate=5.0)
+    decode = comparison.speedup("decode_speedup")
+    assert decode.estimate.estimator.startswith(BLOCKED_METHOD) and decode.estimate.low == decode.by_block.low
+    logs = np.log([b.decode_t_s / a.decode_t_s for a, b in zip(base, spec, strict=True)])
+    assert decode.estimate.point == pytest.approx(math.exp(logs.mean()))
+    _, low, high = geomean_t_intervals(logs.reshape(12, 8).mean(axis=1)[None, :])  # blocks as units, unstratified
+    assert math.log(decode.by_block.high / decode.by_block.low) < 0.75 * math.log(high[0] / low[0])
+    assert comparison.speedup("decode_speedup", "coding").estimate.estimator is None  # category rows: plain t
+    assert comparison.goodput.overall_estimator.startswith(BLOCKED_METHOD)
+    assert f"overall rows: {decode.estimate.estimator}" in traffic_text(comparison)
+    assert f'"overall_estimator": "{comparison.goodput.overall_estimator}"' in traffic_json(comparison)
+
+
+def test_sweep_break_even_reads_the_stratified_overall_row():
+    from bench.analysis import BLOCKED_METHOD
+    from bench.render import rate_sweep_text, traffic_json
+
+    comparisons = []
+    for rate in (1.0, 2.0):
+        base, spec = _strata_arms(int(rate), 8)
+        comparisons.append(compare_traffic(base, spec, names=("baseline", "ngram"), slo=Slo(e2e_s=0.8), rate=rate))
+    sweep = rate_sweep(comparisons)
+    for item in sweep.comparisons:
+        assert item.speedup("latency_speedup").estimate.estimator.startswith(BLOCKED_METHOD)
+    text = rate_sweep_text(sweep)
+    assert f"overall intervals and break-even: {BLOCKED_METHOD}" in text
+    assert BLOCKED_METHOD in traffic_json(sweep)

@@ -39,10 +39,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_goodput": (
         "ACHIEVED_RATE", "ATTAINMENT", "ATTAINMENT_DIFFERENCE", "GOODPUT", "GOODPUT_RATIO", "OUTPUT_THROUGHPUT",
-        "REQUEST_THROUGHPUT", "AttainmentRow", "Goodput", "Interval", "PairedGoodput", "RequestTiming", "Slo",
-        "Throughput", "attainment_interval", "goodput", "paired_goodput", "parse_slo", "request_timing",
-        "request_timings", "throughput", "wilson_interval",
+        "REQUEST_THROUGHPUT", "AttainmentRow", "Goodput", "Interval", "RequestTiming", "Slo", "Throughput",
+        "attainment_interval", "goodput", "parse_slo", "request_timing", "request_timings", "throughput",
+        "wilson_interval",
     ),
+    "_paired_goodput": ("PairedGoodput", "paired_goodput"),
     "_history": (
         "DEFAULT_TREND_WINDOW", "DRAFTED_SHARE", "HISTORY_METRIC", "IMPROVEMENT", "REGRESSION", "ChangePoint",
         "HistoryAnalysis", "Regression", "Series", "SeriesPoint", "Trend", "WindowReference", "analyse_history",
@@ -69,7 +70,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "sample_rounds", "sample_until_decided", "spent_alpha", "stopping_look", "verified_stop", "with_record",
     ),
     "_stats": ("paired_stats",),
-    "_stratified": ("DF_RULES", "ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD", "stratified_log_mean"),
+    "_stratified": ("BLOCKED_METHOD", "DF_RULES", "ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD",
+                    "stratified_block_mean", "stratified_block_ratio", "stratified_log_mean"),
     "_stream": ("stream_latency_stats",),
     "_sweep": (
         "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",

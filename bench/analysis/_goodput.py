@@ -1,4 +1,4 @@
-"""Throughput, SLO attainment and goodput of a run, and the paired A/B comparison of two arms at one schedule.
+"""Throughput, SLO attainment and goodput of a run (the paired A/B of two arms: `_paired_goodput`).
 
 Times count from each request's scheduled arrival (`scheduled_s`), not from when the client sent it: the
 record keeps the service latency (`latency_s`, from the send) and the queue wait (`sent_s - scheduled_s`),
@@ -11,10 +11,6 @@ Intervals:
   batch-means t-interval over contiguous time batches (right when neighbouring requests share a queue, which
   Wilson's interval ignores); withheld below `MIN_REQUESTS` requests or `MIN_REQUESTS / 2` effective ones.
   Goodput's interval is attainment's times requests per second of the run (its duration taken as fixed).
-- paired A/B: the attainment difference (percentage points) by block (a t-interval over per-block
-  differences; the unit that carries drift and queues) and by request (paired t over per-request
-  differences); the goodput ratio by block (ratio of summed good requests over summed block time, t on
-  per-block log ratios would drop blocks with no good request, so the ratio of sums is resampled).
 Coverage of each is checked on synthetic truth in tests/test_goodput.py at the sizes printed.
 """
 
@@ -339,104 +335,3 @@ def goodput(run_or_requests: Run | Sequence[RequestTiming], slo: Slo, *, confide
         ))
     ordered = sorted(rows, key=lambda row: (row.category == OVERALL, row.category))
     return Goodput(slo=slo, throughput=measured, rows=tuple(ordered), confidence=confidence)
-
-
-@dataclass(frozen=True)
-class PairedGoodput:
-    """Two arms at one schedule: attainment difference (candidate minus baseline) and goodput ratio."""
-
-    slo: Slo
-    baseline: str
-    candidate: str
-    pairs: int
-    blocks: int
-    attainment_baseline: float
-    attainment_candidate: float
-    difference_by_request: Interval
-    """Candidate minus baseline attainment, paired by request (same prompt, same scheduled arrival)."""
-    difference_by_block: Interval
-    """The same difference with its interval over per-block differences."""
-    goodput_ratio: Interval
-    """Candidate goodput over baseline goodput at the shared schedule: both arms are offered the same requests
-    over the same scheduled time, so it is the ratio of good requests; its interval resamples blocks."""
-    verdict: str
-
-
-def _t_mean_interval(values: Sequence[float], confidence: float, minimum: int, unit: str) -> Interval:
-    """Mean with a t-interval; withheld under `minimum` values."""
-    data = np.asarray(values, dtype=float)
-    if data.size == 0:
-        return Interval(math.nan, math.nan, math.nan, f"no {unit}")
-    point = float(data.mean())
-    if data.size < max(2, minimum):
-        return Interval(point, math.nan, math.nan, f"fewer than {minimum} {unit}")
-    half = t_quantile(0.5 + confidence / 2, data.size - 1) * float(data.std(ddof=1)) / math.sqrt(data.size)
-    return Interval(point, point - half, point + half)
-
-
-def paired_goodput(
-    baseline: Sequence[RequestTiming], candidate: Sequence[RequestTiming], slo: Slo, *,
-    names: tuple[str, str] = ("baseline", "candidate"), confidence: float = 0.95, threshold: float = 0.02,
-    min_requests: int = MIN_REQUESTS, min_blocks: int = MIN_BLOCKS,
-) -> PairedGoodput:
-    """Pair two arms' requests by (id, repeat) and compare attainment and goodput by request and by block."""
-    by_key = {(r.id, r.repeat): r for r in baseline}
-    pairs = [(by_key[(r.id, r.repeat)], r) for r in candidate if (r.id, r.repeat) in by_key]
-    if not pairs:
-        raise BenchError("no request of the two arms pairs up (same prompt and repeat): run them on one schedule")
-    differences = [float(b.meets(slo)) - float(a.meets(slo)) for a, b in pairs]
-    by_request = _t_mean_interval(differences, confidence, min_requests, "paired requests")
-    blocks: dict[int, list[tuple[RequestTiming, RequestTiming]]] = {}
-    for a, b in pairs:
-        if a.block is not None:
-            blocks.setdefault(a.block, []).append((a, b))
-    block_diffs, good_a, good_b, sizes = [], [], [], []
-    for members in blocks.values():
-        flags_a = [a.meets(slo) for a, _ in members]
-        flags_b = [b.meets(slo) for _, b in members]
-        block_diffs.append(statistics.fmean(flags_b) - statistics.fmean(flags_a))
-        good_a.append(sum(flags_a))
-        good_b.append(sum(flags_b))
-        sizes.append(len(members))
-    by_block = _t_mean_interval(block_diffs, confidence, min_blocks, "blocks")
-    if len(blocks) >= max(2, min_blocks) and sum(good_a) > 0:
-        ratio = ratio_of_sums_interval(good_a, good_b, confidence=confidence)
-    else:
-        reason = "no blocks recorded" if not blocks else (
-            f"fewer than {min_blocks} blocks" if len(blocks) < min_blocks else "no good request in the baseline")
-        good = (sum(a.meets(slo) for a, _ in pairs), sum(b.meets(slo) for _, b in pairs))
-        ratio = Interval(good[1] / good[0] if good[0] else math.nan, math.nan, math.nan, reason)
-    primary = by_block if by_block.has_interval else by_request
-    return PairedGoodput(
-        slo=slo, baseline=names[0], candidate=names[1], pairs=len(pairs), blocks=len(blocks),
-        attainment_baseline=statistics.fmean(float(a.meets(slo)) for a, _ in pairs),
-        attainment_candidate=statistics.fmean(float(b.meets(slo)) for _, b in pairs),
-        difference_by_request=by_request, difference_by_block=by_block, goodput_ratio=ratio,
-        verdict=difference_verdict(primary, threshold),
-    )
-
-
-def ratio_of_sums_interval(baseline: Sequence[float], candidate: Sequence[float], *,
-                           confidence: float = 0.95) -> Interval:
-    """sum(candidate) / sum(baseline) over paired units with a delta-method t-interval (m - 1 degrees of freedom)."""
-    base = np.asarray(baseline, dtype=float)
-    cand = np.asarray(candidate, dtype=float)
-    units = base.size
-    if units < 2 or base.sum() <= 0:
-        return Interval(math.nan, math.nan, math.nan, "no good request in the baseline")
-    point = float(cand.sum() / base.sum())
-    residuals = cand - point * base
-    half = (t_quantile(0.5 + confidence / 2, units - 1) * float(residuals.std(ddof=1))
-            / (math.sqrt(units) * float(base.mean())))
-    return Interval(point, max(0.0, point - half), point + half)
-
-
-def difference_verdict(interval: Interval, threshold: float) -> str:
-    """`better`/`worse` when the interval of a difference excludes 0 and the point exceeds `threshold`."""
-    if not interval.has_interval:
-        return "not enough data"
-    if interval.low > 0 and interval.point > threshold:
-        return "better"
-    if interval.high < 0 and interval.point < -threshold:
-        return "worse"
-    return "no significant change"

@@ -107,3 +107,58 @@ def stratified_log_mean(
     df = variance**2 / denominator - (2.0 if df_rule == "welch-1947" else 0.0) if denominator > 0 else math.inf
     df = min(max(df, 1.0), float(max(total - len(groups), 1)))
     return LogMean(mean, se, df, total, method)
+
+
+BLOCKED_METHOD = "stratified by category, blocks as units"
+"""The ABBA overall estimator's name: category means as fixed strata, the variance over blocks (cluster-robust)."""
+
+
+def _block_variance(residuals: np.ndarray, blocks: np.ndarray, categories: int) -> tuple[float, int]:
+    """Cluster-robust (CR1) variance of the sum of `residuals` over `blocks`, with the number of blocks."""
+    names, index = np.unique(blocks, return_inverse=True)
+    totals = np.bincount(index, weights=residuals, minlength=names.size)
+    count, n = int(names.size), int(residuals.size)
+    correction = count / (count - 1) * (n - 1) / max(n - categories, 1)
+    return correction * float((totals**2).sum()), count
+
+
+def stratified_block_mean(values: Sequence[float], categories: Sequence[str],
+                          blocks: Sequence[int]) -> LogMean | None:
+    """The overall mean of per-sample values (logs, differences) of an ABBA run, stratified by category.
+
+    The point is sum_c w_c m_c with per-prompt weights (the pooled mean); its variance is the cluster-robust one over
+    blocks of the residuals around each category's mean, so the spread between categories is not noise while a
+    block's drift or shared queue stays in (blocks are the design's unit); B - 1 degrees of freedom. None under two
+    blocks."""
+    data = np.asarray(values, dtype=float)
+    keep = np.isfinite(data)
+    data = data[keep]
+    labels = np.asarray(categories, dtype=object)[keep]
+    block_ids = np.asarray(blocks)[keep]
+    if data.size < 2 or np.unique(block_ids).size < 2:
+        return None
+    names, index = np.unique(labels.astype(str), return_inverse=True)
+    means = np.bincount(index, weights=data) / np.bincount(index)
+    variance, count = _block_variance(data - means[index], block_ids, names.size)
+    se = math.sqrt(variance) / data.size
+    method = f"{BLOCKED_METHOD} (weights per prompt; cluster-robust variance over {count} blocks, {count - 1} df)"
+    return LogMean(float(data.mean()), se, float(count - 1), int(data.size), method)
+
+
+def stratified_block_ratio(baseline: Sequence[float], candidate: Sequence[float], categories: Sequence[str],
+                           blocks: Sequence[int]) -> tuple[float, float, float, str] | None:
+    """sum(candidate) / sum(baseline) over paired samples of an ABBA run, with its stratified block standard error.
+
+    Returns (ratio, se, df, method): the delta-method residuals u = c - R b are centred on each category's mean
+    (categories are fixed strata) and summed per block (the unit); None under two blocks or with no baseline."""
+    base = np.asarray(baseline, dtype=float)
+    cand = np.asarray(candidate, dtype=float)
+    if base.size < 2 or base.sum() <= 0 or np.unique(np.asarray(blocks)).size < 2:
+        return None
+    names, index = np.unique(np.asarray(categories, dtype=object).astype(str), return_inverse=True)
+    ratio = float(cand.sum() / base.sum())
+    residuals = cand - ratio * base
+    residuals = residuals - (np.bincount(index, weights=residuals) / np.bincount(index))[index]
+    variance, count = _block_variance(residuals, np.asarray(blocks), names.size)
+    method = f"{BLOCKED_METHOD} (weights per prompt; cluster-robust variance over {count} blocks, {count - 1} df)"
+    return ratio, math.sqrt(variance) / float(base.sum()), float(count - 1), method

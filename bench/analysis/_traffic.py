@@ -4,8 +4,10 @@ Both arms are offered the same seeded schedule and prompt sequence in alternatin
 of one arm pairs with the same request of the other (same prompt, same scheduled offset within its block).
 Speedups are geometric means of per-request ratios with two intervals: by request (a t-interval on the logs)
 and by block (a t-interval over per-block mean logs: the unit that carries drift and shared queues). The
-verdict reads the by-block interval when there are enough blocks, else the by-request one. Latency and TTFT
-count from the scheduled arrival (queue included).
+verdict reads the by-block interval when there are enough blocks, else the by-request one. With more than one
+category the overall rows are stratified by category (categories are fixed strata, not noise): by request
+`stratified_log_mean`, by block `stratified_block_mean` (category means as strata, the variance over blocks).
+Latency and TTFT count from the scheduled arrival (queue included).
 
 Across rates, the break-even rate of an arm is the fixed-sequence crossover of its latency speedup (from the
 schedule) over ascending rates (`crossover` of the concurrency sweep, fed rates instead of levels); the
@@ -30,16 +32,15 @@ from bench.analysis._goodput import (
     MIN_REQUESTS,
     Goodput,
     Interval,
-    PairedGoodput,
     RequestTiming,
     Slo,
     Throughput,
     goodput,
-    paired_goodput,
     throughput,
 )
 from bench.analysis._intervals import LogMean, Metric, geomean_t_intervals, log_mean, verdict
-from bench.analysis._stratified import stratified_log_mean
+from bench.analysis._paired_goodput import PairedGoodput, paired_goodput
+from bench.analysis._stratified import stratified_block_mean, stratified_log_mean
 from bench.analysis._sweep import Crossover, crossover
 
 DECODE_SPEEDUP_PAIRED = Metric("decode_speedup", "decode speedup", True, "speedup")
@@ -160,6 +161,33 @@ def _stratified_interval(strata: dict[str, list[float]], minimum: int, confidenc
     return Interval(*found.interval(confidence)), found
 
 
+def _blocked_samples(pairs: Sequence[tuple[RequestTiming, RequestTiming]],
+                     ratio: Callable[[RequestTiming, RequestTiming], float | None],
+                     ) -> tuple[list[float], list[str], list[int]]:
+    """Per-request log ratios with their category and block, for the stratified by-block overall interval."""
+    logs: list[float] = []
+    categories: list[str] = []
+    blocks: list[int] = []
+    for a, b in pairs:
+        value = ratio(a, b) if a.ok and b.ok else None
+        if value is None or a.block is None:
+            continue
+        logs.append(math.log(value))
+        categories.append(a.category)
+        blocks.append(a.block)
+    return logs, categories, blocks
+
+
+def _stratified_block_interval(found: LogMean | None, minimum: int, blocks: int,
+                               confidence: float) -> Interval:
+    """The by-block overall interval stratified by category (`stratified_block_mean`); withheld under `minimum`."""
+    if found is None:
+        return Interval(math.nan, math.nan, math.nan, "no blocks recorded")
+    if blocks < max(2, minimum):
+        return Interval(math.exp(found.mean), math.nan, math.nan, f"fewer than {minimum} blocks")
+    return Interval(*found.interval(confidence))
+
+
 def _chosen_logs(logs: list[float], blocks: dict[int, list[float]], min_requests: int,
                  min_blocks: int) -> LogMean | None:
     """The t estimate the verdict reads: over block means when there are enough blocks, else over requests."""
@@ -185,6 +213,7 @@ def paired_speedups(
         groups += [(name, [pair for pair in pairs if pair[0].category == name]) for name in categories]
     found = []
     strata: dict[tuple[str, str], dict[str, list[float]]] = {}
+    blocked: dict[tuple[str, str], LogMean | None] = {}
     for category, members in groups:
         for metric, ratio in _RATIOS:
             by_category: dict[str, list[float]] | None = {} if category == OVERALL and len(categories) > 1 else None
@@ -193,8 +222,11 @@ def paired_speedups(
                 chosen_logs = _chosen_logs(logs, blocks, min_requests, min_blocks)
                 if by_category is not None:
                     strata[(category, metric.key)] = by_category
+                    blocked[(category, metric.key)] = stratified_block_mean(*_blocked_samples(members, ratio))
                     if chosen_logs is not None and len(blocks) < max(2, min_blocks):  # by request: strata
                         chosen_logs = _stratified_interval(by_category, min_requests, confidence)[1]
+                    elif chosen_logs is not None:  # by block: strata, blocks as units
+                        chosen_logs = blocked[(category, metric.key)]
                 found.append((category, metric, logs, blocks, chosen_logs))
     family = [index for index, item in enumerate(found) if item[0] != OVERALL and item[4] is not None]
     holm = dict(zip(family, holm_levels([found[index][4].p_value() for index in family], alpha),  # type: ignore[union-attr]
@@ -209,14 +241,19 @@ def paired_speedups(
                                                           level_confidence)
         else:
             by_request = _log_interval(logs, min_requests, "paired requests", level_confidence)
-        by_block = _log_interval([float(np.mean(v)) for v in blocks.values()], min_blocks, "blocks",
-                                 level_confidence)
+        by_block_strata = blocked.get((category, metric.key))
+        if (category, metric.key) in blocked:
+            by_block = _stratified_block_interval(by_block_strata, min_blocks, len(blocks), level_confidence)
+        else:
+            by_block = _log_interval([float(np.mean(v)) for v in blocks.values()], min_blocks, "blocks",
+                                     level_confidence)
         chosen = by_block if by_block.has_interval else by_request
+        named = by_block_strata if chosen is by_block else stratified
         estimate = Estimate(metric, chosen.point, chosen.low, chosen.high,
                             verdict(chosen.point, chosen.low, chosen.high, metric, threshold),
                             confidence=level_confidence,
                             p_value=chosen_logs.p_value() if chosen_logs is not None else math.nan,
-                            estimator=stratified.method if stratified is not None and chosen is by_request else None)
+                            estimator=named.method if named is not None else None)
         out.append(PairedSpeedup(metric, len(logs), by_request, by_block, estimate, category))
     return tuple(out)
 

@@ -115,7 +115,9 @@ def traffic_text(comparison: TrafficComparison, *, markdown: bool = False) -> st
     stratified = next((item.estimate.estimator for item in comparison.speedups
                        if item.primary and item.estimate.estimator), None)
     if stratified:
-        method += f"; overall by request: {stratified} (the spread between categories is the design, not noise)"
+        method += f"; overall rows: {stratified} (the spread between categories is the design, not noise)"
+    if comparison.goodput is not None and comparison.goodput.overall_estimator and not stratified:
+        method += f"; attainment and goodput: {comparison.goodput.overall_estimator}"
     out += (markdown_escape(method) if markdown else method) + "\n"
     for result in (comparison.goodput_baseline, comparison.goodput_candidate):
         if result is not None:
@@ -162,6 +164,12 @@ def rate_sweep_text(sweep: RateSweep, *, markdown: bool = False) -> str:
     out = table(_sweep_rows(sweep), _SWEEP_COLUMNS)
     lines = ["no interval where a cell shows a point alone (too few paired requests or blocks at that rate)"]
     lines += [f"break-even ({arm}, latency from the schedule): {crossing.text}" for arm, crossing in sweep.break_even]
+    named = sorted({item.estimate.estimator for c in sweep.comparisons for item in c.speedups
+                    if item.primary and item.estimate.estimator} |
+                   {c.goodput.overall_estimator for c in sweep.comparisons
+                    if c.goodput is not None and c.goodput.overall_estimator})
+    if named:
+        lines.append("overall intervals and break-even: " + "; ".join(named))
     lines += [capacity.text() for capacity in sweep.capacity]
     for item in sweep.comparisons:
         lines += [f"at {item.rate:g} req/s: {warning}" for warning in item.warnings()]
