@@ -70,6 +70,27 @@ def _t_mean_interval(values: Sequence[float], confidence: float, minimum: int, u
     return Interval(point, point - half, point + half)
 
 
+def _goodput_ratio(pairs: Sequence[tuple[RequestTiming, RequestTiming]], slo: Slo, strata: bool, block_count: int,
+                   good_a: Sequence[int], good_b: Sequence[int], *, confidence: float, min_blocks: int) -> Interval:
+    """The candidate's goodput over the baseline's: stratified over blocks, by blocks' sums, or a point with why."""
+    if strata and block_count >= max(2, min_blocks) and sum(good_a) > 0:
+        blocked = [(a, b) for a, b in pairs if a.block is not None]
+        found = stratified_block_ratio([float(a.meets(slo)) for a, _ in blocked],
+                                       [float(b.meets(slo)) for _, b in blocked],
+                                       [a.category for a, _ in blocked], [a.block or 0 for a, _ in blocked])
+        if found is None:
+            return Interval(math.nan, math.nan, math.nan, "no good request in the baseline")
+        point, se, df, _ = found
+        half = t_quantile(0.5 + confidence / 2, df) * se
+        return Interval(point, max(0.0, point - half), point + half)
+    if block_count >= max(2, min_blocks) and sum(good_a) > 0:
+        return ratio_of_sums_interval(good_a, good_b, confidence=confidence)
+    reason = "no blocks recorded" if not block_count else (
+        f"fewer than {min_blocks} blocks" if block_count < min_blocks else "no good request in the baseline")
+    good = (sum(a.meets(slo) for a, _ in pairs), sum(b.meets(slo) for _, b in pairs))
+    return Interval(good[1] / good[0] if good[0] else math.nan, math.nan, math.nan, reason)
+
+
 def paired_goodput(
     baseline: Sequence[RequestTiming], candidate: Sequence[RequestTiming], slo: Slo, *,
     names: tuple[str, str] = ("baseline", "candidate"), confidence: float = 0.95, threshold: float = 0.02,
@@ -109,24 +130,8 @@ def paired_goodput(
         by_block = _mean_interval(block_strata, confidence, min_blocks, len(blocks), "blocks")
         chosen_strata = block_strata if by_block.has_interval else request_strata
         estimator = chosen_strata.method if chosen_strata is not None else None
-    if strata and len(blocks) >= max(2, min_blocks) and sum(good_a) > 0:
-        blocked = [(a, b) for a, b in pairs if a.block is not None]
-        found = stratified_block_ratio([float(a.meets(slo)) for a, _ in blocked],
-                                       [float(b.meets(slo)) for _, b in blocked],
-                                       [a.category for a, _ in blocked], [a.block or 0 for a, _ in blocked])
-        if found is None:
-            ratio = Interval(math.nan, math.nan, math.nan, "no good request in the baseline")
-        else:
-            point, se, df, _ = found
-            half = t_quantile(0.5 + confidence / 2, df) * se
-            ratio = Interval(point, max(0.0, point - half), point + half)
-    elif len(blocks) >= max(2, min_blocks) and sum(good_a) > 0:
-        ratio = ratio_of_sums_interval(good_a, good_b, confidence=confidence)
-    else:
-        reason = "no blocks recorded" if not blocks else (
-            f"fewer than {min_blocks} blocks" if len(blocks) < min_blocks else "no good request in the baseline")
-        good = (sum(a.meets(slo) for a, _ in pairs), sum(b.meets(slo) for _, b in pairs))
-        ratio = Interval(good[1] / good[0] if good[0] else math.nan, math.nan, math.nan, reason)
+    ratio = _goodput_ratio(pairs, slo, strata, len(blocks), good_a, good_b, confidence=confidence,
+                           min_blocks=min_blocks)
     primary = by_block if by_block.has_interval else by_request
     return PairedGoodput(
         slo=slo, baseline=names[0], candidate=names[1], pairs=len(pairs), blocks=len(blocks),
