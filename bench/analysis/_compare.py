@@ -231,6 +231,25 @@ class Comparison:
         return self.speculative.info.acceptance
 
 
+def _stats_rows(baseline: Run, speculative: Run, reference: tuple[ReferenceRow, ...], stop: SequentialStop | None,
+                paired: pd.DataFrame, *, threshold: float, min_pairs: int, target_effect: float, alpha: float,
+                strict: bool) -> tuple[tuple[StatsRow, ...], str | None]:
+    """The paired rows, the overall decode row read at the stopping look; with too few pairs, none and why
+    (an error with `strict`)."""
+    look = stop.last if stop is not None else None
+    try:
+        rows = paired_rows(baseline, speculative, reference, threshold=threshold, min_pairs=min_pairs, paired=paired,
+                           target_effect=target_effect, alpha=alpha)
+    except BenchError as exc:
+        if strict:
+            raise
+        return (), str(exc)
+    if look is not None:
+        rows = tuple(replace(row, decode=look_estimate(row.decode, look))
+                     if row.primary and not row.nothing_drafted else row for row in rows)
+    return rows, None
+
+
 @collector_paused()
 def compare(
     baseline: Run,
@@ -264,19 +283,9 @@ def compare(
                           **labels, **state)  # type: ignore[arg-type]
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
     stop, notes = verified_stop(baseline, speculative, threshold=threshold, paired=paired)
-    look = stop.last if stop is not None else None
-    alpha = look.level if look is not None else FAMILY_ALPHA
-    try:
-        rows = paired_rows(baseline, speculative, reference, threshold=threshold, min_pairs=min_pairs, paired=paired,
-                           target_effect=target_effect, alpha=alpha)
-        if look is not None:
-            rows = tuple(replace(row, decode=look_estimate(row.decode, look))
-                         if row.primary and not row.nothing_drafted else row for row in rows)
-        note = None
-    except BenchError as exc:
-        if strict:
-            raise
-        rows, note = (), str(exc)
+    alpha = stop.last.level if stop is not None and stop.last is not None else FAMILY_ALPHA
+    rows, note = _stats_rows(baseline, speculative, reference, stop, paired, threshold=threshold,
+                             min_pairs=min_pairs, target_effect=target_effect, alpha=alpha, strict=strict)
     return Comparison(
         baseline,
         speculative,
