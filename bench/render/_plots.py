@@ -65,6 +65,24 @@ def _names(names: Sequence[str], limit: int = 12) -> str:
     return ", ".join(shown) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _mark_missing(axis: Any, positions: Sequence[float], present: Sequence[bool], colour: str) -> list[int]:
+    """Write `n/a` where a bar has no value; the indices of those bars."""
+    missing = [i for i, found in enumerate(present) if not found]
+    for i in missing:
+        axis.text(positions[i], 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
+    return missing
+
+
+def _whiskers(axis: Any, positions: Sequence[float], values: Sequence[float], lows: Sequence[Any],
+              highs: Sequence[Any], with_ci: Sequence[int]) -> None:
+    """Interval whiskers on the bars that have an interval."""
+    if with_ci:
+        axis.errorbar([positions[i] for i in with_ci], [values[i] for i in with_ci],
+                      yerr=[[max(0.0, values[i] - lows[i]) for i in with_ci],
+                            [max(0.0, highs[i] - values[i]) for i in with_ci]],
+                      fmt="none", ecolor="#333333", elinewidth=1, capsize=3)
+
+
 def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", interval: str = "95% CI",
                    no_drafts: Collection[str] = ()) -> Any:
     """The speedup bar chart as a matplotlib figure (whiskers only where an interval exists, and it says where).
@@ -92,23 +110,12 @@ def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", inter
         for index in undrafted:  # nothing drafted: the bar is noise, drawn faint and hatched
             bars[index].set_alpha(0.35)
             bars[index].set_hatch("//")
-        missing = [i for i, row in enumerate(rows) if not _finite(row.get(key))]
-        for i in missing:
-            axis.text(positions[i], 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
+        missing = _mark_missing(axis, positions, [_finite(row.get(key)) for row in rows], colour)
         if missing:
             notes.append(f"{label.split(' (')[0].capitalize()} n/a: {_names([categories[i] for i in missing])}.")
         with_ci = [i for i, (lo, hi) in enumerate(zip(lows, highs, strict=True)) if _finite(lo) and _finite(hi)]
         with_interval[key] = [categories[i] for i in with_ci]
-        if with_ci:
-            axis.errorbar(
-                [positions[i] for i in with_ci],
-                [values[i] for i in with_ci],
-                yerr=[
-                    [max(0.0, values[i] - lows[i]) for i in with_ci],
-                    [max(0.0, highs[i] - values[i]) for i in with_ci],
-                ],
-                fmt="none", ecolor="#333333", elinewidth=1, capsize=3,
-            )
+        _whiskers(axis, positions, values, lows, highs, with_ci)
     axis.axhline(1.0, color=GREY, linestyle="--", linewidth=1, label="no change (1.0x)")
     ticks = [f"{name}\n(no drafts)" if index in undrafted else name for index, name in enumerate(categories)]
     axis.set_xticks(range(len(rows)), ticks, rotation=30, ha="right")

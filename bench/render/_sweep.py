@@ -190,6 +190,19 @@ def sweep_json(sweep: Sweep) -> str:
     return json.dumps(finite(payload), indent=2, sort_keys=True) + "\n"
 
 
+def _save_figure(figure: Any, stem: Path, formats: tuple[str, ...]) -> list[Path]:
+    """Lay out and write a figure in each format (no link or non-regular file followed); the paths written."""
+    figure.tight_layout()
+    files = []
+    for suffix in formats:
+        path = stem.with_name(f"{stem.name}.{suffix}")
+        with open_no_follow(path, "wb") as handle:
+            figure.savefig(handle, format=suffix, dpi=110,
+                           metadata={"Software": None} if suffix == "png" else {"Date": None})
+        files.append(path)
+    return files
+
+
 def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png",)) -> list[Path]:
     """Speedup vs concurrency per arm (interval bands, 1.0x line, log-2 axis) and an arm x level heatmap."""
     import matplotlib
@@ -228,13 +241,7 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
                        "stops paying", fontsize="small")
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize="small")
-    figure.tight_layout()
-    for suffix in formats:
-        path = out_dir / f"sweep_speedup.{suffix}"
-        with open_no_follow(path, "wb") as handle:
-            figure.savefig(handle, format=suffix, dpi=110,
-                           metadata={"Software": None} if suffix == "png" else {"Date": None})
-        files.append(path)
+    files += _save_figure(figure, out_dir / "sweep_speedup", formats)
     plt.close(figure)
     grid = [[(c.throughput.point if (c := sweep.cell(arm, level)) is not None else math.nan)
              for level in sweep.levels] for arm in sweep.arms]
@@ -248,12 +255,6 @@ def plot_sweep(sweep: Sweep, out_dir: Path, *, formats: tuple[str, ...] = ("png"
     axis.set_xlabel("concurrency")
     axis.set_title("System throughput speedup (arm x concurrency)")
     figure.colorbar(image, ax=axis)
-    figure.tight_layout()
-    for suffix in formats:
-        path = out_dir / f"sweep_heatmap.{suffix}"
-        with open_no_follow(path, "wb") as handle:
-            figure.savefig(handle, format=suffix, dpi=110,
-                           metadata={"Software": None} if suffix == "png" else {"Date": None})
-        files.append(path)
+    files += _save_figure(figure, out_dir / "sweep_heatmap", formats)
     plt.close(figure)
     return files
