@@ -38,6 +38,7 @@ def test_until_decided_stops_early_on_a_clear_speedup_and_says_why(tmp_path: Pat
     assert code == 0, out
     assert "sampling until decided" in out and "speedbench: decided faster after " in out
     assert "alpha spending" in out
+    assert out.count("speedbench: decided faster after ") == 1  # the stopping look once, with its method
     (folder,) = tmp_path.iterdir()
     baseline = load_run(folder / "baseline.json")
     assert len(baseline.results) < 30  # stopped before the limit of 6 rounds x 5 categories

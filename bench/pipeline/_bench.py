@@ -264,7 +264,8 @@ def _until_decided(
         try:
             decided = sample_until_decided(run_round, rounds=config.limit, per_round=len(everything.categories),
                                            threshold=config.threshold,
-                                           on_look=lambda look: out(f"speedbench: {look.reason}\n"),
+                                           on_look=lambda look: out(f"speedbench: {look.reason}\n")
+                                           if not look.stops else None,  # the stopping look: decided.message
                                            on_record=save_record)
         except _RoundsStopped:
             baseline, speculative = (load_run(run_file(folder, side)) for side in (BASELINE, SPECULATIVE))

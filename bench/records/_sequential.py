@@ -38,6 +38,11 @@ class Look:
         return self.level > 0 and math.isfinite(self.low) and math.isfinite(self.high)
 
     @property
+    def stops(self) -> bool:
+        """Whether sampling stops at this look (decided, or undecided at the limit)."""
+        return self.decision != CONTINUE
+
+    @property
     def reason(self) -> str:
         """Why sampling stopped or goes on, in one sentence."""
         interval = (f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}] at {self.confidence:.4%}"
