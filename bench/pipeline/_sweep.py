@@ -32,6 +32,7 @@ from bench.records import (
     plots_folder,
     read_journal,
     run_file,
+    runs_complete,
     sweep_files,
     write_text_file,
 )
@@ -244,18 +245,6 @@ def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) ->
                                  + "; ".join(mismatch.message() for mismatch in mismatches))
 
 
-def _cell_done(cell_dir: Path, names: Sequence[str]) -> bool:
-    """Whether a level already holds complete run files for every arm (then it is not run again)."""
-    for name in names:
-        path = run_file(cell_dir, name)
-        if not path.exists():
-            return False
-        run = load_run(path)
-        if run.info.interrupted or len(run.results) < run.selected_samples:
-            return False
-    return True
-
-
 def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
     """Every level, arms interleaved; then the sweep summary, its files and plots. Exit code as `bench`."""
     prompts = load_prompts(category=config.category, limit=config.limit)
@@ -271,7 +260,7 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
         for level in config.levels:
             cell_dir = level_folder(folder, level)
             cell_dir.mkdir(exist_ok=True)
-            if _cell_done(cell_dir, names):
+            if runs_complete(cell_dir, names):
                 runs[level] = {name: load_run(run_file(cell_dir, name)) for name in names}
                 out(f"speedbench: concurrency {level} already complete in {cell_dir}\n")
                 continue

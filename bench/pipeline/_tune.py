@@ -33,7 +33,17 @@ from bench.analysis import (
 )
 from bench.pipeline._arms import arm_config
 from bench.prompts import load_prompts
-from bench.records import BASELINE, Run, journal_path, load_run, new_results_folder, run_file, save_run, summarize
+from bench.records import (
+    BASELINE,
+    Run,
+    journal_path,
+    load_run,
+    new_results_folder,
+    run_file,
+    runs_complete,
+    save_run,
+    summarize,
+)
 from bench.render import plot_tune, tune_markdown, tune_text
 from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
 
@@ -146,23 +156,12 @@ def _run_config(config: TuneConfig, url: str, level: int, side: str, draft_max: 
                       limit=config.limit, osl=config.osl, concurrency=level, label=f"c{level} {side}", tags=tags)
 
 
-def _complete(where: Path, names: list[str]) -> bool:
-    for name in names:
-        path = run_file(where, name)
-        if not path.exists():
-            return False
-        run = load_run(path)
-        if run.info.interrupted or len(run.results) < run.selected_samples:
-            return False
-    return True
-
-
 def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Callable[[str], Any],
                    progress: Progress) -> tuple[Run, Run, bool]:
     """One configuration: both servers started, one interleaved comparison, both stopped; (baseline, spec, stopped)."""
     where = config_folder(folder, level, draft_max)
     names = [BASELINE, arm_name(draft_max)]
-    if _complete(where, names):
+    if runs_complete(where, names):
         out(f"speedbench: {arm_name(draft_max)} at concurrency {level} already complete in {where}\n")
         baseline, speculative = (load_run(run_file(where, name)) for name in names)
         return baseline, speculative, False

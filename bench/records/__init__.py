@@ -95,6 +95,7 @@ from bench.records._run import (
     load_comparison_folder,
     load_run,
     run_from_dict,
+    runs_complete,
     save_run,
 )
 from bench.records._schema import SCHEMA_VERSION, finite
@@ -204,6 +205,7 @@ __all__ = [
     "run_file",
     "run_files",
     "run_from_dict",
+    "runs_complete",
     "sample_positions",
     "save_run",
     "setting",

@@ -11,7 +11,7 @@ import gc
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -244,3 +244,15 @@ def load_comparison_folder(path: str | os.PathLike[str]) -> tuple[Run, Run]:
     if not base.exists() or not spec.exists():
         raise BenchError(f"{folder}: a comparison folder needs baseline.json and speculative.json")
     return load_run(base), load_run(spec)
+
+
+def runs_complete(folder: str | os.PathLike[str], arms: Iterable[str]) -> bool:
+    """Whether a folder holds a finished run file for every arm (each present, not interrupted, every sample in)."""
+    for arm in arms:
+        path = run_file(folder, arm)
+        if not path.exists():
+            return False
+        run = load_run(path)
+        if run.info.interrupted or len(run.results) < run.selected_samples:
+            return False
+    return True
