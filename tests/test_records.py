@@ -318,3 +318,16 @@ def test_comparison_inputs_reads_every_results_folder_a_user_has(tmp_path: Path)
             comparison_inputs(folder)
         assert message in str(raised.value) and "\n" not in str(raised.value)
         assert raised.value._render_traceback_() == [f"speedbench: error: {raised.value}"]
+
+
+def test_a_resumed_folder_must_exist_and_otherwise_a_new_one_is_made(tmp_path: Path) -> None:
+    from bench.records import resumed_or_new_folder
+
+    with pytest.raises(BenchError, match=r"gone: no sweep folder to resume$"):
+        resumed_or_new_folder(str(tmp_path / "gone"), tmp_path, "sweep", "sweep")
+    assert not (tmp_path / "gone").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert resumed_or_new_folder(str(kept), tmp_path / "results", "tune-x", "tune") == kept
+    made = resumed_or_new_folder(None, tmp_path / "results", "tune-x", "tune")
+    assert made.is_dir() and made.parent == tmp_path / "results" and made.name.endswith("-tune-x")

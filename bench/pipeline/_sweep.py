@@ -28,9 +28,9 @@ from bench.records import (
     journal_path,
     level_folder,
     load_run,
-    new_results_folder,
     plots_folder,
     read_journal,
+    resumed_or_new_folder,
     run_file,
     runs_complete,
     sweep_files,
@@ -203,12 +203,7 @@ def _given_urls(config: SweepConfig) -> set[str]:
 
 
 def _folder(config: SweepConfig) -> Path:
-    if config.resume:
-        folder = Path(config.resume)
-        if not folder.is_dir():
-            raise BenchError(f"{folder}: no sweep folder to resume")
-        return folder
-    return new_results_folder(config.results_dir, config.label or "sweep")
+    return resumed_or_new_folder(config.resume, config.results_dir, config.label or "sweep", "sweep")
 
 
 def _arm_config(config: SweepConfig, level: int, name: str, url: str) -> RunConfig:

@@ -38,7 +38,7 @@ from bench.records import (
     Run,
     journal_path,
     load_run,
-    new_results_folder,
+    resumed_or_new_folder,
     run_file,
     runs_complete,
     save_run,
@@ -234,12 +234,7 @@ class _Stopped(Exception):
 
 
 def _folder(config: TuneConfig) -> Path:
-    if config.resume:
-        folder = Path(config.resume)
-        if not folder.is_dir():
-            raise BenchError(f"{folder}: no tune folder to resume")
-        return folder
-    return new_results_folder(config.results_dir, config.label or f"tune-{config.mode}")
+    return resumed_or_new_folder(config.resume, config.results_dir, config.label or f"tune-{config.mode}", "tune")
 
 
 def validate(config: TuneConfig) -> None:

@@ -14,6 +14,7 @@ import math
 import os
 from pathlib import Path
 
+from bench._errors import BenchError
 from bench.records._names import file_label
 
 BASELINE = "baseline"
@@ -89,6 +90,16 @@ def new_results_folder(results_dir: str | os.PathLike[str], label: str) -> Path:
     return folder
 
 
+def resumed_or_new_folder(resume: str | None, results_dir: str | os.PathLike[str], label: str, kind: str) -> Path:
+    """The folder a `--resume` names (it must exist: `no <kind> folder to resume` otherwise), else a new one."""
+    if resume:
+        folder = Path(resume)
+        if not folder.is_dir():
+            raise BenchError(f"{folder}: no {kind} folder to resume")
+        return folder
+    return new_results_folder(results_dir, label)
+
+
 def comparison_files(folder: str | os.PathLike[str]) -> list[Path]:
     """The comparison's text, Markdown and JSON renderings in a comparison folder."""
     return [Path(folder) / f"comparison.{kind}" for kind in ("txt", "md", "json")]
@@ -154,7 +165,6 @@ def comparison_inputs(folder: str | os.PathLike[str]) -> list[tuple[str, Path, P
     `baseline.json` and one other run file (the README's `spec.json`), or a sweep (one per level and arm).
 
     Anything else is a one-line `BenchError` that says what the folder holds and what would be read."""
-    from bench._errors import BenchError
 
     root = Path(folder)
     if not root.is_dir():
