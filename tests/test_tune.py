@@ -151,6 +151,8 @@ def test_the_schedule_and_flags_follow_the_picks(tuned: Path) -> None:
     (["--base-cmd", "x {port}"], "need --spec-cmd"),
     (["--spec-cmd", "x {port}"], "must contain {draft_max}"),
     (["--draft-max", "0,2"], "draft lengths >= 1"),
+    (["--draft-max", "1-1000000000"], "at most 1024"),  # a range too long to build
+    (["--draft-max", "2," + "9" * 5000], "at most 1024"),
     (["--spec", "eagle9"], "server knows"),
     (["--base-cmd", "x {port} {nope}", "--spec-cmd", "x {port} {draft_max}"], "placeholders"),
     (["--base-cmd", "x", "--spec-cmd", "x {port} {draft_max}"], "has no {port}"),

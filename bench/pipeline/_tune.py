@@ -19,6 +19,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
+from bench._redact import one_line
 from bench.analysis import (
     Comparison,
     PredictionCheck,
@@ -81,17 +82,25 @@ class TuneConfig:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+MAX_DRAFT_LENGTH = 1024
+"""The longest draft length `--draft-max` takes: far above any drafter's, and a range is built before it runs."""
+
+
 def parse_grid(text: str) -> tuple[int, ...]:
-    """`2,4,8,16` or `1-16` (or both, `1-4,8,16`) -> distinct draft lengths >= 1, ascending."""
+    """`2,4,8,16` or `1-16` (or both, `1-4,8,16`) -> distinct draft lengths in [1, MAX_DRAFT_LENGTH], ascending."""
     values: set[int] = set()
     try:
         for part in (item.strip() for item in text.split(",") if item.strip()):
             low, _, high = part.partition("-")
-            values.update(range(int(low), int(high) + 1) if high else (int(low),))
+            first, last = int(low), int(high) if high else int(low)
+            if not 1 <= first <= last <= MAX_DRAFT_LENGTH:
+                raise ValueError(part)
+            values.update(range(first, last + 1))
     except ValueError:
         values = set()
-    if not values or min(values) < 1:
-        raise BenchError(f"--draft-max {text!r}: give draft lengths >= 1 as a list or range, e.g. 2,4,8,16 or 1-16")
+    if not values:
+        raise BenchError(f"--draft-max {one_line(text, 80)!r}: give draft lengths >= 1 (at most "
+                         f"{MAX_DRAFT_LENGTH}) as a list or range, e.g. 2,4,8,16 or 1-16")
     return tuple(sorted(values))
 
 
