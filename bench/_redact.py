@@ -47,6 +47,8 @@ _HEADER_VALUE = re.compile(
     r"(?P<value>(?:(?:bearer|basic|token)\s+)?[^\s\"'\\,;}&]+)",
     re.IGNORECASE,
 )
+_FLAG_VALUE = re.compile(rf"(?P<name>(?<!\S)--?{_SECRET_NAME}(?:=|\s+)[\"']?)(?P<value>[^\s\"']+)", re.IGNORECASE)
+"""A secret-named command-line option and its value (`--api-key X`, `--hf-token=X`), as a server command holds it."""
 _BEARER = re.compile(r"(?P<name>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE)
 _ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\[/\\\"']|%[0-9a-fA-F]{2}")
 
@@ -211,6 +213,8 @@ def redact(text: str) -> str:
         return text
     if ":" in text or "=" in text:  # a secret-named value needs one of them; plain names and ids skip the search
         text = _HEADER_VALUE.sub(lambda match: f"{match.group('name')}{MASK}", text)
+    if "-" in text:  # a secret-named option starts with a dash
+        text = _FLAG_VALUE.sub(lambda match: f"{match.group('name')}{MASK}", text)
     if " " in text or not text.isprintable():  # a bearer token follows whitespace (isprintable is False for any other)
         text = _BEARER.sub(lambda match: f"{match.group('name')}{MASK}", text)
     return redact_known(text)

@@ -164,6 +164,15 @@ def test_bad_options_are_one_line_and_exit_2(argv: list[str], message: str, caps
     assert not list(tmp_path.iterdir())
 
 
+def test_a_secret_in_a_server_command_never_reaches_the_refusal(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    for flag in ("--api-key sk-abcdef1234567890", "--api-key=sk-abcdef1234567890"):
+        assert main(["tune", "--base-cmd", f"srv {flag} {{port}} {{nope}}", "--spec-cmd", "x {port} {draft_max}",
+                     "--results-dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert "placeholders" in err and "sk-abcdef1234567890" not in err, err
+
+
 def test_a_server_command_that_never_answers_is_ended_and_reported(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     marker = f"never-answers-{tmp_path.name}"
