@@ -1,0 +1,15 @@
+"""Types shared by every stage: a JSON value as read from a server or a file, before an adapter types it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeAlias
+
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+"""One JSON value: what `json.loads` returns and what a run file's writer accepts."""
+
+JsonObject: TypeAlias = "dict[str, JsonValue]"
+"""A JSON object built to be written: a run file's section, a document's payload."""
+
+JsonMapping: TypeAlias = "Mapping[str, JsonValue]"
+"""A JSON object as read: a server's response body or a file's section, before an adapter types what it needs."""
