@@ -51,9 +51,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_intervals": (
         "ACCEPT_RATE", "DECODE_RATE", "DECODE_SPEEDUP", "LATENCY", "LATENCY_SPEEDUP", "SPEED_VERDICT_WORDS", "LogMean",
-        "Metric", "accept_rate_log_mean", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums", "crossed_log_mean",
+        "accept_rate_log_mean", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums", "crossed_log_mean",
         "crossed_t_interval", "geomean_t_intervals", "log_mean", "repeat_log_mean", "t_cdf", "t_quantile", "verdict",
         "yuen_log_mean",
+    ),
+    "_metrics": (
+        "CATEGORY", "FORMATS", "Metric", "REFERENCE_METRICS", "REPEATS", "REPEAT_CV_METRICS", "SAMPLES",
+        "SPEEDUP_CV_METRICS", "STREAM_METRICS", "STREAM_PARTS", "STREAM_QUANTILES",
     ),
     "_lossless": (
         "NEAR_TIE_MARGIN", "NEAR_TIE_STEPS", "Resolution", "divergence", "estimate_resolution", "lossless_check",

@@ -1,4 +1,4 @@
-"""Metrics with their direction, the one interval estimator for geometric means, and the two-gate verdict."""
+"""The compared metrics, the one interval estimator for geometric means, and the two-gate verdict."""
 
 from __future__ import annotations
 
@@ -13,23 +13,13 @@ import numpy as np
 
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
+from bench.analysis._metrics import Metric
 
-
-@dataclass(frozen=True)
-class Metric:
-    """A compared metric and the direction that counts as better."""
-
-    key: str
-    label: str
-    higher_is_better: bool
-    kind: str
-
-
-DECODE_SPEEDUP = Metric("decode_speedup", "decode speedup", True, "speedup")
-LATENCY_SPEEDUP = Metric("latency_speedup", "latency speedup", True, "speedup")
+DECODE_SPEEDUP = Metric("decode_speedup", "decode speedup", True, "speedup", "x")
+LATENCY_SPEEDUP = Metric("latency_speedup", "latency speedup", True, "speedup", "x")
 ACCEPT_RATE = Metric("accept_rate", "accept rate", True, "rate")
-DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed")
-LATENCY = Metric("latency", "latency", False, "seconds")
+DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed", "t/s")
+LATENCY = Metric("latency", "latency", False, "seconds", "s")
 
 
 NORMAL_ABOVE = 5000

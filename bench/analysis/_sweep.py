@@ -18,10 +18,11 @@ import numpy as np
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench.analysis._compare import Comparison, Estimate, compare
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
-from bench.analysis._intervals import Metric, bootstrap_geomean_ci, log_mean, t_quantile, verdict
+from bench.analysis._intervals import bootstrap_geomean_ci, log_mean, t_quantile, verdict
+from bench.analysis._metrics import Metric
 from bench.records import BASELINE, Run, cell_name
 
-THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup")
+THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup", "x")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,93 @@
+"""Every reported metric declared once: its key, label, unit, display format, direction and table column.
+
+A table's columns are a tuple of these; the text, Markdown and JSON outputs all read a row's values by `key` and
+draw them by `kind` under `header`, so a new column is one declaration here and one value in the row's cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FORMATS = ("", "int", "rate", "seconds", "speed", "speedup", "ms", "percent", "share", "difference")
+"""The display formats a metric may name: "" is the value as text; the render stage draws each one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A reported metric: its cell key, a reader's label, the direction that counts as better, its display format
+    (`kind`, one of `FORMATS`), its unit and the column header a table shows (the key when not given)."""
+
+    key: str
+    label: str
+    higher_is_better: bool | None
+    kind: str
+    unit: str = ""
+    column: str = ""
+
+    def __post_init__(self) -> None:
+        """Refuse a display format the renderers do not know."""
+        if self.kind not in FORMATS:
+            raise ValueError(f"metric {self.key!r}: unknown display format {self.kind!r}")
+
+    @property
+    def header(self) -> str:
+        """The column header of this metric in a table."""
+        return self.column or self.key
+
+
+CATEGORY = Metric("category", "category", None, "")
+SAMPLES = Metric("n", "samples", None, "int")
+REPEATS = Metric("repeats", "repeats", None, "int")
+
+REFERENCE_METRICS: tuple[Metric, ...] = (
+    CATEGORY,
+    Metric("base_avg_pred_t_s", "baseline decode rate", True, "speed", "t/s", "base_avg_pred_t/s"),
+    Metric("spec_avg_pred_t_s", "speculative decode rate", True, "speed", "t/s", "spec_avg_pred_t/s"),
+    Metric("decode_speedup", "decode speedup (ratio of means)", True, "speedup", "x"),
+    Metric("base_avg_latency", "baseline latency", False, "seconds", "s"),
+    Metric("spec_avg_latency", "speculative latency", False, "seconds", "s"),
+    Metric("latency_speedup", "latency speedup (ratio of means)", True, "speedup", "x"),
+    Metric("accept_rate", "accept rate", True, "rate"),
+)
+"""The reference's comparison table (`speed_bench_compare.py`), column for column."""
+
+STREAM_PARTS: tuple[tuple[str, str, str, str], ...] = (
+    ("ttft", "time to first token", "ms", "ms"),
+    ("itl", "inter-token latency per chunk", "ms", "ms"),
+    ("itl_tok", "inter-token latency per token", "ms", "ms"),
+    ("tpot", "time per output token", "ms", "ms"),
+    ("queue", "queue wait", "ms", "ms"),
+    ("e2e", "end to end", "seconds", "s"),
+)
+"""(name, label, display format, unit) of each streaming latency; each is reported at these quantiles."""
+
+STREAM_QUANTILES = ("p50", "p90", "p99")
+
+STREAM_METRICS: tuple[Metric, ...] = (
+    CATEGORY,
+    SAMPLES,
+    *(Metric(f"{name}_{quantile}", f"{label} {quantile}", False, kind, unit)
+      for name, label, kind, unit in STREAM_PARTS for quantile in STREAM_QUANTILES),
+    Metric("client_decode_t_s", "client-side decode rate", True, "speed", "t/s", "client_decode_t/s"),
+)
+"""The streaming latency table, per category."""
+
+REPEAT_CV_METRICS: tuple[Metric, ...] = (
+    CATEGORY,
+    REPEATS,
+    Metric("pred_t_s_cv", "decode t/s variation across repeats", False, "percent", "%", "decode_t/s_cv"),
+    Metric("latency_cv", "latency variation across repeats", False, "percent", "%"),
+)
+"""The run-to-run variation table of one run, per category."""
+
+SPEEDUP_CV_METRICS: tuple[Metric, ...] = (
+    CATEGORY,
+    REPEATS,
+    Metric("decode_speedup_between_cv", "decode speedup between repeats", False, "percent", "%",
+           "decode_between_repeats"),
+    Metric("decode_speedup_within_cv", "decode speedup within a run", False, "percent", "%", "decode_within_run"),
+    Metric("latency_speedup_between_cv", "latency speedup between repeats", False, "percent", "%",
+           "latency_between_repeats"),
+    Metric("latency_speedup_within_cv", "latency speedup within a run", False, "percent", "%", "latency_within_run"),
+)
+"""Between-repeat against within-run variation of the paired speedups, per category."""
