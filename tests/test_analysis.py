@@ -134,7 +134,7 @@ def test_paired_stats_refuses_runs_that_share_too_few_samples() -> None:
 def test_lossless_check_reports_first_difference() -> None:
     base = _run([_result("a", "x", 10, 1, output="hello world"), _result("b", "x", 10, 1, output="same")])
     spec = _run([_result("a", "x", 12, 1, output="hello there"), _result("b", "x", 12, 1, output="same")])
-    rows = lossless_check(base, spec)
+    rows = [row.as_cells() for row in lossless_check(base, spec)]
     assert {key: rows[0][key] for key in ("category", "compared", "identical", "first_diff")} == {
         "category": "x", "compared": 2, "identical": 1, "first_diff": "a@6"}
     assert rows[0]["unclassified"] == 1 and rows[0]["near_tie"] == rows[0]["real"] == 0  # no logprobs recorded
@@ -143,7 +143,7 @@ def test_lossless_check_reports_first_difference() -> None:
 
 def test_repeat_cv() -> None:
     results = [_result(f"s{i}", "x", 10.0 + repeat, 1.0, repeat=repeat) for repeat in range(3) for i in range(4)]
-    row, _ = repeat_cv(_run(results))
+    row, _ = (row.as_cells() for row in repeat_cv(_run(results)))
     assert row["repeats"] == 3
     assert row["pred_t_s_cv"] == pytest.approx(float(np.std([10, 11, 12], ddof=1) / 11))
     assert row["latency_cv"] == 0.0
@@ -174,7 +174,7 @@ def test_stream_latency_percentiles() -> None:
                      ttft_s=0.1 * (i + 1), itl_s=(0.01, 0.02), client_decode_t_s=50.0)
         for i in range(5)
     ]
-    rows = stream_latency_stats(_run(results))
+    rows = [row.as_cells() for row in stream_latency_stats(_run(results))]
     assert [row["category"] for row in rows] == ["x", "overall"]
     assert rows[0]["ttft_p50"] == pytest.approx(0.3) and rows[0]["e2e_p50"] == pytest.approx(3.0)
     assert rows[0]["itl_p50"] == pytest.approx(0.015) and rows[0]["client_decode_t_s"] == 50.0

@@ -89,7 +89,8 @@ def test_baseline_and_ngram_mod_runs_compare(real_runs: tuple[Path, Run, Run], t
     assert code == 0
     assert out.startswith(f"Comparison: baseline={tmp_path / 'baseline.json'} speculative={tmp_path / 'spec.json'}\n")
     assert "Lossless check" in out and "Paired statistics" in out
-    rows = lossless_check(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"))
+    checked = lossless_check(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"))
+    rows = [row.as_cells() for row in checked]
     assert rows[-1]["compared"] == 2
     comparison, files = write_comparison(load_run(tmp_path / "baseline.json"), load_run(tmp_path / "spec.json"),
                                          tmp_path)

@@ -67,15 +67,15 @@ def test_first_divergence_is_classified_by_the_baseline_margin_at_its_token() ->
     base_near = _result("a", "The cat sat", "3:1.5 4:0.02 4:2")
     base_real = _result("b", "The cat sat", "3:1.5 4:4.1 4:2")
     spec = _result("a", "The dog sat", "3:1.5 4:0.5 4:2")
-    assert divergence(base_near, spec)["kind"] == "near_tie"
-    assert divergence(base_near, spec) == {"id": "a", "repeat": 0, "turn": 0, "char": 4, "token": 1, "margin": 0.02,
-                                           "kind": "near_tie"}
-    assert divergence(base_real, spec)["kind"] == "real" and divergence(base_real, spec)["margin"] == 4.1
+    assert divergence(base_near, spec).kind == "near_tie"
+    assert divergence(base_near, spec).as_cells() == {
+        "id": "a", "repeat": 0, "turn": 0, "char": 4, "token": 1, "margin": 0.02, "kind": "near_tie"}
+    assert divergence(base_real, spec).kind == "real" and divergence(base_real, spec).margin == 4.1
     # the speculative token extends the baseline's ("The" vs "Then"): the divergence is token 0, not token 1
     prefix = _result("c", "The cat", "3:0.01 4:3")
     longer = _result("c", "Then cat", "4:0.2 4:3")
-    assert divergence(prefix, longer)["token"] == 0 and divergence(prefix, longer)["kind"] == "near_tie"
-    assert divergence(_result("d", "x y", None), _result("d", "x z", None))["kind"] == "unclassified"
+    assert divergence(prefix, longer).token == 0 and divergence(prefix, longer).kind == "near_tie"
+    assert divergence(_result("d", "x y", None), _result("d", "x z", None)).kind == "unclassified"
     assert divergence(base_near, base_near) is None
     assert NEAR_TIE_MARGIN == 0.1
 
@@ -85,7 +85,7 @@ def test_lossless_rows_count_each_kind() -> None:
                  _result("c", "same", "4:1"), _result("d", "one two", None)])
     spec = _run([_result("a", "The dog sat", "3:1.5 4:1 4:2"), _result("b", "The dog sat", "3:1.5 4:1 4:2"),
                  _result("c", "same", "4:1"), _result("d", "one six", None)])
-    row = lossless_check(base, spec)[-1]
+    row = lossless_check(base, spec)[-1].as_cells()
     assert (row["compared"], row["identical"], row["near_tie"], row["real"], row["unclassified"]) == (4, 1, 1, 1, 1)
     assert [item["id"] for item in row["divergences"]] == ["a", "b", "d"]
     assert row["near_tie_threshold"] == NEAR_TIE_MARGIN
@@ -115,7 +115,7 @@ def test_bench_with_a_near_tie_and_a_real_divergence_classifies_both(tmp_path) -
     (folder,) = tmp_path.iterdir()
     from bench.records import load_run
 
-    row = lossless_check(load_run(folder / "baseline.json"), load_run(folder / "speculative.json"))[-1]
+    row = lossless_check(load_run(folder / "baseline.json"), load_run(folder / "speculative.json"))[-1].as_cells()
     # "Answer to: ..." -> "Answer TO: ...": the baseline's token 1 (" to:") had margin 2.5: a real divergence
     assert row["real"] == row["compared"] == 2 and row["near_tie"] == 0
     assert all(item["token"] == 1 and item["margin"] == 2.5 for item in row["divergences"])

@@ -50,14 +50,14 @@ def test_a_one_step_bf16_margin_is_a_near_tie_and_the_output_names_the_rule() ->
     spec_a = _result("a", "The dog sat", "3:1.5 4:0.5 4:2")
     spec_b = _result("b", "The dog sat", "3:1.5 4:0.5 4:2")
     spec = Run(config={}, selected_samples=2, results=(spec_a, spec_b), summary=tuple(summarize([spec_a])))
-    row = lossless_check(base, spec)[-1]
+    row = lossless_check(base, spec)[-1].as_cells()
     assert (row["near_tie"], row["real"]) == (1, 1)
     assert row["resolution"] == 0.125
     comparison = compare(base, spec)
     for text in (render_text(comparison), render_markdown(comparison)):
         assert "at most 1 step(s) of 0.125 nats apart" in text
     # the fixed 0.1-nat rule, given explicitly, calls the one-step margin real
-    assert lossless_check(base, spec, threshold=NEAR_TIE_MARGIN)[-1]["real"] == 2
+    assert lossless_check(base, spec, threshold=NEAR_TIE_MARGIN)[-1].as_cells()["real"] == 2
 
 
 def test_real_llamacpp_fp32_margins_have_no_grid() -> None:
@@ -95,7 +95,7 @@ def test_a_one_step_margin_of_bf16_logits_near_16_to_32_is_a_tie_though_smaller_
         spec.append(_result(sample, "The dog sat", "3:1.5 4:0.5 4:2"))
     runs = [Run(config={}, selected_samples=3, results=tuple(results), summary=tuple(summarize(results)))
             for results in (base, spec)]
-    row = lossless_check(*runs)[-1]
+    row = lossless_check(*runs)[-1].as_cells()
     kinds = {item["id"]: item["kind"] for item in row["divergences"]}
     assert kinds == {"one-step": "near_tie", "two-steps": "real", "three-steps": "real"}
     assert "read at the step of their own binary form" in row["resolution_note"]
@@ -120,7 +120,7 @@ def test_the_captured_pair_is_a_real_vllm_bf16_pair_with_divergences() -> None:
     for run, mode in ((baseline, "baseline"), (speculative, "ngram")):
         assert run.meta["engine"] == "vllm" and run.config["tags"]["mode"] == mode
         assert run.config["logprobs"] and run.completed_samples == run.selected_samples == 22
-    row = lossless_check(baseline, speculative)[-1]
+    row = lossless_check(baseline, speculative)[-1].as_cells()
     assert row["compared"] == 22 and row["identical"] < row["compared"] and row["unclassified"] == 0
 
 
@@ -130,12 +130,12 @@ def test_one_step_divergences_of_the_real_vllm_bf16_pair_read_at_their_magnitude
     # logits of small magnitude set a fine global grid; those near 16-32 move in steps of 0.125 beside it
     assert resolution.step is not None and resolution.step < 0.125 and resolution.coarsest == 0.125
     assert resolution.margins > 500
-    row = lossless_check(baseline, speculative)[-1]
+    row = lossless_check(baseline, speculative)[-1].as_cells()
     at_one_coarse_step = [item for item in row["divergences"] if item["margin"] == 0.125]
     assert len(at_one_coarse_step) >= 3
     assert row["real"] == 0 and row["near_tie"] == len(row["divergences"])
     # one global grid reads those one-step margins as real: the fault the rule at each margin's own step fixes
-    global_grid = lossless_check(baseline, speculative, threshold=resolution.threshold())[-1]
+    global_grid = lossless_check(baseline, speculative, threshold=resolution.threshold())[-1].as_cells()
     assert resolution.threshold() < 0.125
     assert global_grid["real"] == len(at_one_coarse_step)
 
@@ -160,7 +160,7 @@ def test_a_real_difference_in_the_real_vllm_bf16_pair_stays_real() -> None:
         base, spec = next((b, s) for b, s in identical if margin in [m for _, m in decode_margins(b.token_margins[0])])
         changed, token = _diverge_at(base, spec, margin)
         results = tuple(changed if result.key == spec.key else result for result in speculative.results)
-        row = lossless_check(baseline, replace(speculative, results=results))[-1]
+        row = lossless_check(baseline, replace(speculative, results=results))[-1].as_cells()
         found = next(item for item in row["divergences"] if item["id"] == base.id)
         assert (found["token"], found["margin"], found["kind"]) == (token, margin, "real")
         assert row["real"] == 1

@@ -130,12 +130,13 @@ def test_markdown_escape_neutralises_markup() -> None:
 
 
 def test_lossless_table_names_each_divergence_with_its_kind_and_margin() -> None:
+    from bench.analysis import Divergence, LosslessRow
     from bench.render import lossless_text
 
-    rows = [{"category": "math", "compared": 3, "identical": 1, "first_diff": "m1@93, m2@40", "near_tie": 1,
-             "real": 1, "unclassified": 0, "near_tie_threshold": 0.1,
-             "divergences": [{"id": "m1", "char": 93, "kind": "near_tie", "margin": 0.04},
-                             {"id": "m2", "char": 40, "kind": "real", "margin": 2.31}]}]
+    rows = [LosslessRow("math", compared=3, identical=1, first_diff="m1@93, m2@40", near_tie=1, real=1, unclassified=0,
+                        divergences=(Divergence("m1", 0, 0, 93, 3, 0.04, "near_tie"),
+                                     Divergence("m2", 0, 0, 40, 7, 2.31, "real")),
+                        near_tie_threshold=0.1, resolution=None, resolution_note="", replaced_text=0)]
     text = lossless_text(rows)
     assert "m1@93: near-tie 0.04, m2@40: real 2.31" in text
     assert "near_tie  real" in text.splitlines()[1]

@@ -136,10 +136,12 @@ def test_stream_stats_and_table_show_per_token_itl_tpot_and_queue_wait() -> None
         for i in range(3)
     ]
     run = Run(config={"stream": True}, selected_samples=3, results=tuple(results), summary=(), meta={})
-    rows = stream_latency_stats(run)
+    stats = stream_latency_stats(run)
+    rows = [row.as_cells() for row in stats]
     assert rows[0]["itl_p50"] == pytest.approx(0.4) and rows[0]["itl_tok_p50"] == pytest.approx(0.1)
     assert rows[0]["tpot_p50"] == pytest.approx(0.2) and rows[0]["queue_p50"] == pytest.approx(0.5)
-    text = stream_text(rows)
+    assert stats[0].itl_tok.p50 == rows[0]["itl_tok_p50"]
+    text = stream_text(stats)
     assert "itl_tok_p50" in text and "queue_p99" in text
     assert all(definition in text for definition in STREAM_DEFINITIONS.values())
 

@@ -19,7 +19,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "check_regress_comparable", "summary_only",
     ),
     "_compare": (
-        "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates", "family_size",
+        "ArmPair", "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
+        "family_size",
     ),
     "_explain": (
         "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
@@ -57,10 +58,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_metrics": (
         "CATEGORY", "FORMATS", "Metric", "REFERENCE_METRICS", "REPEATS", "REPEAT_CV_METRICS", "SAMPLES",
-        "SPEEDUP_CV_METRICS", "STREAM_METRICS", "STREAM_PARTS", "STREAM_QUANTILES",
+        "SPEEDUP_CV_METRICS", "STREAM_METRICS", "STREAM_PARTS", "STREAM_QUANTILES", "SUMMARY_METRICS",
+        "metric_cells",
     ),
     "_lossless": (
-        "NEAR_TIE_MARGIN", "NEAR_TIE_STEPS", "Resolution", "divergence", "estimate_resolution", "lossless_check",
+        "NEAR_TIE_MARGIN", "NEAR_TIE_STEPS", "Divergence", "LosslessRow", "Resolution", "divergence",
+        "estimate_resolution", "lossless_check",
         "run_margins",
     ),
     "_paired": ("first_difference", "pair_runs", "paired_log_mean", "results_frame"),
@@ -76,7 +79,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_stats": ("paired_stats",),
     "_stratified": ("BLOCKED_METHOD", "DF_RULES", "ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD",
                     "stratified_block_mean", "stratified_block_ratio", "stratified_log_mean"),
-    "_stream": ("stream_latency_stats",),
+    "_stream": ("Percentiles", "StreamRow", "stream_latency_stats"),
     "_sweep": (
         "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
         "cell_family", "crossover", "summarize_sweep", "sweep_cell",
@@ -86,7 +89,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "PairedSpeedup", "RateLevel", "RateSweep", "SloCapacity", "TrafficComparison", "compare_traffic",
         "paired_speedups", "rate_sweep", "slo_capacity",
     ),
-    "_variation": ("repeat_cv",),
+    "_variation": ("RepeatCv", "SpeedupCv", "repeat_cv", "speedup_repeat_cv"),
 }
 """The names each module of the package exports."""
 

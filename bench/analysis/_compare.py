@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import pandas as pd
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench._errors import BenchError
+from bench._types import JsonObject
 from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
 from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, acceptance_length_by_category, drafted_by_category
@@ -36,13 +37,13 @@ from bench.analysis._intervals import (
     Metric,
     verdict,
 )
-from bench.analysis._lossless import lossless_check
+from bench.analysis._lossless import LosslessRow, lossless_check
 from bench.analysis._paired import pair_runs, paired_log_mean, require_pairs, robust_log_mean
 from bench.analysis._reference import ReferenceRow, reference_rows
 from bench.analysis._sequential import look_estimate, verified_stop
 from bench.analysis._stratified import DEFAULT_WEIGHTS
-from bench.analysis._stream import stream_latency_stats
-from bench.analysis._variation import repeat_cv, speedup_repeat_cv
+from bench.analysis._stream import StreamRow, stream_latency_stats
+from bench.analysis._variation import RepeatCv, SpeedupCv, repeat_cv, speedup_repeat_cv
 from bench.records import Acceptance, Run, SequentialStop, collector_paused
 
 
@@ -154,9 +155,9 @@ class StatsRow:
         """Whether no draft token was proposed for this row: its speedups are noise and carry no verdict."""
         return self.drafted is not None and self.drafted.nothing_drafted
 
-    def as_cells(self) -> dict[str, Any]:
+    def as_cells(self) -> JsonObject:
         """A flat mapping (0.1's JSON keys plus the latency verdict) for tables, JSON and plots."""
-        cells: dict[str, Any] = {"category": self.category, "n": self.n, "pairs": self.pairs}
+        cells: JsonObject = {"category": self.category, "n": self.n, "pairs": self.pairs}
         for estimate in (self.decode, self.latency):
             key = estimate.metric.key
             cells[key] = estimate.point
@@ -192,6 +193,21 @@ class StatsRow:
         return cells
 
 
+Section = TypeVar("Section")
+
+
+@dataclass(frozen=True, slots=True)
+class ArmPair(Generic[Section]):
+    """One section of a comparison computed for each arm: the baseline's and the speculative run's."""
+
+    baseline: Section
+    speculative: Section
+
+    def items(self) -> tuple[tuple[str, Section], tuple[str, Section]]:
+        """(arm name, section) for the baseline, then the speculative arm: the order every output shows them in."""
+        return ("baseline", self.baseline), ("speculative", self.speculative)
+
+
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """Two runs compared: the reference table, paired statistics, lossless check, streaming and variation."""
@@ -204,10 +220,10 @@ class Comparison:
     threshold: float = DEFAULT_THRESHOLD
     stats: tuple[StatsRow, ...] = ()
     stats_note: str | None = None
-    lossless: tuple[Mapping[str, Any], ...] = ()
-    streaming: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
-    variation: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
-    speedup_variation: tuple[Mapping[str, Any], ...] = ()
+    lossless: tuple[LosslessRow, ...] = ()
+    streaming: ArmPair[tuple[StreamRow, ...]] = ArmPair((), ())
+    variation: ArmPair[tuple[RepeatCv, ...]] = ArmPair((), ())
+    speedup_variation: tuple[SpeedupCv, ...] = ()
     comparability: Comparability | None = None
     cache: CacheUse | None = None
     family: Family | None = None
@@ -270,43 +286,36 @@ def compare(
     from the samples (`verified_stop`; a record the samples contradict is refused): every interval and verdict is
     drawn at the level that look spent, and the overall decode row is the look itself."""
     reference = reference_rows(baseline, speculative)
-    labels = {
-        "baseline_label": baseline_label or str(baseline.path or "baseline"),
-        "speculative_label": speculative_label or str(speculative.path or "speculative"),
-    }
-    checked = comparability or check_comparable(baseline, speculative)
     arms = {"baseline": baseline, "speculative": speculative}
-    state = {"drafter": tuple(drafter_state(run, name) for name, run in arms.items()),
-             "drafter_warnings": tuple(state_warnings(arms))}
+    common = Comparison(
+        baseline, speculative,
+        baseline_label=baseline_label or str(baseline.path or "baseline"),
+        speculative_label=speculative_label or str(speculative.path or "speculative"),
+        reference=reference, threshold=threshold,
+        comparability=comparability or check_comparable(baseline, speculative),
+        drafter=tuple(drafter_state(run, name) for name, run in arms.items()),
+        drafter_warnings=tuple(state_warnings(arms)),
+    )
     if not stats:
-        return Comparison(baseline, speculative, reference=reference, threshold=threshold, comparability=checked,
-                          **labels, **state)  # type: ignore[arg-type]
+        return common
     paired = pair_runs(baseline, speculative, min_pairs=0)  # once, for every table below
     stop, notes = verified_stop(baseline, speculative, threshold=threshold, paired=paired)
     alpha = stop.last.level if stop is not None and stop.last is not None else FAMILY_ALPHA
     rows, note = _stats_rows(baseline, speculative, reference, stop, paired, threshold=threshold,
                              min_pairs=min_pairs, target_effect=target_effect, alpha=alpha, strict=strict)
-    return Comparison(
-        baseline,
-        speculative,
-        reference=reference,
-        threshold=threshold,
+    return replace(
+        common,
         stats=rows,
         stats_note=note,
         lossless=tuple(lossless_check(baseline, speculative, paired=paired)),
-        streaming={name: tuple(stream_latency_stats(run)) for name, run in (("baseline", baseline),
-                                                                            ("speculative", speculative))},
-        variation={name: tuple(repeat_cv(run)) for name, run in (("baseline", baseline), ("speculative", speculative))},
+        streaming=ArmPair(tuple(stream_latency_stats(baseline)), tuple(stream_latency_stats(speculative))),
+        variation=ArmPair(tuple(repeat_cv(baseline)), tuple(repeat_cv(speculative))),
         speedup_variation=tuple(speedup_repeat_cv(baseline, speculative, paired=paired)),
-        comparability=checked,
         cache=cache_use(baseline, speculative),
         family=Family(HOLM_METHOD, family_size(rows), alpha, target_effect, overall_estimator(rows)),
         sequential=stop,
         sequential_notes=notes,
-        **labels,
-        **state,  # type: ignore[arg-type]
     )
-
 
 def paired_rows(
     baseline: Run,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
+from bench._types import JsonObject
 from bench.analysis._grouping import each_category
 from bench.analysis._paired import first_difference, pair_runs
 from bench.records import Run, SampleResult, decode_margins
@@ -73,6 +73,55 @@ class Resolution:
                 f"up to {NEAR_TIE_STEPS} step(s) is a tie at the engine's precision{coarser}")
 
 
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where two results' outputs first differ: `char` indexes the joined outputs (as `first_diff`), `token` is the
+    baseline's token index in that turn, `margin` the baseline's top-2 margin there and `kind` `near_tie`, `real` or
+    `unclassified` (no log-probabilities recorded, or they do not cover the divergence)."""
+
+    id: str
+    repeat: int
+    turn: int
+    char: int
+    token: int | None
+    margin: float | None
+    kind: str
+
+    def as_cells(self) -> JsonObject:
+        """The divergence as JSON cells."""
+        return {"id": self.id, "repeat": self.repeat, "turn": self.turn, "char": self.char, "token": self.token,
+                "margin": self.margin, "kind": self.kind}
+
+
+@dataclass(frozen=True, slots=True)
+class LosslessRow:
+    """One category's lossless check: identical outputs, where the others differ, and each divergence's kind."""
+
+    category: str
+    compared: int
+    identical: int
+    first_diff: str
+    """`id@char, ...` of the samples whose outputs differ."""
+    near_tie: int
+    real: int
+    unclassified: int
+    divergences: tuple[Divergence, ...]
+    near_tie_threshold: float
+    resolution: float | None
+    """The engine's log-probability grid step the near-tie rule used (None: continuous)."""
+    resolution_note: str
+    replaced_text: int
+    """Compared samples whose server text held lone surrogates (compared as U+FFFD)."""
+
+    def as_cells(self) -> JsonObject:
+        """The row as JSON cells (divergences as a list of objects)."""
+        return {"category": self.category, "compared": self.compared, "identical": self.identical,
+                "first_diff": self.first_diff, "near_tie": self.near_tie, "real": self.real,
+                "unclassified": self.unclassified, "divergences": [item.as_cells() for item in self.divergences],
+                "near_tie_threshold": self.near_tie_threshold, "resolution": self.resolution,
+                "resolution_note": self.resolution_note, "replaced_text": self.replaced_text}
+
+
 def _rounding(margin: float) -> float:
     """Half a unit in the third significant digit: the rounding error of a margin as run files record it."""
     return 0.5 * 10.0 ** (math.floor(math.log10(margin)) - 2) if margin > 0 else 0.0
@@ -128,13 +177,8 @@ def run_margins(run: Run) -> list[float | None]:
 def divergence(
     baseline: SampleResult, speculative: SampleResult, *, threshold: float = NEAR_TIE_MARGIN,
     resolution: Resolution | None = None,
-) -> dict[str, Any] | None:
-    """Where two results' outputs first differ, the baseline's margin there and its kind; None when identical.
-
-    Returns {id, repeat, turn, char, token, margin, kind}: `char` indexes the joined outputs (as `first_diff`),
-    `token` is the baseline's token index in that turn, `kind` is `near_tie`, `real` or `unclassified` (no
-    log-probabilities recorded, or they do not cover the divergence).
-    """
+) -> Divergence | None:
+    """Where two results' outputs first differ, the baseline's margin there and its kind; None when identical."""
     offset = 0
     for turn, (base_text, spec_text) in enumerate(zip(baseline.outputs, speculative.outputs, strict=False)):
         index = first_difference(base_text, spec_text)
@@ -147,11 +191,10 @@ def divergence(
         else:
             limit = max(threshold, resolution.margin_threshold(margin)) if resolution is not None else threshold
             kind = "near_tie" if margin < limit else "real"
-        return {"id": baseline.id, "repeat": baseline.repeat, "turn": turn, "char": offset + index, "token": token,
-                "margin": margin, "kind": kind}
+        return Divergence(baseline.id, baseline.repeat, turn, offset + index, token, margin, kind)
     if len(baseline.outputs) != len(speculative.outputs):
-        return {"id": baseline.id, "repeat": baseline.repeat, "turn": min(len(baseline.outputs),
-                len(speculative.outputs)), "char": offset, "token": None, "margin": None, "kind": "unclassified"}
+        return Divergence(baseline.id, baseline.repeat, min(len(baseline.outputs), len(speculative.outputs)), offset,
+                          None, None, "unclassified")
     return None
 
 
@@ -183,12 +226,9 @@ def _divergence_token(
 def lossless_check(
     baseline: Run, speculative: Run, *, threshold: float | None = None, paired: pd.DataFrame | None = None,
     resolution: Resolution | None = None,
-) -> list[dict[str, Any]]:
+) -> list[LosslessRow]:
     """Per category: identical outputs, where others differ, and each first divergence classified by its margin.
 
-    Keys per row: category, compared, identical, first_diff ("id@char, ..."), near_tie, real, unclassified (counts
-    of differing samples by kind), divergences (list of `divergence` dicts), near_tie_threshold, resolution (how the
-    threshold was set), replaced_text (compared samples whose server text held lone surrogates, compared as U+FFFD).
     Without `threshold`, the threshold follows the engine's log-probability resolution (declared as `resolution`,
     else estimated from the baseline's recorded margins). `paired` is `pair_runs(baseline,
     speculative, min_pairs=0)` when the caller has it already.
@@ -214,23 +254,19 @@ def lossless_check(
         divergences = [item for item in found if item is not None]
         replaced = sum(base_by_key[key].replaced_chars > 0 or spec_by_key[key].replaced_chars > 0
                        for key in zip(known["id"], known["repeat"], strict=True))
-        rows.append(
-            {
-                "category": category,
-                "compared": len(known),
-                "identical": int(known["identical"].astype(bool).sum()),
-                "first_diff": ", ".join(
-                    f"{sample}@{int(index)}"
-                    for sample, index in zip(differing["id"], differing["first_diff"], strict=True)
-                ),
-                "near_tie": sum(item["kind"] == "near_tie" for item in divergences),
-                "real": sum(item["kind"] == "real" for item in divergences),
-                "unclassified": sum(item["kind"] == "unclassified" for item in divergences),
-                "divergences": divergences,
-                "near_tie_threshold": threshold,
-                "resolution": resolution.step,
-                "resolution_note": resolution.text,
-                "replaced_text": replaced,
-            }
-        )
+        rows.append(LosslessRow(
+            category=category,
+            compared=len(known),
+            identical=int(known["identical"].astype(bool).sum()),
+            first_diff=", ".join(f"{sample}@{int(index)}"
+                                 for sample, index in zip(differing["id"], differing["first_diff"], strict=True)),
+            near_tie=sum(item.kind == "near_tie" for item in divergences),
+            real=sum(item.kind == "real" for item in divergences),
+            unclassified=sum(item.kind == "unclassified" for item in divergences),
+            divergences=tuple(divergences),
+            near_tie_threshold=threshold,
+            resolution=resolution.step,
+            resolution_note=resolution.text,
+            replaced_text=replaced,
+        ))
     return rows

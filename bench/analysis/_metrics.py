@@ -1,12 +1,15 @@
 """Every reported metric declared once: its key, label, unit, display format, direction and table column.
 
-A table's columns are a tuple of these; the text, Markdown and JSON outputs all read a row's values by `key` and
-draw them by `kind` under `header`, so a new column is one declaration here and one value in the row's cells.
+A table's columns are a tuple of these; the text, Markdown and JSON outputs all read a row's cells by `key`
+(`metric_cells`) and draw them by `kind` under `header`, so a new column is one declaration and one row field.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from bench._types import JsonObject
 
 FORMATS = ("", "int", "rate", "seconds", "speed", "speedup", "ms", "percent", "share", "difference")
 """The display formats a metric may name: "" is the value as text; the render stage draws each one."""
@@ -38,6 +41,16 @@ class Metric:
 CATEGORY = Metric("category", "category", None, "")
 SAMPLES = Metric("n", "samples", None, "int")
 REPEATS = Metric("repeats", "repeats", None, "int")
+
+SUMMARY_METRICS: tuple[Metric, ...] = (
+    CATEGORY,
+    Metric("requests", "samples", None, "int", "", "samples"),
+    Metric("avg_prompt_t_s", "prompt processing rate", True, "speed", "t/s", "avg_prompt_t/s"),
+    Metric("avg_pred_t_s", "decode rate", True, "speed", "t/s", "avg_pred_t/s"),
+    Metric("avg_latency", "latency", False, "seconds", "s"),
+    Metric("accept_rate", "accept rate", True, "rate"),
+)
+"""The reference's per-run summary table (`speed_bench.py`), column for column."""
 
 REFERENCE_METRICS: tuple[Metric, ...] = (
     CATEGORY,
@@ -91,3 +104,8 @@ SPEEDUP_CV_METRICS: tuple[Metric, ...] = (
     Metric("latency_speedup_within_cv", "latency speedup within a run", False, "percent", "%", "latency_within_run"),
 )
 """Between-repeat against within-run variation of the paired speedups, per category."""
+
+
+def metric_cells(row: object, metrics: Sequence[Metric]) -> JsonObject:
+    """A typed row's cells: each declared metric's value, read from the row's attribute of the same key."""
+    return {metric.key: getattr(row, metric.key) for metric in metrics}

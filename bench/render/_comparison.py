@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from bench._types import JsonObject
 from bench.records import finite
 from bench.render._escape import terminal_text
 from bench.render._explain import explained_markdown, explained_text
 from bench.render._stats import (
+    cv_markdown,
     cv_text,
     lossless_markdown,
     lossless_text,
@@ -20,25 +24,12 @@ from bench.render._stats import (
     stream_markdown,
     stream_text,
 )
-from bench.render._tables import (
-    comparison_markdown,
-    comparison_text,
-    markdown_escape,
-    markdown_table,
-)
+from bench.render._tables import comparison_markdown, comparison_text, markdown_escape
 
 if TYPE_CHECKING:
     from bench.analysis import Comparison
 
-_CV_MARKDOWN_COLUMNS = [
-    ("category", "category", ""),
-    ("repeats", "repeats", "int"),
-    ("decode_t/s_cv", "pred_t_s_cv", "percent"),
-    ("latency_cv", "latency_cv", "percent"),
-]
-
-
-def _reference_rows(comparison: Comparison) -> list[dict[str, Any]]:
+def _reference_rows(comparison: Comparison) -> list[JsonObject]:
     return [row.as_cells() for row in comparison.reference]
 
 
@@ -76,115 +67,228 @@ def cache_line(comparison: Comparison) -> str | None:
     return comparison.cache.message if comparison.cache is not None and comparison.cache.known else None
 
 
+Part = Callable[["Comparison"], str]
+Payload = Callable[["Comparison"], JsonObject]
+
+
+def _nothing(comparison: Comparison) -> str:
+    return ""
+
+
+def _no_payload(comparison: Comparison) -> JsonObject:
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One part of a rendered comparison as each output shows it: its text, its Markdown and its JSON keys.
+
+    `render_text`, `render_markdown` and `comparison_payload` walk `SECTIONS` in order, so a new part of the
+    comparison is one entry there; a part with `needs_stats` is left out of all three when no statistics were drawn.
+    """
+
+    name: str
+    text: Part = _nothing
+    markdown: Part = _nothing
+    payload: Payload = _no_payload
+    needs_stats: bool = True
+
+
+def _lines(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def _reader_markdown(comparison: Comparison) -> str:
+    lines = reader_lines(comparison)
+    if not lines:
+        return ""
+    return "### Before reading the tables\n\n" + "".join(f"- {markdown_escape(line)}\n" for line in lines) + "\n"
+
+
+def _comparability_payload(comparison: Comparison) -> JsonObject:
+    checked = comparison.comparability
+    if checked is None:
+        return {}
+    return {"comparability": {
+        "checked": checked.checked,
+        "errors": [difference.message for difference in checked.errors],
+        "warnings": [difference.message for difference in checked.warnings],
+        "flags": list(checked.flags),
+        "notes": list(checked.notes),
+    }}
+
+
+def _reference_payload(comparison: Comparison) -> JsonObject:
+    payload: JsonObject = {"comparison": list(_reference_rows(comparison))}
+    return payload
+
+
+def _stats_note_text(comparison: Comparison) -> str:
+    note = comparison.stats_note
+    return f"\nspeedbench: no paired statistics: {note}\n" if note else ""
+
+
+def _stats_note_markdown(comparison: Comparison) -> str:
+    note = comparison.stats_note
+    return f"\nNo paired statistics: {markdown_escape(note)}\n" if note else ""
+
+
+def _drafter_text(comparison: Comparison) -> str:
+    return "\n" + _lines(drafter_lines(comparison)) if drafter_lines(comparison) else ""
+
+
+def _drafter_payload(comparison: Comparison) -> JsonObject:
+    if not comparison.drafter_warnings:
+        return {}
+    return {"drafter_state": {"warnings": list(comparison.drafter_warnings),
+                              "arms": [dataclasses.asdict(state) for state in comparison.drafter]}}
+
+
+def _stats_text(comparison: Comparison) -> str:
+    return "\n" + stats_text(comparison.stats, comparison.threshold, comparison.family,
+                             sequential=comparison.sequential, sequential_notes=comparison.sequential_notes)
+
+
+def _stats_markdown(comparison: Comparison) -> str:
+    return "\n### Paired statistics\n\n" + stats_markdown(
+        comparison.stats, comparison.threshold, comparison.family, sequential=comparison.sequential,
+        sequential_notes=comparison.sequential_notes)
+
+
+def _stats_payload(comparison: Comparison) -> JsonObject:
+    payload: JsonObject = {"threshold": comparison.threshold, "stats": [row.as_cells() for row in comparison.stats]}
+    family = comparison.family
+    if family is not None:
+        payload["family"] = {"method": family.method, "size": family.size, "alpha": family.alpha,
+                             "target_effect": family.target_effect, "primary": "overall",
+                             "overall_estimator": family.overall_estimator, "overall_weights": family.overall_weights}
+    if comparison.sequential is not None:
+        payload["sequential"] = sequential_payload(comparison)
+    return payload
+
+
+def _cache_text(comparison: Comparison) -> str:
+    line = cache_line(comparison)
+    return f"{line}\n" if comparison.has_stats and line else ""
+
+
+def _cache_markdown(comparison: Comparison) -> str:
+    line = cache_line(comparison)
+    return f"\n{markdown_escape(line)}\n" if comparison.has_stats and line else ""
+
+
+def _cache_payload(comparison: Comparison) -> JsonObject:
+    cache = comparison.cache
+    return {} if cache is None else {"cache": {"known": cache.known, "differs": cache.differs,
+                                               "message": cache.message}}
+
+
+def _explained_text(comparison: Comparison) -> str:
+    text = explained_text(comparison.stats)
+    return "\n" + text if text else ""
+
+
+def _explained_markdown(comparison: Comparison) -> str:
+    markdown = explained_markdown(comparison.stats)
+    return "\n### Speedup explained\n\n" + markdown if markdown else ""
+
+
+def _streaming_text(comparison: Comparison) -> str:
+    return "".join(f"\n{name}: " + stream_text(rows) for name, rows in comparison.streaming.items() if rows)
+
+
+def _streaming_markdown(comparison: Comparison) -> str:
+    return "".join(f"\n### Streaming latencies ({name})\n\n" + stream_markdown(rows)
+                   for name, rows in comparison.streaming.items() if rows)
+
+
+def _variation_text(comparison: Comparison) -> str:
+    return "".join(f"\n{name}: " + cv_text(rows) for name, rows in comparison.variation.items() if rows)
+
+
+def _variation_markdown(comparison: Comparison) -> str:
+    return "".join(f"\n### Run-to-run variation ({name})\n\n" + cv_markdown(rows)
+                   for name, rows in comparison.variation.items() if rows)
+
+
+def _speedup_variation_text(comparison: Comparison) -> str:
+    rows = comparison.speedup_variation
+    return "\n" + speedup_cv_text(rows) if rows else ""
+
+
+def _speedup_variation_markdown(comparison: Comparison) -> str:
+    rows = comparison.speedup_variation
+    return ("\n### Speedup variation between repeats and within a run\n\n" + speedup_cv_markdown(rows)) if rows else ""
+
+
+def _acceptance_text(comparison: Comparison) -> str:
+    line = acceptance_line(comparison)
+    return "\n" + line + "\n" if line else ""
+
+
+def _acceptance_payload(comparison: Comparison) -> JsonObject:
+    acceptance = comparison.run_acceptance
+    return {"acceptance": dataclasses.asdict(acceptance) if acceptance is not None else None}
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("before reading", text=lambda comparison: _lines(mismatch_lines(comparison)), markdown=_reader_markdown,
+            payload=_comparability_payload, needs_stats=False),
+    Section("reference table", text=lambda comparison: comparison_text(
+        _reference_rows(comparison), comparison.baseline_label, comparison.speculative_label),
+        markdown=lambda comparison: "### SpeedBench comparison\n\n" + comparison_markdown(_reference_rows(comparison)),
+        payload=_reference_payload, needs_stats=False),
+    Section("why no statistics", text=_stats_note_text, markdown=_stats_note_markdown,
+            payload=lambda comparison: {"stats_note": comparison.stats_note} if comparison.stats_note else {},
+            needs_stats=False),
+    Section("drafter state", text=_drafter_text, payload=_drafter_payload, needs_stats=False),
+    Section("paired statistics", text=_stats_text, markdown=_stats_markdown, payload=_stats_payload),
+    Section("prompt cache", text=_cache_text, markdown=_cache_markdown, payload=_cache_payload, needs_stats=False),
+    Section("speedup explained", text=_explained_text, markdown=_explained_markdown),
+    Section("lossless check", text=lambda comparison: "\n" + lossless_text(comparison.lossless),
+            markdown=lambda comparison: "\n### Lossless check\n\n" + lossless_markdown(comparison.lossless),
+            payload=lambda comparison: {"lossless": [row.as_cells() for row in comparison.lossless]}),
+    Section("streaming latencies", text=_streaming_text, markdown=_streaming_markdown,
+            payload=lambda comparison: {"streaming": {
+                name: [row.as_cells() for row in rows] for name, rows in comparison.streaming.items()}}),
+    Section("run-to-run variation", text=_variation_text, markdown=_variation_markdown,
+            payload=lambda comparison: {"repeat_cv": {
+                name: [row.as_cells() for row in rows] for name, rows in comparison.variation.items()}}),
+    Section("speedup variation", text=_speedup_variation_text, markdown=_speedup_variation_markdown,
+            payload=lambda comparison: {"speedup_repeat_cv": [row.as_cells() for row in comparison.speedup_variation]}),
+    Section("server acceptance", text=_acceptance_text, markdown=_acceptance_text, payload=_acceptance_payload),
+)
+"""Every part of a rendered comparison, in the order each output shows it."""
+
+
+def sections_of(comparison: Comparison) -> tuple[Section, ...]:
+    """The sections a comparison has: all of them with statistics, else those that need none."""
+    return tuple(section for section in SECTIONS if comparison.has_stats or not section.needs_stats)
+
+
 def render_text(comparison: Comparison) -> str:
     """The reference's exact comparison output, then (with statistics) every table `compare --stats` shows.
 
     Mismatches (runs compared anyway) come first; otherwise the output starts byte for byte as the reference's.
+    Names in notes and mismatch lines are escaped: they never drive the terminal.
     """
-    mismatches = "".join(line + "\n" for line in mismatch_lines(comparison))
-    text = mismatches + comparison_text(_reference_rows(comparison), comparison.baseline_label,
-                                        comparison.speculative_label)
-    if comparison.stats_note:
-        text += f"\nspeedbench: no paired statistics: {comparison.stats_note}\n"
-    if drafter_lines(comparison):
-        text += "\n" + "".join(line + "\n" for line in drafter_lines(comparison))
-    if not comparison.has_stats:
-        return terminal_text(text, keep_lines=True)
-    text += "\n" + stats_text(comparison.stats, comparison.threshold, comparison.family,
-                              sequential=comparison.sequential, sequential_notes=comparison.sequential_notes)
-    if cache_line(comparison):
-        text += f"{cache_line(comparison)}\n"
-    if explained_text(comparison.stats):
-        text += "\n" + explained_text(comparison.stats)
-    text += "\n" + lossless_text(comparison.lossless)
-    for name, rows in comparison.streaming.items():
-        if rows:
-            text += f"\n{name}: " + stream_text(rows)
-    for name, rows in comparison.variation.items():
-        if rows:
-            text += f"\n{name}: " + cv_text(rows)
-    if comparison.speedup_variation:
-        text += "\n" + speedup_cv_text(comparison.speedup_variation)
-    line = acceptance_line(comparison)
-    if line:
-        text += "\n" + line + "\n"
-    return terminal_text(text, keep_lines=True)  # names in notes and mismatch lines never drive the terminal
+    return terminal_text("".join(section.text(comparison) for section in sections_of(comparison)), keep_lines=True)
 
 
 def render_markdown(comparison: Comparison) -> str:
     """Every table of the comparison as Markdown, each under a heading (what the report's tables carry)."""
-    parts = []
-    if reader_lines(comparison):
-        parts += ["### Before reading the tables\n\n", *(f"- {markdown_escape(line)}\n" for line in reader_lines(
-            comparison)), "\n"]
-    parts += ["### SpeedBench comparison\n\n", comparison_markdown(_reference_rows(comparison))]
-    if comparison.stats_note:
-        parts.append(f"\nNo paired statistics: {markdown_escape(comparison.stats_note)}\n")
-    if comparison.has_stats:
-        parts += ["\n### Paired statistics\n\n",
-                  stats_markdown(comparison.stats, comparison.threshold, comparison.family,
-                                 sequential=comparison.sequential, sequential_notes=comparison.sequential_notes)]
-        if cache_line(comparison):
-            parts.append(f"\n{markdown_escape(cache_line(comparison) or '')}\n")
-        if explained_markdown(comparison.stats):
-            parts += ["\n### Speedup explained\n\n", explained_markdown(comparison.stats)]
-        parts += ["\n### Lossless check\n\n", lossless_markdown(comparison.lossless)]
-        for name, rows in comparison.streaming.items():
-            if rows:
-                parts += [f"\n### Streaming latencies ({name})\n\n", stream_markdown(rows)]
-        for name, rows in comparison.variation.items():
-            if rows:
-                parts += [f"\n### Run-to-run variation ({name})\n\n", markdown_table(rows, _CV_MARKDOWN_COLUMNS)]
-        if comparison.speedup_variation:
-            parts += ["\n### Speedup variation between repeats and within a run\n\n",
-                      speedup_cv_markdown(comparison.speedup_variation)]
-        line = acceptance_line(comparison)
-        if line:
-            parts.append("\n" + line + "\n")
-    return "".join(parts)
+    return "".join(section.markdown(comparison) for section in sections_of(comparison))
 
 
-def comparison_payload(comparison: Comparison) -> dict[str, Any]:
+def comparison_payload(comparison: Comparison) -> JsonObject:
     """The comparison as one JSON-ready object (`comparison` rows keep the reference's keys)."""
-    payload: dict[str, Any] = {"comparison": _reference_rows(comparison)}
-    checked = comparison.comparability
-    if checked is not None:
-        payload["comparability"] = {
-            "checked": checked.checked,
-            "errors": [difference.message for difference in checked.errors],
-            "warnings": [difference.message for difference in checked.warnings],
-            "flags": list(checked.flags),
-            "notes": list(checked.notes),
-        }
-    if comparison.cache is not None:
-        payload["cache"] = {"known": comparison.cache.known, "differs": comparison.cache.differs,
-                            "message": comparison.cache.message}
-    if comparison.drafter_warnings:
-        payload["drafter_state"] = {"warnings": list(comparison.drafter_warnings),
-                                    "arms": [dataclasses.asdict(state) for state in comparison.drafter]}
-    if comparison.stats_note:
-        payload["stats_note"] = comparison.stats_note
-    if comparison.has_stats:
-        payload["threshold"] = comparison.threshold
-        if comparison.family is not None:
-            payload["family"] = {"method": comparison.family.method, "size": comparison.family.size,
-                                 "alpha": comparison.family.alpha, "target_effect": comparison.family.target_effect,
-                                 "primary": "overall",
-                                 "overall_estimator": comparison.family.overall_estimator,
-                                 "overall_weights": comparison.family.overall_weights}
-        payload["stats"] = [row.as_cells() for row in comparison.stats]
-        if comparison.sequential is not None:
-            payload["sequential"] = sequential_payload(comparison)
-        payload["lossless"] = [dict(row) for row in comparison.lossless]
-        payload["repeat_cv"] = {name: [dict(row) for row in rows] for name, rows in comparison.variation.items()}
-        payload["speedup_repeat_cv"] = [dict(row) for row in comparison.speedup_variation]
-        payload["streaming"] = {name: [dict(row) for row in rows] for name, rows in comparison.streaming.items()}
-        acceptance = comparison.run_acceptance
-        payload["acceptance"] = dataclasses.asdict(acceptance) if acceptance is not None else None
+    payload: JsonObject = {}
+    for section in sections_of(comparison):
+        payload.update(section.payload(comparison))
     return payload
 
 
-def sequential_payload(comparison: Comparison) -> dict[str, Any]:
+def sequential_payload(comparison: Comparison) -> JsonObject:
     """The stopping look every verdict of a comparison sampled until decided is drawn at, with the design."""
     stop = comparison.sequential
     assert stop is not None

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from bench.render._tables import Column, format_value, markdown_escape, markdown_table, text_table
+from bench.analysis import REPEAT_CV_METRICS, SPEEDUP_CV_METRICS, STREAM_METRICS
+from bench.render._tables import (
+    CellValue,
+    Column,
+    columns_of,
+    format_value,
+    markdown_escape,
+    markdown_table,
+    text_table,
+)
 
 if TYPE_CHECKING:
-    from bench.analysis import Estimate, Family, StatsRow
+    from bench.analysis import Divergence, Estimate, Family, LosslessRow, RepeatCv, SpeedupCv, StatsRow, StreamRow
     from bench.records import SequentialStop
 
 STATS_COLUMNS: list[Column] = [
@@ -53,24 +62,12 @@ LOSSLESS_COLUMNS: list[Column] = [
     ("first_difference (sample@char: kind, baseline top-2 margin)", "first_diff", ""),
 ]
 
-SPEEDUP_CV_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("repeats", "repeats", "int"),
-    ("decode_between_repeats", "decode_speedup_between_cv", "percent"),
-    ("decode_within_run", "decode_speedup_within_cv", "percent"),
-    ("latency_between_repeats", "latency_speedup_between_cv", "percent"),
-    ("latency_within_run", "latency_speedup_within_cv", "percent"),
-]
+SPEEDUP_CV_COLUMNS: list[Column] = columns_of(SPEEDUP_CV_METRICS)
 
-CV_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("repeats", "repeats", "int"),
-    ("decode_t/s_cv", "pred_t_s_cv", "percent"),
-    ("latency_cv", "latency_cv", "percent"),
-]
+CV_COLUMNS: list[Column] = columns_of(REPEAT_CV_METRICS)
 
 
-def ci_cell(point: Any, low: Any, high: Any, confidence: float | None = None) -> str:
+def ci_cell(point: CellValue, low: CellValue, high: CellValue, confidence: float | None = None) -> str:
     """`1.23x [1.10, 1.37]`, `n/a` parts where a bound is missing; `at 99.5%` after an interval wider than 95%."""
     if point is None or point != point:
         return "n/a"
@@ -92,10 +89,10 @@ def mde_cell(estimate: Estimate) -> str:
     return "; ".join(parts) or "n/a"
 
 
-def _stats_cells(rows: Sequence[StatsRow], sequential: SequentialStop | None = None) -> list[dict[str, Any]]:
+def _stats_cells(rows: Sequence[StatsRow], sequential: SequentialStop | None = None) -> list[dict[str, CellValue]]:
     cells = []
     for row in rows:
-        cell = row.as_cells()
+        cell: dict[str, CellValue] = dict(row.as_cells())
         cell["category_cell"] = f"{row.category} (primary)" if row.primary else row.category
         if row.primary and sequential is not None and not row.nothing_drafted:
             cell["decode_verdict"] = f"{row.decode.word} (sequential test)"
@@ -245,30 +242,29 @@ def details(summary: str, body: str) -> str:
     return f"\n<details><summary>{markdown_escape(summary)}</summary>\n\n{body.rstrip()}\n\n</details>\n"
 
 
-def _divergence_cell(item: Mapping[str, Any]) -> str:
+def _divergence_cell(item: Divergence) -> str:
     """`math-005@93: near-tie 0.04`, `qa-004@40: real 2.31`, or `x@7: unclassified` (no log-probabilities)."""
-    kind = str(item.get("kind", "unclassified")).replace("_", "-")
-    margin = item.get("margin")
-    return f"{item['id']}@{item['char']}: {kind}" + (f" {margin:.2f}" if isinstance(margin, int | float) else "")
+    kind = item.kind.replace("_", "-")
+    return f"{item.id}@{item.char}: {kind}" + (f" {item.margin:.2f}" if item.margin is not None else "")
 
 
-def _lossless_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    cells = []
+def _lossless_cells(rows: Sequence[LosslessRow]) -> list[dict[str, CellValue]]:
+    cells: list[dict[str, CellValue]] = []
     for row in rows:
-        divergences = row.get("divergences") or []
-        shown = ", ".join(_divergence_cell(item) for item in divergences) if divergences else row["first_diff"]
-        cells.append({**row, "identical_cell": f"{row['identical']}/{row['compared']}", "first_diff": shown or "-"})
+        shown = ", ".join(_divergence_cell(item) for item in row.divergences) if row.divergences else row.first_diff
+        cells.append({**row.as_cells(), "identical_cell": f"{row.identical}/{row.compared}",
+                      "first_diff": shown or "-"})
     return cells
 
 
-def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
+def _lossless_legend(rows: Sequence[LosslessRow]) -> str:
     from bench.analysis import NEAR_TIE_STEPS
 
-    threshold = next((row.get("near_tie_threshold") for row in rows if row.get("near_tie_threshold")), None)
+    threshold = next((row.near_tie_threshold for row in rows if row.near_tie_threshold), None)
     if threshold is None:
         return ""
-    step = next((row.get("resolution") for row in rows if row.get("resolution")), None)
-    note = next((row.get("resolution_note") for row in rows if row.get("resolution_note")), None)
+    step = next((row.resolution for row in rows if row.resolution), None)
+    note = next((row.resolution_note for row in rows if row.resolution_note), None)
     rule = (f"at most {NEAR_TIE_STEPS} step(s) of {step:g} nats apart (the engine's log-probability grid)" if step
             else f"under {threshold:g} nats of log-probability apart")
     return (
@@ -276,11 +272,11 @@ def _lossless_legend(rows: Sequence[Mapping[str, Any]]) -> str:
         "such ties); real: further apart; unclassified: no log-probabilities recorded (run with --logprobs)"
         + (f"; {note}" if note else "")
         + (f"; {replaced} sample(s) held invalid Unicode from the server (lone surrogates, compared as U+FFFD)"
-           if (replaced := max((row.get("replaced_text") or 0 for row in rows), default=0)) else "")
+           if (replaced := max((row.replaced_text for row in rows), default=0)) else "")
     )
 
 
-def lossless_text(rows: Sequence[Mapping[str, Any]]) -> str:
+def lossless_text(rows: Sequence[LosslessRow]) -> str:
     """Lossless check: byte-identical outputs per category, and each first divergence classified by its margin."""
     legend = _lossless_legend(rows)
     return "Lossless check (speculative output byte-identical to baseline)\n" + text_table(
@@ -288,21 +284,21 @@ def lossless_text(rows: Sequence[Mapping[str, Any]]) -> str:
     ) + (f"({legend})\n" if legend else "")
 
 
-def lossless_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+def lossless_markdown(rows: Sequence[LosslessRow]) -> str:
     """The lossless check as Markdown, with the near-tie rule."""
     legend = _lossless_legend(rows)
     return markdown_table(_lossless_cells(rows), LOSSLESS_COLUMNS) + (f"\n{legend.capitalize()}.\n" if legend else "")
 
 
-def speedup_cv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+def speedup_cv_text(rows: Sequence[SpeedupCv]) -> str:
     """Between-repeat against within-run variation of the paired speedups."""
     return ("Speedup variation: between repeats (CV of each repeat's geometric mean) vs within a run "
-            "(spread of per-sample speedups)\n" + text_table(rows, SPEEDUP_CV_COLUMNS))
+            "(spread of per-sample speedups)\n" + text_table([row.as_cells() for row in rows], SPEEDUP_CV_COLUMNS))
 
 
-def speedup_cv_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+def speedup_cv_markdown(rows: Sequence[SpeedupCv]) -> str:
     """Between-repeat against within-run variation of the paired speedups, as Markdown."""
-    return markdown_table(rows, SPEEDUP_CV_COLUMNS)
+    return markdown_table([row.as_cells() for row in rows], SPEEDUP_CV_COLUMNS)
 
 
 STREAM_DEFINITIONS: dict[str, str] = {
@@ -316,14 +312,7 @@ STREAM_DEFINITIONS: dict[str, str] = {
 """One line per streaming metric, shown under the table (README: Streaming timing definitions)."""
 
 
-STREAM_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("n", "n", "int"),
-    *[(f"{name}_{q}", f"{name}_{q}", "ms") for name in ("ttft", "itl", "itl_tok", "tpot", "queue")
-      for q in ("p50", "p90", "p99")],
-    *[(f"e2e_{q}", f"e2e_{q}", "seconds") for q in ("p50", "p90", "p99")],
-    ("client_decode_t/s", "client_decode_t_s", "speed"),
-]
+STREAM_COLUMNS: list[Column] = columns_of(STREAM_METRICS)
 
 
 def stream_definitions() -> list[str]:
@@ -331,19 +320,26 @@ def stream_definitions() -> list[str]:
     return [f"{name}: {text}" for name, text in STREAM_DEFINITIONS.items()]
 
 
-def stream_text(rows: Sequence[Mapping[str, Any]]) -> str:
+def stream_text(rows: Sequence[StreamRow]) -> str:
     """Streaming latency percentiles per category, followed by each metric's definition."""
     return (
         "Streaming latencies (TTFT, inter-token per chunk and per token, time per output token, queue wait, "
-        "end to end)\n" + text_table(rows, STREAM_COLUMNS) + "".join(f"  {line}\n" for line in stream_definitions())
+        "end to end)\n" + text_table([row.as_cells() for row in rows], STREAM_COLUMNS)
+        + "".join(f"  {line}\n" for line in stream_definitions())
     )
 
 
-def stream_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+def stream_markdown(rows: Sequence[StreamRow]) -> str:
     """Streaming latency percentiles as Markdown, followed by each metric's definition."""
-    return markdown_table(rows, STREAM_COLUMNS) + "\n" + "".join(f"- {line}\n" for line in stream_definitions())
+    return (markdown_table([row.as_cells() for row in rows], STREAM_COLUMNS) + "\n"
+            + "".join(f"- {line}\n" for line in stream_definitions()))
 
 
-def cv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+def cv_text(rows: Sequence[RepeatCv]) -> str:
     """Run-to-run coefficient of variation across repeats."""
-    return "Run-to-run variation across repeats\n" + text_table(rows, CV_COLUMNS)
+    return "Run-to-run variation across repeats\n" + text_table([row.as_cells() for row in rows], CV_COLUMNS)
+
+
+def cv_markdown(rows: Sequence[RepeatCv]) -> str:
+    """Run-to-run coefficient of variation across repeats, as Markdown."""
+    return markdown_table([row.as_cells() for row in rows], CV_COLUMNS)

@@ -4,37 +4,45 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import NamedTuple, TypeAlias
 
+from bench._types import JsonValue
+from bench.analysis import REFERENCE_METRICS, SUMMARY_METRICS, Metric
 from bench.render._escape import markdown_escape, terminal_text
 
-Column = tuple[str, str, str]
-"""(header, row key, kind): kind is one of "", "int", "rate", "seconds", "speed", "speedup"."""
 
-SUMMARY_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("samples", "requests", "int"),
-    ("avg_prompt_t/s", "avg_prompt_t_s", "speed"),
-    ("avg_pred_t/s", "avg_pred_t_s", "speed"),
-    ("avg_latency", "avg_latency", "seconds"),
-    ("accept_rate", "accept_rate", "rate"),
-]
+class Column(NamedTuple):
+    """A table column: its header, the key of its cell in each row, and its display format (a metric's `kind`)."""
 
-COMPARISON_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("base_avg_pred_t/s", "base_avg_pred_t_s", "speed"),
-    ("spec_avg_pred_t/s", "spec_avg_pred_t_s", "speed"),
-    ("decode_speedup", "decode_speedup", "speedup"),
-    ("base_avg_latency", "base_avg_latency", "seconds"),
-    ("spec_avg_latency", "spec_avg_latency", "seconds"),
-    ("latency_speedup", "latency_speedup", "speedup"),
-    ("accept_rate", "accept_rate", "rate"),
-]
+    header: str
+    key: str
+    kind: str = ""
+
+    @classmethod
+    def of(cls, metric: Metric) -> Column:
+        """The column a declared metric is shown in."""
+        return cls(metric.header, metric.key, metric.kind)
+
+
+def columns_of(metrics: Sequence[Metric]) -> list[Column]:
+    """The columns of a table whose rows carry these declared metrics, in their order."""
+    return [Column.of(metric) for metric in metrics]
+
+
+CellValue: TypeAlias = "JsonValue | tuple[JsonValue, ...]"
+"""One cell before it is drawn: a JSON value, or a tuple of them (one Markdown cell of several lines)."""
+
+Cells: TypeAlias = "Mapping[str, CellValue]"
+"""One table row's cells, keyed by its columns' keys."""
+
+SUMMARY_COLUMNS: list[Column] = columns_of(SUMMARY_METRICS)
+
+COMPARISON_COLUMNS: list[Column] = columns_of(REFERENCE_METRICS)
 
 NO_OVERLAP_MESSAGE = "No overlapping categories found for comparison."
 
 
-def format_value(value: Any, kind: str = "") -> str:
+def format_value(value: CellValue, kind: str = "") -> str:
     """Format one cell the way the SpeedBench reference does (`n/a` for a missing value)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
@@ -55,11 +63,11 @@ def format_value(value: Any, kind: str = "") -> str:
     return str(value)
 
 
-def _cells(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> list[list[str]]:
+def _cells(rows: Sequence[Cells], columns: Sequence[Column]) -> list[list[str]]:
     return [[format_value(row.get(key), kind) for _, key, kind in columns] for row in rows]
 
 
-def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> str:
+def text_table(rows: Sequence[Cells], columns: Sequence[Column]) -> str:
     """Render rows as the reference's padded text table: two-space gaps, every cell left-justified.
 
     A cell's control characters are shown escaped (`terminal_text`): a name never drives the terminal.
@@ -74,7 +82,7 @@ def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> 
     return "\n".join(lines) + "\n"
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *, wrap_headers: bool = False) -> str:
+def markdown_table(rows: Sequence[Cells], columns: Sequence[Column], *, wrap_headers: bool = False) -> str:
     """Render rows as a GitHub Markdown table with the same cell formats; text columns left, numbers right.
 
     With `wrap_headers` a header may break after each `_` (`<wbr>`, drawn as nothing): long names such as
@@ -88,7 +96,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column],
     return "\n".join([header, align, *body]) + "\n"
 
 
-def _markdown_cell(value: Any, kind: str) -> str:
+def _markdown_cell(value: CellValue, kind: str) -> str:
     """One Markdown cell; a tuple of values is one cell of several lines (joined by `<br>`, each part escaped)."""
     if isinstance(value, tuple):
         return "<br>".join(_escape_cell(format_value(part, kind)) for part in value)
@@ -99,14 +107,12 @@ def _escape_cell(text: str) -> str:
     return markdown_escape(text).replace("|", "\\|")
 
 
-
-
-def summary_text(summary: Sequence[Mapping[str, Any]]) -> str:
+def summary_text(summary: Sequence[Cells]) -> str:
     """The per-run summary table in the reference's exact text format."""
     return text_table(summary, SUMMARY_COLUMNS)
 
 
-def comparison_text(rows: Sequence[Mapping[str, Any]], baseline_label: str, speculative_label: str) -> str:
+def comparison_text(rows: Sequence[Cells], baseline_label: str, speculative_label: str) -> str:
     """Exactly what `speed_bench_compare.py` prints: the header line, then the table."""
     head = f"Comparison: baseline={terminal_text(baseline_label)} speculative={terminal_text(speculative_label)}\n"
     if not rows:
@@ -114,7 +120,7 @@ def comparison_text(rows: Sequence[Mapping[str, Any]], baseline_label: str, spec
     return head + text_table(rows, COMPARISON_COLUMNS)
 
 
-def comparison_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+def comparison_markdown(rows: Sequence[Cells]) -> str:
     """The comparison table as a GitHub Markdown table (the reference's headers, each free to break after `_`)."""
     return markdown_table(rows, COMPARISON_COLUMNS, wrap_headers=True) if rows else NO_OVERLAP_MESSAGE + "\n"
 
