@@ -3,6 +3,8 @@
 from bench.records._acceptance import (
     COUNTER_KEYS,
     POSITION_KEY,
+    AcceptanceSummary,
+    CounterSnapshot,
     acceptance_summary,
     counter_acceptance,
     counter_deltas,
@@ -100,6 +102,7 @@ from bench.records._run import (
     save_run,
 )
 from bench.records._schema import SCHEMA_VERSION, finite
+from bench.records._sections import ClientLag, DatasetSource, Interleaving, MachineInfo
 from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop
 from bench.records._settings import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -137,10 +140,16 @@ __all__ = [
     "SUMMARY_KEYS",
     "UNKNOWN",
     "Acceptance",
+    "AcceptanceSummary",
+    "ClientLag",
+    "CounterSnapshot",
+    "DatasetSource",
     "HistoryPoint",
+    "Interleaving",
     "Journal",
     "Look",
     "Machine",
+    "MachineInfo",
     "Mismatch",
     "PointRow",
     "PointTable",

@@ -4,13 +4,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import NotRequired, TypedDict
 
 COUNTER_KEYS = ("drafts", "draft_tokens", "accepted")
 """The acceptance counters every engine adapter reads: draft steps, drafted tokens, accepted tokens."""
 
 
-def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+class CounterSnapshot(TypedDict, total=False):
+    """An engine's cumulative acceptance counters at one moment (its /metrics), each present when exported."""
+
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    per_position: Mapping[str, float]
+    """Accepted drafts per 0-based draft position, keyed by the position as the engine labels it."""
+
+
+class AcceptanceSummary(TypedDict):
+    """Run-wide acceptance from counter totals, as the run file's `acceptance` object holds it."""
+
+    source: str
+    drafts: float
+    draft_tokens: float | None
+    accepted: float
+    acceptance_length: float | None
+    accept_rate: float | None
+    server_wide: bool
+    per_position: NotRequired[list[float]]
+
+
+def counter_deltas(before: CounterSnapshot, after: CounterSnapshot) -> dict[str, float]:
     """How much each acceptance counter present in `after` moved since `before`."""
     return {key: delta for key in COUNTER_KEYS if (delta := _delta(before, after, key)) is not None}
 
@@ -19,7 +42,7 @@ POSITION_KEY = "accepted_pos_"
 """Prefix of a sample's per-position counter deltas in its `spec`: `accepted_pos_0` counts drafts with >= 1 accepted."""
 
 
-def position_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+def position_deltas(before: CounterSnapshot, after: CounterSnapshot) -> dict[str, float]:
     """How much each per-position acceptance counter moved, keyed `accepted_pos_<position>` (0-based)."""
     positions_before = before.get("per_position") or {}
     positions_after = after.get("per_position") or {}
@@ -27,7 +50,7 @@ def position_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict
             for key, value in positions_after.items() if str(key).isdigit()}
 
 
-def sample_positions(spec: Mapping[str, Any]) -> tuple[float, ...]:
+def sample_positions(spec: Mapping[str, float | None]) -> tuple[float, ...]:
     """A sample's per-position counter deltas in position order (position 0 first); () when it has none."""
     if f"{POSITION_KEY}0" not in spec:
         return ()
@@ -39,7 +62,7 @@ def sample_positions(spec: Mapping[str, Any]) -> tuple[float, ...]:
 
 def acceptance_summary(
     drafts: float, draft_tokens: float | None, accepted: float, *, source: str, server_wide: bool
-) -> dict[str, Any]:
+) -> AcceptanceSummary:
     """Acceptance length (`1 + accepted / drafts`) and rate (`accepted / draft_tokens`) from counter totals."""
     return {
         "source": source,
@@ -53,8 +76,8 @@ def acceptance_summary(
 
 
 def counter_acceptance(
-    before: Mapping[str, Any], after: Mapping[str, Any], *, server_wide: bool
-) -> dict[str, Any] | None:
+    before: CounterSnapshot, after: CounterSnapshot, *, server_wide: bool
+) -> AcceptanceSummary | None:
     """Acceptance over a run from counter snapshots {drafts, draft_tokens, accepted, per_position}."""
     deltas = counter_deltas(before, after)
     if "drafts" not in deltas or "accepted" not in deltas:
@@ -73,7 +96,7 @@ def counter_acceptance(
     return result
 
 
-def _delta(before: Mapping[str, Any], after: Mapping[str, Any], key: str) -> float | None:
+def _delta(before: CounterSnapshot, after: CounterSnapshot, key: str) -> float | None:
     if after.get(key) is None:
         return None
     return float(after[key]) - float(before.get(key) or 0.0)

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bench._errors import BenchError
+from bench._types import JsonMapping, JsonObject
 from bench.records._lock import open_no_follow
 
 HISTORY_SCHEMA = "speedbench-history-point"
@@ -57,12 +58,12 @@ class Machine:
     model: str
     model_digest: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The machine as a JSON object."""
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str) -> Machine:
+    def from_mapping(cls, data: JsonMapping, source: str) -> Machine:
         """Read a point file's `machine` object."""
         try:
             return cls(name=str(data["name"]), fingerprint=str(data["fingerprint"]),
@@ -199,7 +200,7 @@ class HistoryPoint:
         """Where the point lives under a history folder."""
         return Path(self.machine.fingerprint) / safe_name(self.workload) / self.file_name
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The point file's JSON object."""
         return {
             "schema": HISTORY_SCHEMA, "schema_version": HISTORY_SCHEMA_VERSION, "commit": self.commit,

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench._types import JsonMapping
 from bench.records._settings import COMPARED_AS_ERROR, COMPARED_AS_WARNING, IDENTITY
 
 SELECTION_KEYS = ("category", "limit", "repeat", "dataset", "bench", "revision")
@@ -39,7 +40,7 @@ class RunIdentity:
     values: tuple[tuple[str, Any], ...]
 
     @classmethod
-    def of(cls, config: Mapping[str, Any]) -> RunIdentity:
+    def of(cls, config: JsonMapping) -> RunIdentity:
         """The identity of a recorded config (a setting it does not record reads as None)."""
         return cls(tuple((setting.key, config.get(setting.key)) for setting in IDENTITY))
 

@@ -6,12 +6,11 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from bench._errors import BenchError
 from bench._redact import redact_tree
+from bench._types import JsonMapping, JsonObject
 from bench.records._lock import open_no_follow
 from bench.records._results import SampleResult, redacted_result, result_from_dict
 from bench.records._schema import SCHEMA_VERSION, finite, upgrade
@@ -23,7 +22,7 @@ _ENCODE = json.JSONEncoder(allow_nan=False).encode
 class Journal:
     """Append-only JSONL journal of a run: a header line, then one line per finished sample."""
 
-    def __init__(self, path: str | os.PathLike[str], header: Mapping[str, Any], *, append: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], header: JsonMapping, *, append: bool = False) -> None:
         """Open the journal; write the header unless appending to an existing journal."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,7 +35,7 @@ class Journal:
             self._write_line({"type": "header", "schema_version": SCHEMA_VERSION, **redact_tree(dict(header))})
             self._sync_beside()
 
-    def _write_line(self, payload: Mapping[str, Any], flush: bool = True) -> None:
+    def _write_line(self, payload: JsonMapping, flush: bool = True) -> None:
         try:
             line = _ENCODE(payload)
         except ValueError:
@@ -95,7 +94,7 @@ def _drop_torn_tail(path: Path) -> None:
             handle.truncate(keep)
 
 
-def read_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[SampleResult]]:
+def read_journal(path: str | os.PathLike[str]) -> tuple[JsonObject, list[SampleResult]]:
     """Read a journal; a torn last line (from a crash mid-write) is ignored, other damage is an error."""
     source = str(path)
     try:
@@ -105,7 +104,7 @@ def read_journal(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Sam
         raise BenchError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchError(f"{source}: cannot be read ({exc})") from None
-    header: dict[str, Any] | None = None
+    header: JsonObject | None = None
     results: list[SampleResult] = []
     last_index = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for index, line in enumerate(lines):

@@ -16,6 +16,7 @@ from typing import Any
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
+from bench._types import JsonObject
 from bench.records._identity import RunIdentity
 from bench.records._run import Run
 from bench.records._summary import summarize
@@ -52,14 +53,14 @@ class ShardMarker:
             raise BenchError(f"{source}: its shard marker is malformed ({dict(data)!r:.120})")
         return cls(index, count, digest, selected, tuple(ids))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The marker as the run file keeps it."""
         return {"index": self.index, "count": self.count, "prompts_sha256": self.prompts_sha256,
                 "selected_samples": self.selected_samples, "sample_ids": list(self.sample_ids)}
 
 
 def shard_marker(index: int, count: int, prompts_sha256: str, selected_samples: int,
-                 sample_ids: Sequence[str]) -> dict[str, Any]:
+                 sample_ids: Sequence[str]) -> JsonObject:
     """The marker a shard's run records under `meta.shard` (the full run's digest and size, its own ids)."""
     return ShardMarker(index, count, prompts_sha256, selected_samples, tuple(sample_ids)).to_dict()
 

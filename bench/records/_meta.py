@@ -12,7 +12,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._schema import SCHEMA_VERSION
+from bench.records._sections import (
+    ClientLag,
+    DatasetSource,
+    Interleaving,
+    MachineInfo,
+    read_client_lag,
+    read_dataset,
+    read_interleaving,
+    read_machine,
+)
 from bench.records._sequential import SequentialStop
 from bench.records._settings import setting
 
@@ -68,9 +79,9 @@ class Acceptance:
             partial=_text(data.get("partial")),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The run file's `acceptance` object (per-position rates and the partial note only when present)."""
-        data: dict[str, Any] = {"source": self.source, "acceptance_length": self.acceptance_length,
+        data: JsonObject = {"source": self.source, "acceptance_length": self.acceptance_length,
                                 "accept_rate": self.accept_rate, "server_wide": self.server_wide}
         if self.source != GAUGES:  # time-averaged gauges count nothing
             data.update(drafts=self.drafts, draft_tokens=self.draft_tokens, accepted=self.accepted)
@@ -92,7 +103,7 @@ class ServerDescription:
     speculative: str | None = None
     """The speculation the server reports (llama.cpp's /slots `speculative.types`: `ngram-mod`, `draft`...), `none`
     when it reports speculation off, None when it says nothing."""
-    draft_settings: Mapping[str, Any] = field(default_factory=dict)
+    draft_settings: JsonMapping = field(default_factory=dict)
     """The draft settings the server reports (`speculative.n_max`, ...), as it names them."""
 
     @classmethod
@@ -106,9 +117,9 @@ class ServerDescription:
                    slots=int(slots) if slots is not None else None, speculative=_text(data.get("speculative")),
                    draft_settings=dict(settings) if isinstance(settings, Mapping) else {})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The description as a JSON object (speculation only when the server reported it)."""
-        data = {name: getattr(self, name) for name in ("engine", "build", "model", "slots")}
+        data: JsonObject = {name: getattr(self, name) for name in ("engine", "build", "model", "slots")}
         if self.speculative is not None:
             data["speculative"] = self.speculative
         if self.draft_settings:
@@ -179,7 +190,7 @@ class ServerStart:
             return None
         return cls(**{name: _number(data.get(name)) for name in cls.__slots__})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The run file's `server_start` object, with its state spelled out for a reader of the JSON."""
         return {"state": self.state, **{name: getattr(self, name) for name in self.__slots__}}
 
@@ -196,12 +207,13 @@ _KNOWN_KEYS = frozenset({
 })
 
 
-def _mapping(value: Any) -> Mapping[str, Any] | None:
+def _mapping(value: Any) -> JsonObject | None:
+    """A copy of a JSON object section (None when absent or not an object)."""
     return dict(value) if isinstance(value, Mapping) else None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class RunMeta(Mapping[str, Any]):
+class RunMeta(Mapping[str, JsonValue]):
     """Everything a run file records about its run besides config, summary and results.
 
     The runner builds it and the run file writes it as is (`to_dict`); loading reads it back once
@@ -220,16 +232,16 @@ class RunMeta(Mapping[str, Any]):
     acceptance: Acceptance | None = None
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
-    machine: Mapping[str, Any] = field(default_factory=dict)
+    machine: MachineInfo = field(default_factory=MachineInfo)
     prompts_sha256: str | None = None  # over every sample's id, category and turns: resuming sends the same prompts
-    server_info: Mapping[str, Any] | None = None  # the server's own info documents (/props, /v1/models, ...)
-    client_lag: Mapping[str, Any] | None = None  # the client's event-loop lag (p50/p99/max ms, samples, threshold)
-    dataset: Mapping[str, Any] | None = None  # where the prompts came from: source, bench, skipped rows
-    interleaved: Mapping[str, Any] | None = None  # an interleaved arm's seed, partner(s) and lock-step batch
+    server_info: JsonMapping | None = None  # the server's own info documents (/props, /v1/models, ...), as served
+    client_lag: ClientLag | None = None  # the client's event-loop lag (p50/p99/max ms, samples, threshold)
+    dataset: DatasetSource | None = None  # where the prompts came from: source, bench, skipped rows
+    interleaved: Interleaving | None = None  # an interleaved arm's seed, partner(s) and lock-step batch
     served_models: tuple[str, ...] = ()  # the models that answered, as the responses named them
     sequential: SequentialStop | None = None  # sampled until decided: the stopping rule and its looks
     server_start: ServerStart | None = None  # the server's own state when the run began (None: not recorded)
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: JsonMapping = field(default_factory=dict)  # keys of other tools, written back as read
     written: frozenset[str] = _KNOWN_KEYS  # the known keys `to_dict` writes: all, or those a file read back had
 
     @property
@@ -243,7 +255,7 @@ class RunMeta(Mapping[str, Any]):
         return _text(self.machine.get("event_loop"))
 
     @classmethod
-    def from_mapping(cls, meta: Mapping[str, Any]) -> RunMeta:
+    def from_mapping(cls, meta: JsonMapping) -> RunMeta:
         """Read the metadata keys of a run file or journal header (any version); unknown keys land in `extra`."""
         if isinstance(meta, RunMeta):
             return meta
@@ -263,12 +275,12 @@ class RunMeta(Mapping[str, Any]):
             acceptance=Acceptance.from_mapping(meta.get("acceptance")),
             interrupted=meta.get("interrupted") is True,
             warnings=tuple(str(item) for item in warnings) if isinstance(warnings, list | tuple) else (),
-            machine=dict(meta["machine"]) if isinstance(meta.get("machine"), Mapping) else {},
+            machine=read_machine(meta.get("machine")),
             prompts_sha256=_text(meta.get("prompts_sha256")),
             server_info=_mapping(meta.get("server")),
-            client_lag=_mapping(meta.get("client_lag")),
-            dataset=_mapping(meta.get("dataset")),
-            interleaved=_mapping(meta.get("interleaved")),
+            client_lag=read_client_lag(meta.get("client_lag")),
+            dataset=read_dataset(meta.get("dataset")),
+            interleaved=read_interleaving(meta.get("interleaved")),
             served_models=tuple(str(item) for item in served) if isinstance(served, list | tuple) else (),
             sequential=SequentialStop.from_mapping(meta.get("sequential")),
             server_start=ServerStart.from_mapping(meta.get("server_start")),
@@ -276,10 +288,10 @@ class RunMeta(Mapping[str, Any]):
             written=_KNOWN_KEYS.intersection(meta),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The run file's metadata keys as written: every key of `written` (`interleaved` only when set), and
         `sequential` and `server_start` whenever set."""
-        known = {
+        known: JsonObject = {
             "harness": {"name": self.harness_name, "version": self.harness_version},
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -304,7 +316,7 @@ class RunMeta(Mapping[str, Any]):
         return {**self.extra, "schema_version": self.schema_version,
                 **{key: value for key, value in known.items() if key in self.written}, **sequential, **start}
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> JsonValue:
         """The value of one metadata key as the run file writes it."""
         return self.to_dict()[key]
 
@@ -333,11 +345,11 @@ class RunSettings:
     stream: bool = False
     request_rate: float | None = None
     trace: str | None = None
-    extra_inputs: Mapping[str, Any] = field(default_factory=dict)
+    extra_inputs: JsonMapping = field(default_factory=dict)  # request fields sent as given
     tags: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, config: Mapping[str, Any]) -> RunSettings:
+    def from_mapping(cls, config: JsonMapping) -> RunSettings:
         """Read a run file's `config` object (any version), each key as its declared kind (absent: unset)."""
         values = {item.name: setting(item.name).read(config.get(item.name),
                                                      {} if item.default is MISSING else item.default)

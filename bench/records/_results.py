@@ -6,10 +6,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeAlias
 
 from bench._errors import BenchError
 from bench._redact import redact
+from bench._types import JsonMapping, JsonObject, JsonValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,8 @@ class SampleResult:
     client_decode_t_s: float | None = None
     error_kind: str | None = None
     retries: int = 0
-    spec: Mapping[str, Any] = field(default_factory=dict)
+    spec: Mapping[str, float | None] = field(default_factory=dict)
+    """Engine figures of the sample by name: acceptance counter deltas (`drafts`, `accepted_pos_0`...), step counts."""
     chunk_tokens: tuple[int, ...] = ()
     chunk_tokens_source: str | None = None
     itl_token_s: tuple[float, ...] = ()
@@ -71,9 +73,9 @@ class SampleResult:
             return None
         return max(0.0, self.sent_s - self.scheduled_s)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The result as a JSON-ready dict (tuples serialise as JSON arrays)."""
-        out = {name: getattr(self, name) for name in _RESULT_FIELD_NAMES}
+        out: JsonObject = {name: getattr(self, name) for name in _RESULT_FIELD_NAMES}
         if type(self.spec) is not dict:
             out["spec"] = dict(self.spec)
         return out
@@ -130,6 +132,9 @@ _SETTERS = tuple(
 """Per field: its name, its slot's setter and its default (MISSING for required fields, spec's factory apart)."""
 
 
+FieldValues: TypeAlias = "dict[str, JsonValue | tuple[JsonValue, ...]]"
+"""A result's checked field values by name, as `result_from_dict` reads them (JSON lists held as tuples)."""
+
 MAX_NUMBER = 1e15
 """Numbers a record holds are within +-this (a count, a time, a rate); anything beyond is a corrupt file."""
 _NULL_AS = {
@@ -179,7 +184,7 @@ def checked_text(value: Any, where: str) -> str:
     return text
 
 
-def checked_spec(spec: Mapping[str, Any], where: str) -> dict[str, Any]:
+def checked_spec(spec: JsonMapping, where: str) -> dict[str, float | None]:
     """A result's `spec` (counter deltas, step counts): numbers within range only."""
     for key, value in spec.items():
         if value is None:
@@ -194,7 +199,7 @@ def _is_a(value: Any, allowed: frozenset[type]) -> bool:
     return not isinstance(value, bool) and isinstance(value, tuple(allowed))
 
 
-def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleResult:
+def result_from_dict(data: JsonMapping, source: str = "result") -> SampleResult:
     """Build a SampleResult from a dict, ignoring unknown keys; raise BenchError when it is malformed.
 
     Every field is checked against the type it must have, in one pass over the dict: loading 100,000
@@ -205,7 +210,7 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
     for key in ("id", "category", "ok"):
         if key not in data:
             raise BenchError(f"{source}: a result lacks {key!r}")
-    values: dict[str, Any] = {}
+    values: FieldValues = {}
     checks = _CHECKS
     for name, value in data.items():
         check = checks.get(name)
@@ -238,7 +243,7 @@ def result_from_dict(data: Mapping[str, Any], source: str = "result") -> SampleR
     return _build(_settled(values, data, source))
 
 
-def _settled(values: dict[str, Any], data: Mapping[str, Any], source: str) -> dict[str, Any]:
+def _settled(values: FieldValues, data: JsonMapping, source: str) -> FieldValues:
     """A result's checked values with its texts, spec and identity checked and its unknowns settled."""
     spec = values.get("spec")
     values["spec"] = checked_spec(spec, f"{source}: result {data['id']!r}") if isinstance(spec, Mapping) else {}
@@ -262,7 +267,7 @@ def _settled(values: dict[str, Any], data: Mapping[str, Any], source: str) -> di
     return values
 
 
-def _build(values: Mapping[str, Any]) -> SampleResult:
+def _build(values: FieldValues) -> SampleResult:
     """A SampleResult from checked field values (absent ones take their defaults).
 
     It fills the slots directly: the frozen dataclass's own __init__ goes through object.__setattr__ for
@@ -275,7 +280,7 @@ def _build(values: Mapping[str, Any]) -> SampleResult:
     return result
 
 
-def redacted_result(result: SampleResult) -> dict[str, Any]:
+def redacted_result(result: SampleResult) -> JsonObject:
     """A result as a JSON-ready dict with its error message redacted (the one field a server writes freely)."""
     data = result.to_dict()
     if data["error"]:

@@ -11,7 +11,7 @@ import gc
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench._redact import redact_tree
+from bench._types import JsonMapping, JsonObject
 from bench.records._journal import read_journal
 from bench.records._json import reference_json
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
@@ -40,7 +41,7 @@ from bench.records._summary import SummaryRow, summarize
 class Run:
     """A finished (or interrupted) benchmark run: its configuration, results and summary."""
 
-    config: Mapping[str, Any]
+    config: JsonMapping  # the recorded `config` object as written (`settings` reads it typed)
     selected_samples: int
     results: tuple[SampleResult, ...]
     summary: tuple[SummaryRow, ...]  # rows given as mappings are read into SummaryRows
@@ -84,13 +85,13 @@ class Run:
         """The format version the run was written in (0 for reference files)."""
         return self.meta.schema_version
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The run file as a JSON-ready dict (reference keys plus speedbench's), secrets redacted.
 
         The metadata, the config and each error are text a server or a user may have put a secret in:
         each passes through `redact_tree` (outputs are the model's text and are kept as they are).
         """
-        payload: dict[str, Any] = redact_tree(dict(self.meta))
+        payload: JsonObject = redact_tree(dict(self.meta))
         payload.update(
             {
                 "schema_version": SCHEMA_VERSION,
@@ -169,7 +170,7 @@ SUMMARY_NUMBERS = ("requests", "turns", "failed", "avg_prompt_t_s", "avg_pred_t_
 """Summary row keys that hold a number (or null)."""
 
 
-def check_summary_row(row: Mapping[str, Any], source: str) -> None:
+def check_summary_row(row: JsonMapping, source: str) -> None:
     """Refuse a summary row whose category is not valid text or whose figures are not numbers in range (or null)."""
     if not isinstance(row.get("category"), str):
         raise BenchError(f"{source}: a summary row's category is {str(row.get('category'))[:80]!r}, not a string")

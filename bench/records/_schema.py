@@ -33,6 +33,7 @@ import math
 from typing import Any
 
 from bench._errors import BenchError
+from bench._types import JsonObject
 
 SCHEMA_VERSION = 5
 
@@ -48,7 +49,7 @@ def finite(value: Any) -> Any:
     return value
 
 
-def upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
+def upgrade(data: JsonObject, source: str) -> JsonObject:
     """A parsed run file or journal header of any known version, readable as the current one (newer refused)."""
     version = data.get("schema_version", 0)
     if not isinstance(version, int) or version < 0:
@@ -66,7 +67,7 @@ def upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
     return data
 
 
-def _renamed(data: dict[str, Any], section: str, old: str, new: str) -> dict[str, Any]:
+def _renamed(data: JsonObject, section: str, old: str, new: str) -> JsonObject:
     """`data` with key `old` of its `section` object named `new` (unchanged where there is none)."""
     inner = data.get(section)
     if not isinstance(inner, dict) or old not in inner or new in inner:

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench._types import JsonObject
+
 LOOK_DECISIONS = ("faster", "slower", "equivalent", "continue", "undecided")
 """What a look decides: a verdict (faster, slower, equivalent), go on sampling, or undecided at the limit."""
 FASTER, SLOWER, EQUIVALENT, CONTINUE, UNDECIDED = LOOK_DECISIONS
@@ -55,7 +57,7 @@ class Look:
             return f"undecided at the limit of {self.n} samples: {interval}"
         return f"continuing after {self.n} samples: {interval}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The look as a JSON object (NaN and infinite bounds are written as null by the run file)."""
         return {"n": self.n, "level": self.level, "confidence": self.confidence, "point": self.point,
                 "low": self.low, "high": self.high, "decision": self.decision}
@@ -105,7 +107,7 @@ class SequentialStop:
         """Whether the test ended sampling (decided, or undecided at the limit) rather than being interrupted."""
         return self.last is not None and self.last.decision != CONTINUE
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The run file's `sequential` object."""
         return {"method": self.method, "metric": self.metric, "alpha": self.alpha, "threshold": self.threshold,
                 "max_samples": self.max_samples, "rounds": self.rounds, "per_round": self.per_round,

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from bench._errors import BenchError
+from bench._types import JsonValue
+
+SettingValue: TypeAlias = "JsonValue | Mapping[str, JsonValue]"
+"""A run setting's value: a number, text, flag or None, or a mapping (request fields, tags, headers)."""
 
 ERROR = "error"
 WARNING = "warning"
@@ -147,7 +151,7 @@ COMPARED_AS_WARNING = tuple(item.key for item in IDENTITY if item.identity == WA
 """Settings whose difference between two compared runs is shown."""
 
 
-def check_limits(values: Mapping[str, Any]) -> None:
+def check_limits(values: Mapping[str, SettingValue]) -> None:
     """Refuse any declared setting under its lower limit, in declaration order."""
     for item in SETTINGS:
         if item.key in values:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench._constants import OVERALL
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._results import SampleResult
 
 
@@ -21,7 +21,7 @@ SUMMARY_KEYS = ("category", "requests", "turns", "failed", "avg_prompt_t_s", "av
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class SummaryRow(Mapping[str, Any]):
+class SummaryRow(Mapping[str, JsonValue]):
     """One row of the reference's per-category summary of a run.
 
     As a read-only mapping it is the row's JSON object (what the reference's tables and compare read);
@@ -38,11 +38,12 @@ class SummaryRow(Mapping[str, Any]):
     draft_n: float = 0
     accepted: float = 0
     accept_rate: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: JsonMapping = field(default_factory=dict)
+    """Keys of other tools' rows, written back as read."""
     written: frozenset[str] = frozenset(SUMMARY_KEYS)
 
     @classmethod
-    def from_mapping(cls, row: Mapping[str, Any]) -> SummaryRow:
+    def from_mapping(cls, row: JsonMapping) -> SummaryRow:
         """Read a run file's summary row (its numbers checked by `check_summary_row` when loaded)."""
         if isinstance(row, SummaryRow):
             return row
@@ -51,11 +52,11 @@ class SummaryRow(Mapping[str, Any]):
                    extra={key: value for key, value in row.items() if key not in SUMMARY_KEYS},
                    written=frozenset(SUMMARY_KEYS).intersection(row))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The row as the run file writes it."""
         return {**self.extra, **{key: getattr(self, key) for key in SUMMARY_KEYS if key in self.written}}
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> JsonValue:
         """The value of one key of the row's JSON object."""
         if key in self.written:
             return getattr(self, key)
