@@ -19,9 +19,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "check_regress_comparable", "summary_only",
     ),
     "_compare": (
-        "ArmPair", "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
+        "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
         "family_size",
     ),
+    "_grouping": ("ArmPair",),
     "_explain": (
         "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
         "joint_and_conditional",

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -28,7 +27,7 @@ from bench.analysis._family import (
     holm_levels,
     samples_needed,
 )
-from bench.analysis._grouping import each_category
+from bench.analysis._grouping import ArmPair, each_category
 from bench.analysis._intervals import (
     DECODE_SPEEDUP,
     LATENCY_SPEEDUP,
@@ -193,21 +192,6 @@ class StatsRow:
         return cells
 
 
-Section = TypeVar("Section")
-
-
-@dataclass(frozen=True, slots=True)
-class ArmPair(Generic[Section]):
-    """One section of a comparison computed for each arm: the baseline's and the speculative run's."""
-
-    baseline: Section
-    speculative: Section
-
-    def items(self) -> tuple[tuple[str, Section], tuple[str, Section]]:
-        """(arm name, section) for the baseline, then the speculative arm: the order every output shows them in."""
-        return ("baseline", self.baseline), ("speculative", self.speculative)
-
-
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """Two runs compared: the reference table, paired statistics, lossless check, streaming and variation."""
@@ -221,8 +205,8 @@ class Comparison:
     stats: tuple[StatsRow, ...] = ()
     stats_note: str | None = None
     lossless: tuple[LosslessRow, ...] = ()
-    streaming: ArmPair[tuple[StreamRow, ...]] = ArmPair((), ())
-    variation: ArmPair[tuple[RepeatCv, ...]] = ArmPair((), ())
+    streaming: ArmPair[tuple[StreamRow, ...]] = field(default_factory=lambda: ArmPair((), ()))
+    variation: ArmPair[tuple[RepeatCv, ...]] = field(default_factory=lambda: ArmPair((), ()))
     speedup_variation: tuple[SpeedupCv, ...] = ()
     comparability: Comparability | None = None
     cache: CacheUse | None = None
