@@ -28,15 +28,9 @@ from bench.analysis._family import (
     samples_needed,
 )
 from bench.analysis._grouping import ArmPair, each_category
-from bench.analysis._intervals import (
-    DECODE_SPEEDUP,
-    LATENCY_SPEEDUP,
-    SPEED_VERDICT_WORDS,
-    LogMean,
-    Metric,
-    verdict,
-)
+from bench.analysis._intervals import SPEED_VERDICT_WORDS, LogMean, verdict
 from bench.analysis._lossless import LosslessRow, lossless_check
+from bench.analysis._metrics import DECODE_SPEEDUP, LATENCY_SPEEDUP, Metric
 from bench.analysis._paired import pair_runs, paired_log_mean, require_pairs, robust_log_mean
 from bench.analysis._reference import ReferenceRow, reference_rows
 from bench.analysis._sequential import look_estimate, verified_stop

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench._types import JsonMapping, JsonObject, JsonValue
+from bench.analysis._metrics import REFERENCE_METRICS, metric_cells
 from bench.records import Run
 
 
@@ -60,7 +61,7 @@ class ReferenceRow:
 
     def as_cells(self) -> JsonObject:
         """The row as a flat mapping keyed like the reference's columns."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        return metric_cells(self, REFERENCE_METRICS)
 
 
 def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:
