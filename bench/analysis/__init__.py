@@ -19,9 +19,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "check_regress_comparable", "summary_only",
     ),
     "_compare": (
-        "ArmPair", "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
+        "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
         "family_size",
     ),
+    "_grouping": ("ArmPair",),
     "_explain": (
         "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
         "joint_and_conditional",
@@ -51,14 +52,15 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "build_series", "history_gate", "history_rows", "open_regressions", "recent_trend", "window_references",
     ),
     "_intervals": (
-        "ACCEPT_RATE", "DECODE_RATE", "DECODE_SPEEDUP", "LATENCY", "LATENCY_SPEEDUP", "SPEED_VERDICT_WORDS", "LogMean",
+        "SPEED_VERDICT_WORDS", "LogMean",
         "accept_rate_log_mean", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums", "crossed_log_mean",
         "crossed_t_interval", "geomean_t_intervals", "log_mean", "repeat_log_mean", "t_cdf", "t_quantile", "verdict",
         "yuen_log_mean",
     ),
     "_metrics": (
-        "CATEGORY", "FORMATS", "Metric", "REFERENCE_METRICS", "REPEATS", "REPEAT_CV_METRICS", "SAMPLES",
-        "SPEEDUP_CV_METRICS", "STREAM_METRICS", "STREAM_PARTS", "STREAM_QUANTILES", "SUMMARY_METRICS",
+        "ACCEPTANCE_LENGTH", "ACCEPT_RATE", "CATEGORY", "DECODE_RATE", "DECODE_SPEEDUP", "DRAFTED", "FORMATS",
+        "LATENCY", "LATENCY_SPEEDUP", "Metric", "REFERENCE_METRICS", "REPEATS", "REPEAT_CV_METRICS", "SAMPLES",
+        "SPEEDUP_CV_METRICS", "STEP_COST", "STREAM_METRICS", "STREAM_PARTS", "STREAM_QUANTILES", "SUMMARY_METRICS",
         "metric_cells",
     ),
     "_lossless": (

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -28,16 +27,10 @@ from bench.analysis._family import (
     holm_levels,
     samples_needed,
 )
-from bench.analysis._grouping import each_category
-from bench.analysis._intervals import (
-    DECODE_SPEEDUP,
-    LATENCY_SPEEDUP,
-    SPEED_VERDICT_WORDS,
-    LogMean,
-    Metric,
-    verdict,
-)
+from bench.analysis._grouping import ArmPair, each_category
+from bench.analysis._intervals import SPEED_VERDICT_WORDS, LogMean, verdict
 from bench.analysis._lossless import LosslessRow, lossless_check
+from bench.analysis._metrics import DECODE_SPEEDUP, LATENCY_SPEEDUP, Metric
 from bench.analysis._paired import pair_runs, paired_log_mean, require_pairs, robust_log_mean
 from bench.analysis._reference import ReferenceRow, reference_rows
 from bench.analysis._sequential import look_estimate, verified_stop
@@ -193,21 +186,6 @@ class StatsRow:
         return cells
 
 
-Section = TypeVar("Section")
-
-
-@dataclass(frozen=True, slots=True)
-class ArmPair(Generic[Section]):
-    """One section of a comparison computed for each arm: the baseline's and the speculative run's."""
-
-    baseline: Section
-    speculative: Section
-
-    def items(self) -> tuple[tuple[str, Section], tuple[str, Section]]:
-        """(arm name, section) for the baseline, then the speculative arm: the order every output shows them in."""
-        return ("baseline", self.baseline), ("speculative", self.speculative)
-
-
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """Two runs compared: the reference table, paired statistics, lossless check, streaming and variation."""
@@ -221,8 +199,8 @@ class Comparison:
     stats: tuple[StatsRow, ...] = ()
     stats_note: str | None = None
     lossless: tuple[LosslessRow, ...] = ()
-    streaming: ArmPair[tuple[StreamRow, ...]] = ArmPair((), ())
-    variation: ArmPair[tuple[RepeatCv, ...]] = ArmPair((), ())
+    streaming: ArmPair[tuple[StreamRow, ...]] = field(default_factory=lambda: ArmPair((), ()))
+    variation: ArmPair[tuple[RepeatCv, ...]] = field(default_factory=lambda: ArmPair((), ()))
     speedup_variation: tuple[SpeedupCv, ...] = ()
     comparability: Comparability | None = None
     cache: CacheUse | None = None

@@ -1,9 +1,10 @@
-"""The one grouping the analysis uses: each category in first-seen order, then `overall` over everything."""
+"""Groupings the analysis uses: each category in first-seen order, then `overall`; and a section's pair of arms."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import pandas as pd
 
@@ -27,3 +28,18 @@ def each_category_of(items: Iterable[Item], category_of: Callable[[Item], str]) 
         groups.setdefault(category_of(item), []).append(item)
     yield from groups.items()
     yield OVERALL, everything
+
+
+Section = TypeVar("Section")
+
+
+@dataclass(frozen=True, slots=True)
+class ArmPair(Generic[Section]):
+    """One section of a comparison computed for each arm: the baseline's and the speculative run's."""
+
+    baseline: Section
+    speculative: Section
+
+    def items(self) -> tuple[tuple[str, Section], tuple[str, Section]]:
+        """(arm name, section) for the baseline, then the speculative arm: the order every output shows them in."""
+        return ("baseline", self.baseline), ("speculative", self.speculative)

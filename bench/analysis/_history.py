@@ -26,8 +26,8 @@ from bench.analysis._change_points import (
     weighted_segmentation,
 )
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
-from bench.analysis._intervals import ACCEPT_RATE, DECODE_SPEEDUP, LATENCY_SPEEDUP, t_quantile
-from bench.analysis._metrics import Metric
+from bench.analysis._intervals import t_quantile
+from bench.analysis._metrics import ACCEPT_RATE, DECODE_SPEEDUP, LATENCY_SPEEDUP, Metric
 from bench.records import HISTORY_METRICS, HistoryPoint, Machine, PointRow
 
 DRAFTED_SHARE = Metric("drafted_share", "drafted share", True, "rate", "%")

@@ -15,13 +15,6 @@ from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
 from bench.analysis._metrics import Metric
 
-DECODE_SPEEDUP = Metric("decode_speedup", "decode speedup", True, "speedup", "x")
-LATENCY_SPEEDUP = Metric("latency_speedup", "latency speedup", True, "speedup", "x")
-ACCEPT_RATE = Metric("accept_rate", "accept rate", True, "rate")
-DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed", "t/s")
-LATENCY = Metric("latency", "latency", False, "seconds", "s")
-
-
 NORMAL_ABOVE = 5000
 """Kept for callers of the old percentile bootstrap: above this many samples `method="bootstrap"` uses the
 normal interval it converges to (the default t-interval needs no resampling at any size)."""

@@ -38,6 +38,15 @@ class Metric:
         return self.column or self.key
 
 
+DECODE_SPEEDUP = Metric("decode_speedup", "decode speedup", True, "speedup", "x")
+LATENCY_SPEEDUP = Metric("latency_speedup", "latency speedup", True, "speedup", "x")
+ACCEPT_RATE = Metric("accept_rate", "accept rate", True, "rate")
+DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed", "t/s")
+LATENCY = Metric("latency", "latency", False, "seconds", "s")
+ACCEPTANCE_LENGTH = Metric("acceptance_length", "acceptance length", True, "speed", "tokens/step", "accept_len")
+DRAFTED = Metric("drafted_share", "output from accepted drafts", True, "percent", "%", "drafted")
+STEP_COST = Metric("step_cost", "verification step / baseline token", False, "speed", "x")
+
 CATEGORY = Metric("category", "category", None, "")
 SAMPLES = Metric("n", "samples", None, "int")
 REPEATS = Metric("repeats", "repeats", None, "int")
@@ -48,7 +57,7 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("avg_prompt_t_s", "prompt processing rate", True, "speed", "t/s", "avg_prompt_t/s"),
     Metric("avg_pred_t_s", "decode rate", True, "speed", "t/s", "avg_pred_t/s"),
     Metric("avg_latency", "latency", False, "seconds", "s"),
-    Metric("accept_rate", "accept rate", True, "rate"),
+    ACCEPT_RATE,
 )
 """The reference's per-run summary table (`speed_bench.py`), column for column."""
 
@@ -60,7 +69,7 @@ REFERENCE_METRICS: tuple[Metric, ...] = (
     Metric("base_avg_latency", "baseline latency", False, "seconds", "s"),
     Metric("spec_avg_latency", "speculative latency", False, "seconds", "s"),
     Metric("latency_speedup", "latency speedup (ratio of means)", True, "speedup", "x"),
-    Metric("accept_rate", "accept rate", True, "rate"),
+    ACCEPT_RATE,
 )
 """The reference's comparison table (`speed_bench_compare.py`), column for column."""
 

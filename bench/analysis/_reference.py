@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from bench._types import JsonMapping, JsonObject, JsonValue
+from bench.analysis._metrics import REFERENCE_METRICS, metric_cells
 from bench.records import Run
 
 
-def _ratio(numerator: Any, denominator: Any) -> float | None:
+def _ratio(numerator: JsonValue, denominator: JsonValue) -> float | None:
     if not numerator or not denominator:
         return None
     return float(numerator) / float(denominator)
 
 
 def compare_summaries(
-    baseline: Sequence[Mapping[str, Any]], speculative: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+    baseline: Sequence[JsonMapping], speculative: Sequence[JsonMapping]
+) -> list[JsonObject]:
     """The reference's comparison rows: speculative order, categories missing from the baseline dropped."""
     baseline_by_category = {row.get("category"): row for row in baseline}
     rows = []
@@ -40,7 +41,7 @@ def compare_summaries(
     return rows
 
 
-def compare_runs(baseline: Run, speculative: Run) -> list[dict[str, Any]]:
+def compare_runs(baseline: Run, speculative: Run) -> list[JsonObject]:
     """Comparison rows of two runs, from their saved summaries (as the reference compare does)."""
     return compare_summaries(baseline.summary, speculative.summary)
 
@@ -58,9 +59,9 @@ class ReferenceRow:
     latency_speedup: float | None
     accept_rate: float | None
 
-    def as_cells(self) -> dict[str, Any]:
+    def as_cells(self) -> JsonObject:
         """The row as a flat mapping keyed like the reference's columns."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        return metric_cells(self, REFERENCE_METRICS)
 
 
 def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:

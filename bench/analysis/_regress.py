@@ -40,16 +40,11 @@ from bench.analysis._family import (
     weighted_holm_levels,
 )
 from bench.analysis._intervals import (
-    ACCEPT_RATE,
-    DECODE_RATE,
-    DECODE_SPEEDUP,
-    LATENCY,
-    LATENCY_SPEEDUP,
     LogMean,
-    Metric,
     accept_rate_log_mean,
     log_mean,
 )
+from bench.analysis._metrics import ACCEPT_RATE, DECODE_RATE, DECODE_SPEEDUP, LATENCY, LATENCY_SPEEDUP, Metric
 from bench.analysis._paired import pair_runs, results_frame
 from bench.analysis._sequential import stopping_level, verified_stop
 from bench.analysis._stratified import stratified_log_mean

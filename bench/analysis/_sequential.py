@@ -24,8 +24,8 @@ from typing import Any
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
 from bench.analysis._family import FAMILY_ALPHA
-from bench.analysis._intervals import DECODE_SPEEDUP, LogMean, verdict
-from bench.analysis._metrics import Metric
+from bench.analysis._intervals import LogMean, verdict
+from bench.analysis._metrics import DECODE_SPEEDUP, Metric
 from bench.analysis._paired import pair_runs, paired_log_mean
 from bench.records import LOOK_DECISIONS, Look, Run, SequentialStop
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench._constants import DEFAULT_THRESHOLD
+from bench._types import JsonObject
 from bench.analysis._compare import compare
 from bench.records import Run
 
@@ -15,7 +14,7 @@ def paired_stats(
     *,
     threshold: float = DEFAULT_THRESHOLD,
     min_pairs: int = 1,
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     """Per category and overall: the comparison's paired statistics rows as flat mappings (a run sampled until
     decided is read at its stopping look, as every output of the comparison is)."""
     comparison = compare(baseline, speculative, threshold=threshold, min_pairs=min_pairs, strict=True)

@@ -20,7 +20,8 @@ from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
 from bench.analysis._compare import Comparison
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._grouping import each_category
-from bench.analysis._intervals import DECODE_SPEEDUP, LogMean, log_mean, t_quantile, verdict
+from bench.analysis._intervals import LogMean, log_mean, t_quantile, verdict
+from bench.analysis._metrics import DECODE_SPEEDUP
 from bench.analysis._paired import pair_runs
 from bench.analysis._predict import ConfigParts, Prediction, fit_prediction
 

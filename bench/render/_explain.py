@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench.render._stats import details
-from bench.render._tables import Column, markdown_escape, markdown_table, text_table
+from bench.render._tables import CellValue, Column, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
     from bench.analysis import StatsRow
@@ -48,7 +48,7 @@ def _rates(values: Sequence[float]) -> str:
     return shown + (" ..." if len(values) > POSITIONS_SHOWN else "")
 
 
-def _cells(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
+def _cells(rows: Sequence[StatsRow]) -> list[dict[str, CellValue]]:
     cells = []
     for row in rows:
         parts = row.parts

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench.render._escape import markdown_escape, terminal_text
-from bench.render._tables import Column, markdown_table, text_table
+from bench.render._tables import CellValue, Column, markdown_table, text_table
 
 if TYPE_CHECKING:
     from bench.analysis import Gate, GateRow
@@ -32,7 +32,7 @@ _LEGEND = (
 )
 
 
-def _cells(rows: Sequence[GateRow]) -> list[dict[str, Any]]:
+def _cells(rows: Sequence[GateRow]) -> list[dict[str, CellValue]]:
     return [
         {"category": row.category + ("" if row.gated else " (reported)"), "metric": row.metric.label, "n": row.n,
          "reference": row.reference, "candidate": row.candidate, "change": row.change, "ci": row.interval,

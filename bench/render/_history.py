@@ -7,11 +7,15 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bench._types import JsonObject
 from bench.render._escape import markdown_escape, terminal_text
 from bench.render._tables import markdown_table as _markdown_rows
 from bench.render._tables import text_table as _text_rows
+
+if TYPE_CHECKING:
+    from bench.analysis import HistoryAnalysis
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -84,7 +88,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def history_json(analysis: Any) -> dict[str, Any]:
+def history_json(analysis: HistoryAnalysis) -> JsonObject:
     """The history as a JSON object: `{"series": [{workload, category, metric, points, change_points}], ...}`."""
     return {
         "method": analysis.method, "alpha": analysis.alpha, "candidate_splits": analysis.splits,

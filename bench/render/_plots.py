@@ -14,6 +14,7 @@ import matplotlib
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
 from bench.records import open_no_follow
 from bench.render._escape import terminal_text
+from bench.render._tables import Cells
 
 if TYPE_CHECKING:
     from bench.analysis import Comparison
@@ -83,7 +84,7 @@ def _whiskers(axis: Any, positions: Sequence[float], values: Sequence[float], lo
                       fmt="none", ecolor="#333333", elinewidth=1, capsize=3)
 
 
-def speedup_figure(stats: Sequence[Mapping[str, Any]], *, title: str = "", interval: str = "95% CI",
+def speedup_figure(stats: Sequence[Cells], *, title: str = "", interval: str = "95% CI",
                    no_drafts: Collection[str] = ()) -> Any:
     """The speedup bar chart as a matplotlib figure (whiskers only where an interval exists, and it says where).
 
@@ -156,7 +157,7 @@ def _interval_scope(categories: Sequence[str], with_ci: Sequence[str], interval:
 
 
 def speedup_bars(
-    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, title: str = "", formats: Sequence[str] = FORMATS,
+    stats: Sequence[Cells], out_dir: Path, *, title: str = "", formats: Sequence[str] = FORMATS,
     interval: str = "95% CI", no_drafts: Collection[str] = (),
 ) -> list[Path]:
     """Per-category decode and latency speedup bars (geomean) with CI whiskers where they exist, a 1.0x line;
@@ -207,7 +208,7 @@ def place_labels(axis: Any, points: Sequence[tuple[float, float]], labels: Seque
     return annotations
 
 
-def accept_figure(stats: Sequence[Mapping[str, Any]]) -> Any:
+def accept_figure(stats: Sequence[Cells]) -> Any:
     """Accept rate against decode speedup as a figure; categories that cannot be placed are named on it."""
     categories = [row for row in stats if row.get("category") != "overall"]
     rows = [row for row in categories if _finite(row.get("accept_rate")) and _finite(row.get("decode_speedup"))]
@@ -257,7 +258,7 @@ ACCEPT_SPREAD = 0.005
 
 
 def accept_vs_speedup(
-    stats: Sequence[Mapping[str, Any]], out_dir: Path, *, formats: Sequence[str] = FORMATS
+    stats: Sequence[Cells], out_dir: Path, *, formats: Sequence[str] = FORMATS
 ) -> list[Path]:
     """Accept rate against decode speedup, one labelled point per category (labels kept apart)."""
     return _save(accept_figure(stats), out_dir, "accept_vs_speedup", formats)
@@ -331,7 +332,7 @@ def position_acceptance(
     return _save(figure, out_dir, "position_acceptance", formats)
 
 
-def speedup_parts(rows: Sequence[Mapping[str, Any]], out_dir: Path, *, formats: Sequence[str] = FORMATS) -> list[Path]:
+def speedup_parts(rows: Sequence[Cells], out_dir: Path, *, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Per row with counters: acceptance length, step cost, AL / step cost and the measured pooled decode speedup."""
     shown = [row for row in rows if _finite(row.get("explained_speedup"))]
     if not shown:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
+from bench._types import JsonMapping
 from bench.records import Run, report_file, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
 from bench.render._explain import explained_markdown
@@ -82,7 +83,7 @@ def _cell(value: Any) -> str:
     return markdown_escape(str(value)).replace("|", "\\|")
 
 
-def _machine(machine: Mapping[str, Any]) -> str | None:
+def _machine(machine: JsonMapping) -> str | None:
     if not machine:
         return None
     cpu = machine.get("processor") or machine.get("machine")

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bench.analysis import REPEAT_CV_METRICS, SPEEDUP_CV_METRICS, STREAM_METRICS
+from bench.analysis import (
+    ACCEPT_RATE,
+    ACCEPTANCE_LENGTH,
+    DRAFTED,
+    REPEAT_CV_METRICS,
+    SPEEDUP_CV_METRICS,
+    STEP_COST,
+    STREAM_METRICS,
+)
 from bench.render._tables import (
     CellValue,
     Column,
@@ -29,10 +37,10 @@ STATS_COLUMNS: list[Column] = [
     ("latency_speedup", "latency_speedup_ci", ""),
     ("latency_verdict", "latency_verdict", ""),
     ("latency_mde", "latency_speedup_mde_cell", ""),
-    ("accept_rate", "accept_rate", "rate"),
-    ("accept_len", "acceptance_length", "speed"),
-    ("drafted", "drafted_share", "percent"),
-    ("step_cost", "step_cost", "speed"),
+    Column.of(ACCEPT_RATE),
+    Column.of(ACCEPTANCE_LENGTH),
+    Column.of(DRAFTED),
+    Column.of(STEP_COST),
     ("identical", "identical_cell", ""),
 ]
 
@@ -41,8 +49,8 @@ STATS_MARKDOWN_COLUMNS: list[Column] = [
     ("n", "n", "int"),
     ("decode_speedup", "decode_speedup_md", ""),
     ("latency_speedup", "latency_speedup_md", ""),
-    ("accept_rate", "accept_rate", "rate"),
-    ("drafted", "drafted_share", "percent"),
+    Column.of(ACCEPT_RATE),
+    Column.of(DRAFTED),
     ("identical", "identical_cell", ""),
 ]
 """The paired table as a pull request shows it: at most 8 columns (GitHub's 1012 px), each speedup cell holding its

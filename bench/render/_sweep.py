@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench._types import JsonObject
 from bench.records import BASELINE, finite, open_no_follow
 from bench.render._escape import terminal_text
 from bench.render._stats import ci_cell, details
-from bench.render._tables import Column, format_value, markdown_table, text_table
+from bench.render._tables import CellValue, Column, format_value, markdown_table, text_table
 
 if TYPE_CHECKING:
     from bench.analysis import Crossover, Estimate, Sweep
@@ -78,7 +79,7 @@ def _shown(sweep: Sweep, arm: str, level: int, estimate: Estimate) -> Estimate:
     return sweep.table.get((arm, level, estimate.metric.key), estimate)
 
 
-def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
+def _cell_rows(sweep: Sweep) -> list[dict[str, CellValue]]:
     rows = []
     for arm in sweep.arms:
         for level in sweep.levels:
@@ -103,12 +104,12 @@ def _cell_rows(sweep: Sweep) -> list[dict[str, Any]]:
     return rows
 
 
-def _crossover_rows(sweep: Sweep) -> list[dict[str, Any]]:
+def _crossover_rows(sweep: Sweep) -> list[dict[str, CellValue]]:
     return [{"arm": arm, "decode": sweep.decode_crossover[arm].text, "throughput": sweep.throughput_crossover[arm].text}
             for arm in sweep.arms]
 
 
-def _best_rows(sweep: Sweep) -> list[dict[str, Any]]:
+def _best_rows(sweep: Sweep) -> list[dict[str, CellValue]]:
     return [{"concurrency": best.concurrency, "arm": best.arm, "speedup": best.speedup,
              "runner_up": best.runner_up or "-", "margin": best.margin} for best in sweep.best]
 
@@ -158,11 +159,11 @@ def sweep_markdown(sweep: Sweep, plots: Sequence[str] = ()) -> str:
     return "".join(parts)
 
 
-def _estimate(estimate: Estimate) -> dict[str, Any]:
+def _estimate(estimate: Estimate) -> JsonObject:
     return {"point": estimate.point, "low": estimate.low, "high": estimate.high, "verdict": estimate.verdict}
 
 
-def _crossover(found: Crossover) -> dict[str, Any]:
+def _crossover(found: Crossover) -> JsonObject:
     return {"stops_paying_at": found.stops_at, "faster_up_to": found.faster_up_to,
             "undetermined_from": found.undetermined_from, "margin": found.margin, "established": found.established,
             "text": found.text}

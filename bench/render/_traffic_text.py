@@ -8,10 +8,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from bench.records import finite
-from bench.render._tables import Column, markdown_escape, markdown_table, text_table
+from bench.render._tables import CellValue, Column, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
-    from bench.analysis import Goodput, Interval, RateSweep, Throughput, TrafficComparison
+    from bench.analysis import Goodput, Interval, PairedSpeedup, RateSweep, Throughput, TrafficComparison
 
 
 def throughput_line(measured: Throughput) -> str:
@@ -52,7 +52,7 @@ _GOODPUT_COLUMNS: list[Column] = [
 ]
 
 
-def _goodput_rows(result: Goodput) -> list[dict[str, Any]]:
+def _goodput_rows(result: Goodput) -> list[dict[str, CellValue]]:
     return [{"category": row.category, "requests": row.requests, "good": row.good,
              "attainment": interval_cell(row.attainment, "percent", why=False),
              "goodput": interval_cell(row.goodput, why=False)}
@@ -81,8 +81,8 @@ _SPEEDUP_COLUMNS: list[Column] = [
 ]
 
 
-def _speedup_rows(comparison: TrafficComparison) -> list[dict[str, Any]]:
-    def row(item: Any) -> dict[str, Any]:
+def _speedup_rows(comparison: TrafficComparison) -> list[dict[str, CellValue]]:
+    def row(item: PairedSpeedup) -> dict[str, CellValue]:
         label = item.metric.label if item.primary else f"{item.category}: {item.metric.label}"
         level = "" if item.primary or not item.estimate.has_interval else f" (at {item.estimate.confidence:.1%})"
         return {"metric": label, "pairs": item.pairs, "by_request": interval_cell(item.by_request, "speedup"),
@@ -140,7 +140,7 @@ def _chosen(item: Any) -> str:
     return interval_cell(item.by_block if item.by_block.has_interval else item.by_request, "speedup", why=False)
 
 
-def _sweep_rows(sweep: RateSweep) -> list[dict[str, Any]]:
+def _sweep_rows(sweep: RateSweep) -> list[dict[str, CellValue]]:
     rows = []
     for item in sweep.comparisons:
         latency = item.speedup("latency_speedup")

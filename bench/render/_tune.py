@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from bench.render._tables import Column, markdown_escape, markdown_table, text_table
+from bench.render._tables import CellValue, Column, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
     from bench.analysis import Tune
@@ -59,7 +59,7 @@ def _deploy_lines(tune: Tune) -> list[str]:
             f"llama.cpp flags (one draft length; llama.cpp has no per-load schedule): {tune.llamacpp_flags()}"]
 
 
-def _cells(tune: Tune) -> list[dict[str, Any]]:
+def _cells(tune: Tune) -> list[dict[str, CellValue]]:
     cells = []
     for row in tune.rows:
         measured = "n/a" if row.measured is None else f"{row.measured:.2f}x"
