@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from bench._errors import BenchError
+from bench._types import JsonValue
 from bench.prompts._sets import (
     HUB,
     HUB_REVISION,
@@ -26,7 +26,7 @@ DEFAULT_GENERATED_PER_TIER = 8
 
 
 def _rows(dataset: str, bench: str, limit: int | None, revision: str,
-          count_tokens: Callable[[Sequence[str]], list[int]] | None) -> list[Any]:
+          count_tokens: Callable[[Sequence[str]], list[int]] | None) -> list[JsonValue]:
     """The source's rows: generated throughput prompts, the shipped categories, the hub dataset or a local file."""
     if dataset == SHIPPED and bench.startswith("throughput_"):
         generated = build_throughput_prompts(

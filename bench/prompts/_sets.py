@@ -9,9 +9,9 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench._errors import BenchError
+from bench._types import JsonMapping, JsonValue
 
 HUB_DATASET = "nvidia/SPEED-Bench"
 HUB_REVISION = "487aa718444e816458d1a0a52bfce7a454285cf4"
@@ -73,7 +73,7 @@ def categories_dir() -> Path:
     return Path(__file__).resolve().parents[2] / SHIPPED
 
 
-def _turns_from_row(row: Mapping[str, Any]) -> list[str] | None:
+def _turns_from_row(row: JsonMapping) -> list[str] | None:
     turns = row.get("turns")
     if isinstance(turns, list) and turns:
         if not all(isinstance(turn, str) or turn is None for turn in turns):
@@ -94,7 +94,7 @@ def _turns_from_row(row: Mapping[str, Any]) -> list[str] | None:
     return None
 
 
-def _is_spec_bench(rows: Sequence[Mapping[str, Any]]) -> bool:
+def _is_spec_bench(rows: Sequence[JsonValue]) -> bool:
     """Spec-Bench rows have integer question ids and its own category names."""
     rows = [row for row in rows if isinstance(row, Mapping)]
     if not rows:
@@ -104,8 +104,9 @@ def _is_spec_bench(rows: Sequence[Mapping[str, Any]]) -> bool:
     return ints and bool(names) and names <= set(SPEC_BENCH_CATEGORY_MAP)
 
 
-def rows_to_samples(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Sample], int, int]:
-    """Normalise dataset rows to Samples; return (samples, rows skipped for unusable turns, placeholder rows).
+def rows_to_samples(rows: Iterable[JsonValue]) -> tuple[list[Sample], int, int]:
+    """Normalise dataset rows (JSON values as read) to Samples; return (samples, rows skipped for unusable turns
+    or for being no JSON object, placeholder rows).
 
     A row whose question_id repeats an earlier row's is refused (BenchError naming the ids): pairing,
     resuming and the journal all key on the id, so a silent choice between two prompts is not made.
@@ -170,7 +171,7 @@ MAX_ROW_DEPTH = 32
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _depth_within(value: Any, limit: int) -> bool:
+def _depth_within(value: JsonValue, limit: int) -> bool:
     """Whether a parsed JSON value nests at most `limit` levels (checked without recursion)."""
     stack = [(value, 1)]
     while stack:
@@ -182,7 +183,7 @@ def _depth_within(value: Any, limit: int) -> bool:
     return True
 
 
-def _parse_row(text: str, where: str) -> Any:
+def _parse_row(text: str, where: str) -> JsonValue:
     """One dataset row from JSON text, bounded in depth; a one-line BenchError naming `where` otherwise."""
     try:
         row = json.loads(text)
@@ -197,7 +198,7 @@ def _parse_row(text: str, where: str) -> Any:
     return row
 
 
-def _read_jsonl(path: Path) -> list[Any]:
+def _read_jsonl(path: Path) -> list[JsonValue]:
     rows = []
     with open(path, encoding="utf-8") as handle:
         number = 0
@@ -210,7 +211,7 @@ def _read_jsonl(path: Path) -> list[Any]:
     return rows
 
 
-def read_rows(path: Path) -> list[Any]:
+def read_rows(path: Path) -> list[JsonValue]:
     """Rows of a local `.jsonl`, `.json` (a list, or an object with `rows`/`data`) or `.parquet` file."""
     if not path.exists():
         raise BenchError(f"{path}: no such file")
@@ -247,7 +248,7 @@ def read_rows(path: Path) -> list[Any]:
     raise BenchError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet")
 
 
-def shipped_rows(bench: str) -> list[Any]:
+def shipped_rows(bench: str) -> list[JsonValue]:
     """Rows of a shipped set: `qualitative` from `categories/*.jsonl`, `grounded` from `categories/grounded/`."""
     if bench not in SHIPPED_BENCHES:
         raise BenchError(
@@ -258,7 +259,7 @@ def shipped_rows(bench: str) -> list[Any]:
     files = sorted(folder.glob("*.jsonl"))
     if not files:
         raise BenchError(f"{folder}: no category files (*.jsonl) found")
-    rows: list[Any] = []
+    rows: list[JsonValue] = []
     for path in files:
         rows.extend(_read_jsonl(path))
     return rows
@@ -291,7 +292,7 @@ def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
         return f"{host}:{port} is unreachable ({exc.strerror or exc.__class__.__name__})"
 
 
-def hub_rows(bench: str, revision: str) -> list[Any]:
+def hub_rows(bench: str, revision: str) -> list[JsonValue]:
     """Rows of one SPEED-Bench config from the hub; fails in seconds, on one line, when the hub is unreachable."""
     if bench not in HUB_BENCHES:
         raise BenchError(f"unknown --bench {bench!r}; available benches: {', '.join(HUB_BENCHES)}")
