@@ -5,10 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines._prometheus import by_label, parse_prometheus, value_of
-from bench.records import ServerDescription, ServerStart, counter_acceptance, counter_deltas
+from bench.records import (
+    AcceptanceSummary,
+    CounterSnapshot,
+    ServerDescription,
+    ServerStart,
+    counter_acceptance,
+    counter_deltas,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +54,7 @@ MAX_TOKENS_PER_SECOND = 1e7
 """Server rates above this are treated as corrupt timings, not as speed."""
 
 
-def checked(timings: Mapping[str, Any], key: str) -> float | None:
+def checked(timings: JsonMapping, key: str) -> float | None:
     """A timing value, None when absent; NaN, infinite, negative or absurd values are refused."""
     value = timings.get(key)
     if value is None:
@@ -72,7 +80,7 @@ def count(value: Any) -> int | None:
     return int(number) if number is not None else None
 
 
-def drafts(container: Mapping[str, Any], drafted_key: str, accepted_key: str, where: str) -> dict[str, int | None]:
+def drafts(container: JsonMapping, drafted_key: str, accepted_key: str, where: str) -> dict[str, int | None]:
     """Validated draft counts {draft_n, draft_n_accepted}: absent or whole numbers >= 0, accepted <= drafted.
 
     Anything else (negative, fractional, a string, accepted above drafted) makes the response's
@@ -96,7 +104,7 @@ def drafts(container: Mapping[str, Any], drafted_key: str, accepted_key: str, wh
     return counts
 
 
-def usage_count(usage: Mapping[str, Any], key: str) -> int | None:
+def usage_count(usage: JsonMapping, key: str) -> int | None:
     """A `usage` token count: None when absent; a negative, fractional or non-number count is refused."""
     value = usage.get(key)
     if value is None:
@@ -107,7 +115,19 @@ def usage_count(usage: Mapping[str, Any], key: str) -> int | None:
     return int(number)
 
 
-def openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+class ResponseFields(TypedDict):
+    """What every OpenAI-compatible response says of itself, as `TurnStats` takes it (an adapter may mend a count)."""
+
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    content: str
+    reasoning: str
+    finish_reason: str | None
+
+
+def openai_fields(data: JsonMapping) -> ResponseFields:
     """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason, the model named."""
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     content = ""
@@ -169,7 +189,7 @@ class Engine:
         self.counters_contradicted = False
         """Whether the server's counters contradicted themselves once: then no acceptance from them at all."""
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> JsonObject:
         """Extra request body fields this engine needs to report acceptance."""
         return {}
 
@@ -186,7 +206,7 @@ class Engine:
                                "the server may have answered with another model")
         return stats
 
-    def checked_counter_deltas(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+    def checked_counter_deltas(self, before: CounterSnapshot, after: CounterSnapshot) -> dict[str, float]:
         """The acceptance counters' movement between two /metrics snapshots, or {} when it contradicts itself.
 
         A counter that went backwards (a restarted server, a load balancer switching backends) or more tokens
@@ -202,19 +222,19 @@ class Engine:
         return deltas
 
     def checked_counter_acceptance(
-        self, before: Mapping[str, Any], after: Mapping[str, Any], *, server_wide: bool
-    ) -> dict[str, Any] | None:
+        self, before: CounterSnapshot, after: CounterSnapshot, *, server_wide: bool
+    ) -> AcceptanceSummary | None:
         """Acceptance over a run from counter snapshots (see `counter_acceptance`), None when they (or any pair
         read during the run) contradict themselves."""
         if not self.checked_counter_deltas(before, after) or self.counters_contradicted:
             return None
         return counter_acceptance(before, after, server_wide=server_wide)
 
-    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+    def parse(self, data: JsonMapping) -> TurnStats:
         """Read one response (or a stream's merged final state)."""
         return self.seen(TurnStats(**openai_fields(data)))
 
-    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+    def acceptance_counters(self, metrics_text: str) -> CounterSnapshot | None:
         """Cumulative acceptance counters {drafts, draft_tokens, accepted, per_position} from /metrics."""
         return None
 
@@ -226,11 +246,11 @@ class Engine:
         """Info documents read again after the run (what the server says only once it served), by name."""
         return {}
 
-    def trim_info(self, name: str, data: Any) -> Any:
+    def trim_info(self, name: str, data: JsonValue) -> JsonValue:
         """What of one info document is worth keeping in the run file (large templates dropped)."""
         return data
 
-    def describe(self, info: Mapping[str, Any]) -> ServerDescription:
+    def describe(self, info: JsonMapping) -> ServerDescription:
         """Engine, build, model (a file or model name, never a local path) and slots from the info documents."""
         models = info.get("models")
         data = models.get("data") if isinstance(models, Mapping) else None
@@ -238,11 +258,11 @@ class Engine:
         model = first.get("id") if isinstance(first.get("id"), str) else None
         return ServerDescription(engine=self.name, model=_file_name(model))
 
-    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
+    def tokenize_request(self, text: str) -> tuple[str, JsonObject] | None:
         """(server-root path, JSON body) of a request that counts the tokens of `text`, or None."""
         return None
 
-    def token_count(self, response: Any) -> int | None:
+    def token_count(self, response: JsonValue) -> int | None:
         """The token count in a tokenize response, or None when it has none."""
         return None
 
@@ -253,7 +273,7 @@ class Engine:
             return None
         series = parse_prometheus(metrics_text)
         prefix = self.metric_prefix
-        counters = self.acceptance_counters(metrics_text) or {}
+        counters: CounterSnapshot = self.acceptance_counters(metrics_text) or {}
         started = value_of(series, "process_start_time_seconds")
         start = ServerStart(
             generated_tokens=value_of(series, *(f"{prefix}:{name}" for name in self.generated_counters))
@@ -270,7 +290,7 @@ class Engine:
         return None
 
     @classmethod
-    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+    def claims(cls, response: JsonMapping | None, metrics_text: str) -> bool:
         """Whether a first response or the /metrics text identify this engine."""
         return bool(cls.metric_prefix and f"{cls.metric_prefix}:" in metrics_text)
 
@@ -286,7 +306,7 @@ def _counter_problem(deltas: Mapping[str, float]) -> str | None:
     return None
 
 
-def spec_decode_counters(metrics_text: str, prefix: str) -> dict[str, Any] | None:
+def spec_decode_counters(metrics_text: str, prefix: str) -> CounterSnapshot | None:
     """The `<prefix>:spec_decode_num_*` counters that llama.cpp and vLLM share."""
     series = parse_prometheus(metrics_text)
     drafts = value_of(series, f"{prefix}:spec_decode_num_drafts")
@@ -309,7 +329,7 @@ def acceptance_gauges_of(metrics_text: str, prefix: str) -> dict[str, float] | N
     return {"acceptance_length": length, "accept_rate": rate}
 
 
-def chunk_token_evidence(chunk: Mapping[str, Any]) -> tuple[str, int] | None:
+def chunk_token_evidence(chunk: JsonMapping) -> tuple[str, int] | None:
     """What a streamed chunk says about its own tokens, or None: ("usage", cumulative completion tokens)
     (vLLM's `continuous_usage_stats`, any server that reports usage per chunk), ("token_ids", count) (vLLM's
     `return_token_ids`, SGLang), or ("logprobs", count) (OpenAI `logprobs.content`, one entry per token)."""

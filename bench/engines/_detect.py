@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from bench._types import JsonMapping
 from bench.engines._base import Engine
 from bench.engines._llamacpp import LlamaCpp
 from bench.engines._sglang import SGLang
@@ -32,7 +30,7 @@ def engine_from_metrics(metrics_text: str) -> Engine | None:
     return None
 
 
-def detect_engine(response: Mapping[str, Any] | None, metrics_text: str) -> Engine:
+def detect_engine(response: JsonMapping | None, metrics_text: str) -> Engine:
     """Pick the adapter that claims the /metrics text or a first response; plain OpenAI otherwise."""
     found = engine_from_metrics(metrics_text)
     if found is not None:

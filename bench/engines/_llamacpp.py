@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines._base import Engine, TurnStats, checked, count, drafts, openai_fields, spec_decode_counters
-from bench.records import ServerDescription
+from bench.records import CounterSnapshot, ServerDescription
 
 
 class LlamaCpp(Engine):
@@ -16,7 +16,7 @@ class LlamaCpp(Engine):
     name = "llamacpp"
     metric_prefix = "llamacpp"
 
-    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+    def parse(self, data: JsonMapping) -> TurnStats:
         """Read usage, text and the `timings` object."""
         fields = openai_fields(data)
         timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
@@ -51,7 +51,7 @@ class LlamaCpp(Engine):
                        f"{figure} withheld for those responses")
         return False
 
-    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+    def acceptance_counters(self, metrics_text: str) -> CounterSnapshot | None:
         """Read the `llamacpp:spec_decode_*` counters."""
         return spec_decode_counters(metrics_text, "llamacpp")
 
@@ -63,7 +63,7 @@ class LlamaCpp(Engine):
         """`/slots` names the speculative type only once a slot has served a request: read again after the run."""
         return {"slots": "/slots"}
 
-    def trim_info(self, name: str, data: Any) -> Any:
+    def trim_info(self, name: str, data: JsonValue) -> JsonValue:
         """Drop the chat templates from `/props`: large and not a setting of the run; of `/slots` keep what
         describes speculation (each slot's flag and `speculative.*` settings), not the prompts it holds."""
         if name == "slots" and isinstance(data, list):
@@ -74,7 +74,7 @@ class LlamaCpp(Engine):
             return {key: value for key, value in data.items() if key not in {"chat_template", "chat_template_tool_use"}}
         return data
 
-    def describe(self, info: Mapping[str, Any]) -> ServerDescription:
+    def describe(self, info: JsonMapping) -> ServerDescription:
         """`/props` names the build, the model file and the slots."""
         described = super().describe(info)
         props = info.get("props") if isinstance(info.get("props"), Mapping) else {}
@@ -89,29 +89,29 @@ class LlamaCpp(Engine):
             described = replace(described, slots=slots)
         return _with_speculation(described, props, info.get("slots"))
 
-    def tokenize_request(self, text: str) -> tuple[str, dict[str, Any]] | None:
+    def tokenize_request(self, text: str) -> tuple[str, JsonObject] | None:
         """llama.cpp's `/tokenize` takes `content`."""
         return "/tokenize", {"content": text}
 
-    def token_count(self, response: Any) -> int | None:
+    def token_count(self, response: JsonValue) -> int | None:
         """Its answer lists the `tokens`."""
         tokens = response.get("tokens") if isinstance(response, dict) else None
         return len(tokens) if isinstance(tokens, list) else None
 
     @classmethod
-    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+    def claims(cls, response: JsonMapping | None, metrics_text: str) -> bool:
         """llama.cpp answers with a `timings` object."""
         return super().claims(response, metrics_text) or bool(response and isinstance(response.get("timings"), dict))
 
 
-def _speculative_params(params: Any) -> dict[str, Any]:
-    """The `speculative.*` entries of a slot's (or the default) generation params."""
+def _speculative_params(params: JsonValue) -> JsonObject:
+    """The `speculative.*` entries of a slot's (or the default) generation params, keyed as the server names them."""
     if not isinstance(params, Mapping):
         return {}
     return {key: value for key, value in params.items() if isinstance(key, str) and key.startswith("speculative.")}
 
 
-def _with_speculation(described: ServerDescription, props: Mapping[str, Any], slots: Any) -> ServerDescription:
+def _with_speculation(described: ServerDescription, props: JsonMapping, slots: JsonValue) -> ServerDescription:
     """The speculation /slots reports (each slot's `speculative` flag, `speculative.types` once it served) and the
     draft settings beside it; /props' defaults only where the slots say nothing."""
     listed = [slot for slot in slots if isinstance(slot, Mapping)] if isinstance(slots, list) else []

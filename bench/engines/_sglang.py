@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from bench._types import JsonMapping, JsonObject
 from bench.engines._base import Engine, TurnStats, acceptance_gauges_of, count, drafts, openai_fields
 
 
@@ -14,11 +12,11 @@ class SGLang(Engine):
     name = "sglang"
     metric_prefix = "sglang"
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> JsonObject:
         """Ask SGLang for per-request speculative details."""
         return {"return_spec_tokens_details": True}
 
-    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+    def parse(self, data: JsonMapping) -> TurnStats:
         """Read usage, text and `sglext.spec_tokens_details`."""
         fields = openai_fields(data)
         ext = data.get("sglext") if isinstance(data.get("sglext"), dict) else {}
@@ -36,6 +34,6 @@ class SGLang(Engine):
         return acceptance_gauges_of(metrics_text, "sglang")
 
     @classmethod
-    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+    def claims(cls, response: JsonMapping | None, metrics_text: str) -> bool:
         """SGLang exposes `sglang:` metrics or answers with `sglext`."""
         return super().claims(response, metrics_text) or bool(response and "sglext" in response)

@@ -9,9 +9,7 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from bench._types import JsonMapping
 from bench.engines._base import (
     Engine,
     ResponseError,
@@ -22,6 +20,7 @@ from bench.engines._base import (
     openai_fields,
     spec_decode_counters,
 )
+from bench.records import CounterSnapshot
 
 
 class VLLM(Engine):
@@ -37,7 +36,7 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
     name = "vllm"
     metric_prefix = "vllm"
 
-    def parse(self, data: Mapping[str, Any]) -> TurnStats:
+    def parse(self, data: JsonMapping) -> TurnStats:
         """Read usage, text and `metrics.speculative_decoding` when the server sends it."""
         fields = openai_fields(data)
         metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
@@ -75,12 +74,12 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
             predicted_per_second=1000.0 / itl_ms if itl_ms else None,
         ))
 
-    def acceptance_counters(self, metrics_text: str) -> dict[str, Any] | None:
+    def acceptance_counters(self, metrics_text: str) -> CounterSnapshot | None:
         """Read the `vllm:spec_decode_*` counters."""
         return spec_decode_counters(metrics_text, "vllm")
 
     @classmethod
-    def claims(cls, response: Mapping[str, Any] | None, metrics_text: str) -> bool:
+    def claims(cls, response: JsonMapping | None, metrics_text: str) -> bool:
         """vLLM exposes `vllm:` metrics or per-request `metrics.speculative_decoding`."""
         metrics = response.get("metrics") if response else None
         return super().claims(response, metrics_text) or (
@@ -88,7 +87,7 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
         )
 
 
-def _per_step(spec: Mapping[str, Any], key: str) -> list[int] | None:
+def _per_step(spec: JsonMapping, key: str) -> list[int] | None:
     """A per-step array of token counts (`detailed` metrics), None when absent; ResponseError when malformed."""
     values = spec.get(key)
     if values is None:
