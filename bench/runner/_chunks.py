@@ -12,9 +12,9 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from bench._redact import one_line
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines import chunk_token_evidence
 
 
@@ -32,7 +32,7 @@ _SCAN = json.JSONDecoder().scan_once
 _SCAN_STRING = json.decoder.scanstring  # the C scanner, strict as json.loads is
 
 
-def loads(text: str) -> Any:
+def loads(text: str) -> JsonValue:
     """`json.loads(text)`, without its two whitespace searches and Python frames when the text is one JSON value
     from its first character to its last (what servers send); any other text goes to `json.loads` for its verdict.
     """
@@ -43,7 +43,7 @@ def loads(text: str) -> Any:
     return value if end == len(text) else json.loads(text)
 
 
-def delta_text(chunk: Mapping[str, Any]) -> tuple[str, str, str | None]:
+def delta_text(chunk: JsonMapping) -> tuple[str, str, str | None]:
     """(content, reasoning, finish reason) of a chunk's first choice: the chat `delta` or the completions `text`."""
     choices = chunk.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -60,7 +60,7 @@ def delta_text(chunk: Mapping[str, Any]) -> tuple[str, str, str | None]:
     )
 
 
-def logprob_entries(choice: Mapping[str, Any]) -> list[tuple[int, float | None]]:
+def logprob_entries(choice: JsonMapping) -> list[tuple[int, float | None]]:
     """(byte length, margin) per token from a choice's `logprobs` (OpenAI chat shape or legacy completions shape)."""
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, Mapping):
@@ -86,13 +86,13 @@ def logprob_entries(choice: Mapping[str, Any]) -> list[tuple[int, float | None]]
     return entries
 
 
-def _margin(values: list[Any]) -> float | None:
+def _margin(values: list[JsonValue]) -> float | None:
     """Top-1 minus top-2 log-probability (>= 0), or None with fewer than two finite values."""
     finite = sorted((float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)), reverse=True)
     return finite[0] - finite[1] if len(finite) >= 2 else None
 
 
-def first_choice(data: Mapping[str, Any]) -> Mapping[str, Any]:
+def first_choice(data: JsonMapping) -> JsonMapping:
     """A response's first choice, or an empty mapping."""
     choices = data.get("choices")
     return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
@@ -119,7 +119,7 @@ class StreamChunks:
     def __init__(self, logprobs: bool = False, shapes: bool = True) -> None:
         """Start empty; with `logprobs`, the per-token log-probabilities are collected too (and no shape learnt);
         without `shapes`, every chunk is parsed in full."""
-        self.merged: dict[str, Any] = {}
+        self.merged: JsonObject = {}
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.finish_reason: str | None = None
@@ -205,7 +205,7 @@ class StreamChunks:
         self.shapes_learnt += shape is not None
 
 
-def _shape(data: str, chunk: dict[str, Any], text: str) -> tuple[str, str] | None:
+def _shape(data: str, chunk: JsonObject, text: str) -> tuple[str, str] | None:
     """(what precedes the text's string body, what follows it from its closing quote) when a chunk with any other
     text there would parse to this chunk with only its text changed; None when that cannot be shown."""
     choice = chunk["choices"][0]

@@ -6,9 +6,8 @@ import itertools
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-from bench.engines import Engine
+from bench.engines import Engine, TurnStats
 from bench.prompts import Sample
 from bench.records import SampleResult, valid_texts
 from bench.runner._metrics import server_rates
@@ -69,11 +68,11 @@ def _since(at: float | None, origin: float) -> float | None:
     """A perf_counter time as seconds since `origin`, to the microsecond."""
     return None if at is None else round(at - origin, 6)
 
-def _logprob_fields(turns: list[Turn]) -> dict[str, Any]:
-    """The per-turn margin strings, when the turns asked for log-probabilities."""
+def _margins(turns: list[Turn]) -> tuple[str, ...]:
+    """The per-turn margin strings, when the turns asked for log-probabilities (else none)."""
     if any(turn.margins is None for turn in turns):
-        return {}
-    return {"token_margins": tuple(turn.margins or "" for turn in turns)}
+        return ()
+    return tuple(turn.margins or "" for turn in turns)
 
 
 def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: Mapping[str, float | None]) -> SampleResult:
@@ -108,7 +107,7 @@ def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: Mapping[str, f
         **timing,
         server_decode_t_s=server_decode,
         server_prompt_t_s=server_prompt,
-        **(_logprob_fields([turn]) if turn.margins is not None else {}),
+        token_margins=(turn.margins,) if turn.margins is not None else (),
     )
 
 
@@ -124,7 +123,7 @@ def _aggregate(
     prompt_ms, predicted_ms, prompt_per_second, predicted_per_second = _server_times(stats)
     client_decode = _client_decode(turns)
     steps = [s.spec_steps for s in stats]
-    spec: dict[str, Any] = {}
+    spec: dict[str, float] = {}  # engine figures by name: here the draft steps, later the counter deltas
     if all(step is not None for step in steps):
         spec["steps"] = sum(step for step in steps if step is not None)
     cache = [s.cache_n for s in stats]
@@ -169,11 +168,11 @@ def _aggregate(
         **timing,
         server_decode_t_s=server_decode,
         server_prompt_t_s=server_prompt,
-        **_logprob_fields(turns),
+        token_margins=_margins(turns),
     )
 
 
-def _server_times(stats: Sequence[Any]) -> tuple[float, float, float | None, float | None]:
+def _server_times(stats: Sequence[TurnStats]) -> tuple[float, float, float | None, float | None]:
     """(prompt ms, predicted ms, prompt t/s, predicted t/s) of a sample's turns as the server timed them."""
     prompt_ms = sum(s.prompt_ms or 0.0 for s in stats)
     predicted_ms = sum(s.predicted_ms or 0.0 for s in stats)

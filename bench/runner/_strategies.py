@@ -19,10 +19,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from bench._errors import BenchError
+from bench._types import JsonMapping, JsonObject
 from bench.prompts import PromptSet, Sample, Shard
+from bench.records import Interleaving
 from bench.runner._arrivals import ArrivalSchedule, arrival_schedule, block_offsets, block_plan, default_block_size
 from bench.runner._arrivals import load_trace as read_trace
 from bench.runner._config import RunConfig
@@ -77,7 +79,7 @@ class Plan:
 
     turns: tuple[Turn, ...]
     connections: int
-    marker: dict[str, Any] | None = None
+    marker: Interleaving | None = None
     """What each arm's run file records under `interleaved` (the partner arms are added per arm)."""
     own_clock: bool = False
     """Each arm counts time from its own turns only (ABBA blocks); else every record counts from the run's start."""
@@ -102,12 +104,12 @@ class Strategy(abc.ABC):
         """How progress names the run."""
         return f"{self} " + " vs ".join(names)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The strategy as JSON-safe data (`from_dict` reads it back)."""
         return {"kind": self.kind, **dataclasses.asdict(self)}  # type: ignore[call-overload]
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> Strategy:
+    def from_dict(data: JsonMapping) -> Strategy:
         """The strategy `to_dict` wrote."""
         fields = {key: value for key, value in data.items() if key != "kind"}
         kinds: dict[str, type[Strategy]] = {kind.kind: kind for kind in (Concurrent, OpenArrivals, LockStep, Blocks)}
@@ -265,7 +267,8 @@ class Blocks(Strategy):
         turns = [Turn(name, tuple(ordered[block.start:block.stop]), offsets_s=block_offsets(schedule, block),
                       max_concurrency=self.arrivals.max_concurrency, batch=block.index)
                  for block in blocks for name in block.order]
-        marker = {"order_seed": self.order_seed, "block_size": size, "blocks": len(blocks), "schedule": "open loop"}
+        marker: Interleaving = {"order_seed": self.order_seed, "block_size": size, "blocks": len(blocks),
+                                "schedule": "open loop"}
         return Plan(tuple(turns), self.arrivals.max_concurrency or size, marker, own_clock=True)
 
     def split(self, workers: int) -> list[Strategy]:

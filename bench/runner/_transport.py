@@ -20,7 +20,7 @@ import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import aiohttp
 
@@ -356,7 +356,7 @@ def _headers(response: aiohttp.ClientResponse) -> Mapping[str, str]:
     return {} if response.status == 200 else dict(response.headers)
 
 
-def retry_after_seconds(headers: Mapping[str, Any], default: float = 1.0) -> float:
+def retry_after_seconds(headers: Mapping[str, str], default: float = 1.0) -> float:
     """Seconds to wait from a Retry-After header (delta seconds or an HTTP date), bounded to [0, 60]."""
     value = headers.get("Retry-After") or headers.get("retry-after")
     if value is None:

@@ -7,10 +7,9 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from bench._types import JsonMapping, JsonObject
 from bench.engines import Engine, ResponseError, TurnStats
 from bench.records import encode_margins
 from bench.runner._chunks import SampleFailure, StreamChunks, first_choice, loads, logprob_entries
@@ -27,7 +26,7 @@ class RequestSettings:
     endpoint: str
     model: str | None = None
     osl: int = 4096
-    extra_inputs: Mapping[str, Any] = field(default_factory=lambda: {"temperature": 0})
+    extra_inputs: JsonMapping = field(default_factory=lambda: {"temperature": 0})
     stream: bool = False
     retries: int = 0
     api: str = "chat"
@@ -53,9 +52,9 @@ class Turn:
 
 def build_payload(
     settings: RequestSettings, engine: Engine, messages: list[dict[str, str]]
-) -> dict[str, Any]:
+) -> JsonObject:
     """The request body, built as the reference builds it (extra inputs cannot override max_tokens)."""
-    payload: dict[str, Any] = {"max_tokens": settings.osl, "stream": settings.stream}
+    payload: JsonObject = {"max_tokens": settings.osl, "stream": settings.stream}
     if settings.api == "completions":
         payload["prompt"] = "\n\n".join(message["content"] for message in messages)
     else:
@@ -93,7 +92,8 @@ def _http_failure(response: Response) -> SampleFailure:
     return SampleFailure(kind, f"HTTP {response.status}: {body}", retry_after_seconds(response.headers))
 
 
-def _parse_json(body: bytes) -> dict[str, Any]:
+def _parse_json(body: bytes) -> JsonObject:
+    """A response body as the JSON object it must be; SampleFailure invalid_json otherwise."""
     try:
         data = loads(body.decode(json.detect_encoding(body), "surrogatepass"))
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, huge integers
@@ -156,7 +156,7 @@ async def _plain_turn(
 
 
 async def send_turn(
-    transport: Transport, settings: RequestSettings, engine: Engine, payload: Mapping[str, Any]
+    transport: Transport, settings: RequestSettings, engine: Engine, payload: JsonMapping
 ) -> Turn:
     """Send one request, retrying transport errors and 429s up to `settings.retries` times."""
     body = json.dumps(payload).encode("utf-8")
