@@ -13,19 +13,23 @@ import os
 import platform
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from bench._errors import BenchError
 from bench._redact import redact_url, register_secrets
+from bench._types import JsonMapping, JsonObject
 from bench._version import __version__
 from bench.engines import Engine, engine_from_metrics
 from bench.prompts import PromptSet, Sample, Shard
 from bench.records import (
     SHARD_KEY,
     Acceptance,
+    ClientLag,
+    Interleaving,
     Journal,
+    MachineInfo,
     Run,
     RunIdentity,
     RunMeta,
@@ -60,7 +64,7 @@ def _utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def machine_info() -> dict[str, Any]:
+def machine_info() -> MachineInfo:
     """The machine a run ran on (for reports)."""
     return {
         "platform": platform.platform(),
@@ -97,7 +101,40 @@ def prompts_digest(prompts: PromptSet) -> str:
     return digest.hexdigest()
 
 
-def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
+class Harness(TypedDict):
+    """The harness that wrote a run: its name and version."""
+
+    name: str
+    version: str
+
+
+class RunHeader(TypedDict):
+    """An arm's journal header as the runner writes it: what `build_run` and a resume read back from it."""
+
+    config: JsonObject
+    selected_samples: int
+    sample_ids: list[str]
+    prompts_sha256: str
+    harness: Harness
+    started_at: str
+    machine: MachineInfo
+    server_start: NotRequired[JsonObject]
+    """What /metrics said of the server before the run's first request (kept from a resumed run's first part)."""
+    interleaved: NotRequired[Interleaving]
+    shard: NotRequired[JsonObject]
+    """A shard's marker (`SHARD_KEY`): the full run's digest and size, the shard's own sample ids."""
+    start_at: NotRequired[float]
+    """The shards' shared start (epoch seconds), when one was given."""
+
+
+class HeaderExtra(TypedDict, total=False):
+    """What a run adds to each arm's header beside what `_header` writes: a shard's marker, the shared start."""
+
+    shard: JsonObject
+    start_at: float
+
+
+def _header(prompts: PromptSet, config: RunConfig) -> RunHeader:
     return {
         "config": config.recorded(),
         "selected_samples": len(prompts.samples) * config.repeat,
@@ -109,7 +146,7 @@ def _header(prompts: PromptSet, config: RunConfig) -> dict[str, Any]:
     }
 
 
-def _check_resumable(header: Mapping[str, Any], prompts: PromptSet, config: RunConfig, source: str) -> None:
+def _check_resumable(header: JsonMapping, prompts: PromptSet, config: RunConfig, source: str) -> None:
     """Refuse to resume a journal whose run identity or prompts differ from the run asked for now."""
     old = header.get("config")
     mismatches = RunIdentity.of(old if isinstance(old, Mapping) else {}).resume_mismatches(
@@ -130,13 +167,14 @@ class ArmRun:
     prompts: PromptSet
     config: RunConfig
     output: str | os.PathLike[str] | None
-    header: dict[str, Any]
+    header: RunHeader
     previous: list[SampleResult]
     plan: _Plan
     base_urls: list[str]
     journal: Journal | None = None
     engine: Engine = field(default_factory=Engine)
-    server: dict[str, Any] = field(default_factory=lambda: {"models": None})
+    server: JsonObject = field(default_factory=lambda: {"models": None})
+    """The server's info documents by name, as `server_info` read them (and `late_info_paths` again after)."""
     settings: list[RequestSettings] = field(default_factory=list)
     metrics_before: str = ""
     start_read_at: float = 0.0
@@ -153,7 +191,7 @@ def prepare_arm(
     *,
     resume: bool,
     force: bool,
-    header_extra: Mapping[str, Any] | None = None,
+    header_extra: HeaderExtra | None = None,
 ) -> ArmRun:
     """Validate, read the journal to resume (or refuse to overwrite) and plan what is left to send."""
     config.validate()
@@ -163,7 +201,7 @@ def prepare_arm(
     base_urls = [normalize_base_url(url) for url in config.urls()]
     journal_file = journal_path(output) if output is not None else None
     previous: list[SampleResult] = []
-    header = {**_header(prompts, config), **(header_extra or {})}
+    header: RunHeader = {**_header(prompts, config), **(header_extra or {})}
     if output is not None and journal_file is not None:
         if resume:
             if not journal_file.exists():
@@ -256,7 +294,7 @@ async def connect_arm(arm: ArmRun, transport: Transport, stop: Stop) -> None:
 
 async def conclude_arm(
     arm: ArmRun, transport: Transport, progress: Progress, stop: Stop, extra_notes: Sequence[str] = ()
-) -> tuple[list[SampleResult], dict[str, Any] | None, list[str]]:
+) -> tuple[list[SampleResult], Acceptance | None, list[str]]:
     """After the timed part: acceptance from /metrics, the adapter's warnings; return (results, acceptance, notes)."""
     results = [*arm.previous, *arm.new_results]
     root = server_root(arm.base_urls[0])
@@ -276,7 +314,7 @@ async def conclude_arm(
         # other traffic moved the counters between samples: per-sample deltas cannot be trusted
         results = [*arm.previous, *(without_counter_deltas(result) for result in arm.new_results)]
         if acceptance is not None:
-            acceptance["server_wide"] = True
+            acceptance = replace(acceptance, server_wide=True)
     if arm.previous:
         acceptance = resumed_acceptance(latest_by_key(results), acceptance)
     return results, acceptance, notes
@@ -290,13 +328,13 @@ _HEADER_READ = frozenset({"config", "selected_samples", "sample_ids", "harness",
 def build_run(
     arm: ArmRun,
     results: list[SampleResult],
-    acceptance: dict[str, Any] | None,
+    acceptance: Acceptance | None,
     notes: list[str],
     *,
     interrupted: bool,
     elapsed_s: float,
     stop: Stop,
-    client_lag: Mapping[str, Any] | None = None,
+    client_lag: ClientLag | None = None,
 ) -> Run:
     """The arm's Run (meta from its header plus what the run found), saved to its output when it has one.
 
@@ -313,13 +351,13 @@ def build_run(
         elapsed_s=elapsed_s,
         engine=arm.engine.name,
         server=arm.engine.describe(arm.server),
-        acceptance=Acceptance.from_mapping(acceptance),
+        acceptance=acceptance,
         interrupted=interrupted,
         warnings=tuple(notes),
         machine=header["machine"],
         prompts_sha256=header["prompts_sha256"],  # kept: compare checks it
         server_info=arm.server,
-        client_lag=dict(client_lag) if client_lag is not None else None,
+        client_lag=ClientLag(**client_lag) if client_lag is not None else None,
         dataset={"source": arm.prompts.source, "bench": arm.prompts.bench, "skipped_rows": arm.prompts.skipped},
         interleaved=header.get("interleaved"),
         served_models=tuple(sorted(arm.engine.models)),
@@ -381,8 +419,8 @@ async def warmup(
             return
 
 
-def shard_run(prompts: PromptSet, repeat: int, shard: Shard | None) -> tuple[PromptSet, dict[str, Any]]:
-    """(the shard's prompts, its run-file marker); the run's prompts and no marker without a shard."""
+def shard_run(prompts: PromptSet, repeat: int, shard: Shard | None) -> tuple[PromptSet, HeaderExtra]:
+    """(the shard's prompts, its headers' extra keys: its marker); the run's prompts and no marker without a shard."""
     if shard is None:
         return prompts, {}
     own = shard.prompts(prompts)

@@ -7,9 +7,8 @@ import math
 import statistics
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from bench.records import SampleResult
+from bench.records import ClientLag, SampleResult
 from bench.runner._progress import Progress
 
 LAG_INTERVAL_S = 0.01
@@ -58,7 +57,7 @@ class LagMonitor:
             await asyncio.sleep(self.interval_s)
             self.lags.append(max(0.0, clock() - due))
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> ClientLag | None:
         """p50/p99/max lag in ms, samples, the threshold and how many samples exceeded it; None without samples."""
         if not self.lags:
             return None

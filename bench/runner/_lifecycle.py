@@ -12,10 +12,9 @@ import resource
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench._errors import BenchError
-from bench.records import Run, SampleResult, output_lock
+from bench.records import Acceptance, Run, SampleResult, output_lock
 from bench.runner._arm import (
     ArmRun,
     RunStopped,
@@ -87,7 +86,7 @@ async def _connect(arms: Mapping[str, ArmRun], session: Session, stack: contextl
 
 
 async def _conclude(arms: Mapping[str, ArmRun], session: Session, lag: LagMonitor, progress: Progress
-                    ) -> dict[str, tuple[list[SampleResult], dict[str, Any] | None, list[str]]]:
+                    ) -> dict[str, tuple[list[SampleResult], Acceptance | None, list[str]]]:
     """Each arm's conclusion (results, acceptance, notes); the loop-lag notes said once for every arm."""
     concluded = {}
     said: dict[str, None] = {}

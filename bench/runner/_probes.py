@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from bench._errors import BenchError
+from bench._types import JsonObject, JsonValue
 from bench.engines import Engine, detect_engine, engine_by_name, engine_from_metrics, tokenizing_engines
 from bench.prompts import PromptSet
-from bench.records import COUNTER_KEYS, POSITION_KEY, SampleResult, acceptance_summary, position_deltas
+from bench.records import (
+    COUNTER_KEYS,
+    POSITION_KEY,
+    Acceptance,
+    CounterSnapshot,
+    SampleResult,
+    acceptance_summary,
+    position_deltas,
+)
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._stop import Stop
 from bench.runner._transport import Transport, TransportError
@@ -20,7 +28,8 @@ PROBE_TIMEOUT_S = 5.0
 """Per-request timeout of the server probes (/metrics, /props, /models)."""
 
 
-async def get_json(transport: Transport, url: str) -> Any:
+async def get_json(transport: Transport, url: str) -> JsonValue:
+    """The JSON document at `url`, None when it cannot be read or is not JSON."""
     body = await get_text(transport, url)
     try:
         return json.loads(body) if body else None
@@ -29,6 +38,7 @@ async def get_json(transport: Transport, url: str) -> Any:
 
 
 async def get_text(transport: Transport, url: str) -> str:
+    """The text at `url`, empty when it cannot be read; a TLS failure stops the run at once."""
     try:
         response = await transport.get(url, timeout=PROBE_TIMEOUT_S)
     except TransportError as exc:
@@ -48,7 +58,7 @@ async def choose_engine(
     if found is not None or not prompts.samples:
         return found or Engine()
     text = prompts.samples[0].turns[0]
-    body: dict[str, Any] = {"max_tokens": 1, **({"model": config.model} if config.model else {})}
+    body: JsonObject = {"max_tokens": 1, **({"model": config.model} if config.model else {})}
     if config.api == "completions":
         body["prompt"] = text
     else:
@@ -61,9 +71,9 @@ async def choose_engine(
     return detect_engine(first if isinstance(first, dict) else None, "")
 
 
-async def server_info(transport: Transport, engine: Engine, root: str, base_url: str) -> dict[str, Any]:
-    """What the server says about itself: the adapter's info documents and the OpenAI model list."""
-    info = {name: engine.trim_info(name, await get_json(transport, root + path))
+async def server_info(transport: Transport, engine: Engine, root: str, base_url: str) -> JsonObject:
+    """What the server says about itself, by document name: the adapter's info documents and the OpenAI model list."""
+    info: JsonObject = {name: engine.trim_info(name, await get_json(transport, root + path))
             for name, path in engine.info_paths().items()}
     info["models"] = await get_json(transport, base_url + "/models")
     return info
@@ -77,15 +87,16 @@ class SampleMeter:
         self.transport = transport
         self.engine = engine
         self.metrics_url = metrics_url
-        self.last_after: dict[str, Any] | None = None
+        self.last_after: CounterSnapshot | None = None
         self.moved_between = False
         self.enabled = True
 
-    async def _counters(self, closing: bool = False) -> dict[str, Any] | None:
+    async def _counters(self, closing: bool = False) -> CounterSnapshot | None:
+        """The engine's acceptance counters now, None when /metrics gives none."""
         text = await self.stop.guard(get_text(self.transport, self.metrics_url), "", closing=closing)
         return self.engine.acceptance_counters(text) if text else None
 
-    async def measure(self, send: Any) -> SampleResult:
+    async def measure(self, send: Callable[[], Awaitable[SampleResult]]) -> SampleResult:
         """Run `send()` between two scrapes and add the counter deltas to the result's `spec`."""
         if not self.enabled:
             return await send()
@@ -106,7 +117,8 @@ class SampleMeter:
         return replace(result, spec={**result.spec, **deltas})
 
 
-def _core(counters: Mapping[str, Any]) -> tuple[Any, ...]:
+def _core(counters: CounterSnapshot) -> tuple[float | None, ...]:
+    """The totals of a counter snapshot (drafts, drafted, accepted): what other traffic would move."""
     return tuple(counters.get(key) for key in COUNTER_KEYS)
 
 
@@ -115,34 +127,35 @@ def without_counter_deltas(result: SampleResult) -> SampleResult:
                                  if key not in COUNTER_KEYS and not key.startswith(POSITION_KEY)})
 
 
-def resumed_acceptance(results: list[SampleResult], acceptance: dict[str, Any] | None) -> dict[str, Any] | None:
+def resumed_acceptance(results: list[SampleResult], acceptance: Acceptance | None) -> Acceptance | None:
     """After a resume the counters cover only the resumed part: rebuild from per-sample deltas, or say so."""
     ok = [result for result in results if result.ok]
     if ok and all("drafts" in result.spec for result in ok):
-        return acceptance_summary(
+        return Acceptance.from_mapping(acceptance_summary(
             sum(result.spec["drafts"] for result in ok),
             sum(result.spec.get("draft_tokens", 0.0) for result in ok),
             sum(result.spec.get("accepted", 0.0) for result in ok),
             source="per-sample metrics",
             server_wide=False,
-        )
+        ))
     if acceptance is None:
         return None
-    return {**acceptance, "partial": "counters cover only the resumed part of the run", "server_wide": True}
+    return replace(acceptance, partial="counters cover only the resumed part of the run", server_wide=True)
 
 
 def run_acceptance(
     engine: Engine, before: str, after: str, config: RunConfig, servers: int
-) -> dict[str, Any] | None:
+) -> Acceptance | None:
+    """The run's acceptance from the counters of /metrics before and after it (else its gauges), None without."""
     counters_before = engine.acceptance_counters(before) if before else None
     counters_after = engine.acceptance_counters(after) if after else None
     if counters_after is not None:
-        return engine.checked_counter_acceptance(
+        return Acceptance.from_mapping(engine.checked_counter_acceptance(
             counters_before or {}, counters_after, server_wide=config.concurrency > 1 or servers > 1
-        )
+        ))
     gauges = engine.acceptance_gauges(after) if after else None
     if gauges:
-        return {"source": "gauges", **gauges, "server_wide": True}
+        return Acceptance.from_mapping({"source": "gauges", **gauges, "server_wide": True})
     return None
 
 
