@@ -11,6 +11,7 @@ from urllib.parse import urlparse, urlsplit
 
 from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines import ENGINE_NAMES
 from bench.records import check_limits, default
 from bench.runner._arrivals import ARRIVAL_PROCESSES
@@ -70,7 +71,8 @@ class RunConfig:
     bench: str = default("bench")
     category: str = default("category")
     osl: int = default("osl")
-    extra_inputs: Mapping[str, Any] = field(default_factory=lambda: default("extra_inputs"))
+    extra_inputs: JsonMapping = field(default_factory=lambda: default("extra_inputs"))
+    """Request fields every request sends as given (`--extra-inputs`)."""
     concurrency: int = default("concurrency")
     limit: int | None = default("limit")
     timeout: float = default("timeout")
@@ -84,7 +86,7 @@ class RunConfig:
     retries: int = default("retries")
     label: str | None = default("label")
     per_sample_metrics: bool = default("per_sample_metrics")
-    chat_template_kwargs: Mapping[str, Any] | None = default("chat_template_kwargs")
+    chat_template_kwargs: Mapping[str, JsonValue] | None = default("chat_template_kwargs")  # JSON as given
     tags: Mapping[str, str] = field(default_factory=lambda: default("tags"))
     max_response_bytes: int = default("max_response_bytes")
     logprobs: bool = default("logprobs")
@@ -196,9 +198,9 @@ class RunConfig:
         """The server URLs (a comma-separated `--url` spreads requests round-robin)."""
         return [part.strip() for part in self.url.split(",") if part.strip()] or [self.url]
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> JsonObject:
         """The config as written to the run file: the reference's keys plus speedbench's, no secrets."""
-        data = asdict(self)
+        data: JsonObject = asdict(self)
         data.pop("api_key")
         data.pop("loop")  # the client's environment, recorded under `machine.event_loop`
         data["url"] = redact_url(self.url)
@@ -218,7 +220,7 @@ class Arm:
     config: RunConfig
     """The endpoint (`url`) and every setting of the arm's requests."""
     output: str | os.PathLike[str] | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
+    overrides: JsonMapping = field(default_factory=dict)
     """Request fields this arm sends on top of `config.extra_inputs` (a draft length, say)."""
     server: ServerRequest | None = None
     """An embedded server to start for this arm: its URL replaces `config.url` and its state is `restart`."""

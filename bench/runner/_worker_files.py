@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from bench._types import JsonObject, JsonValue
 from bench.prompts import PromptSet, Shard
 from bench.records import (
     SHARD_KEY,
@@ -43,27 +43,49 @@ def worker_file(folder: Path, index: int, name: str) -> Path:
     return folder / f"worker-{index}" / f"{name}.json"
 
 
-def mark_folder(folder: Path, outputs: dict[str, str], configs: dict[str, dict[str, Any]]) -> None:
+@dataclass(frozen=True)
+class WorkersMarker:
+    """A workers' folder's marker: the output each arm's workers write, and each arm's whole-run recorded config."""
+
+    outputs: Mapping[str, str]
+    """Each arm's output (its run file), as an absolute path."""
+    configs: Mapping[str, JsonObject]
+    """Each arm's whole-run recorded config (`RunConfig.recorded`, with the workers' count)."""
+
+    def to_dict(self) -> JsonObject:
+        """The marker file's JSON object."""
+        return {"outputs": dict(self.outputs), "configs": dict(self.configs)}
+
+    @classmethod
+    def from_mapping(cls, data: JsonValue) -> WorkersMarker | None:
+        """The marker a file holds, None when it is none (no `outputs` object); entries of other kinds are left out."""
+        if not isinstance(data, dict) or not isinstance(data.get("outputs"), dict):
+            return None
+        outputs, configs = data["outputs"], data.get("configs")
+        return cls(outputs={name: path for name, path in outputs.items() if isinstance(path, str)},
+                   configs={name: config for name, config in configs.items() if isinstance(config, dict)}
+                   if isinstance(configs, dict) else {})
+
+
+def mark_folder(folder: Path, outputs: Mapping[str, str], configs: Mapping[str, JsonObject]) -> None:
     """Name in `folder` the output of each arm its workers write and the arm's whole-run recorded config."""
-    (folder / MARKER).write_text(json.dumps({"outputs": {name: str(Path(path).resolve())
-                                                         for name, path in outputs.items()},
-                                             "configs": configs}), encoding="utf-8")
+    marker = WorkersMarker({name: str(Path(path).resolve()) for name, path in outputs.items()}, configs)
+    (folder / MARKER).write_text(json.dumps(marker.to_dict()), encoding="utf-8")
 
 
-def _marker(folder: Path) -> dict[str, Any] | None:
+def _marker(folder: Path) -> WorkersMarker | None:
     """The folder's marker, or None when it has none or it cannot be read."""
     try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        return WorkersMarker.from_mapping(json.loads((folder / MARKER).read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None
-    return marker if isinstance(marker, dict) and isinstance(marker.get("outputs"), dict) else None
 
 
 def left_workers(output: str | os.PathLike[str]) -> Path | None:
     """The newest workers' folder beside `output` that a killed parent left unjoined (None when there is none)."""
     target = str(Path(output).resolve())
     found = [folder for folder in Path(output).parent.glob(".workers-*")
-             if folder.is_dir() and target in ((_marker(folder) or {}).get("outputs") or {}).values()]
+             if folder.is_dir() and target in (marker.outputs.values() if (marker := _marker(folder)) else ())]
     return max(found, key=lambda folder: folder.stat().st_mtime, default=None)
 
 
@@ -71,12 +93,11 @@ def join_left_workers(folder: Path, output: str | os.PathLike[str], name: str, p
                       config: RunConfig) -> str:
     """Join arm `name`'s work a killed parent's workers left in `folder` into `output` (run file and journal,
     interrupted); a one-line notice of what was joined from where. The caller removes the folder."""
-    marker = _marker(folder) or {}
+    marker = _marker(folder)
     count = len([path for path in folder.glob("worker-*") if path.is_dir()])
     paths = [worker_file(folder, index, name) for index in range(count)]
-    recorded = (marker.get("configs") or {}).get(name)
-    run = join_outputs(paths, output, prompts, config, interrupted=True,
-                       recorded=recorded if isinstance(recorded, dict) else None)
+    recorded = marker.configs.get(name) if marker is not None else None
+    run = join_outputs(paths, output, prompts, config, interrupted=True, recorded=recorded)
     finished = len(run.results) if run is not None else 0
     return (f"joined {finished} finished samples from {folder}, the {count} workers' folder of a run whose "
             f"parent process ended before it joined them")
@@ -98,7 +119,7 @@ def _gather(paths: Sequence[Path]) -> list[Run]:
 
 def join_outputs(
     paths: Sequence[Path], output: str | os.PathLike[str] | None, prompts: PromptSet, config: RunConfig, *,
-    interrupted: bool, recorded: dict[str, Any] | None = None,
+    interrupted: bool, recorded: JsonObject | None = None,
 ) -> Run | None:
     """The run the workers' files of one output make (None when no worker recorded anything), saved with its
     journal at `output`. Its config is the whole run's (`recorded`, else `config`'s), with the workers' count."""
@@ -106,7 +127,7 @@ def join_outputs(
     if not runs:
         return None
     merged = merge_shards(runs, vary=WORKER_VARY, part="worker", allow_missing=True)
-    meta: dict[str, Any] = dict(merged.meta)
+    meta: JsonObject = dict(merged.meta)
     meta["interrupted"] = bool(meta.get("interrupted")) or interrupted or len(runs) < len(paths)
     whole = recorded if recorded is not None else config.recorded()
     run = Run(config={**whole, "workers": len(paths)}, selected_samples=merged.selected_samples,
@@ -120,7 +141,7 @@ def join_outputs(
 
 def _write_journal(run: Run, paths: Sequence[Path], output: str | os.PathLike[str], sample_ids: list[str]) -> None:
     """The output's one journal: a header of the whole run, then every result in schedule order; atomically."""
-    header: dict[str, Any] = {}
+    header: JsonObject = {}  # the workers' header as read, its keys of the whole run set anew below
     for path in paths:
         if journal_path(path).exists():
             header = read_journal(journal_path(path))[0]
