@@ -17,6 +17,7 @@ from bench._redact import redact_url
 from bench.analysis import Comparison
 from bench.pipeline._arms import arm_config
 from bench.pipeline._artefacts import write_comparison, write_traffic
+from bench.pipeline._rounds import Rounds
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
@@ -226,36 +227,30 @@ def _until_decided(
 
     sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
     everything = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
-    done: dict[str, list[Any]] = {BASELINE: [], SPECULATIVE: []}
-    state: dict[str, Any] = {"interrupted": False, "stop": None}
-    first_start: dict[str, Any] = {}
+    state = Rounds()
     with contextlib.ExitStack() as stack:
         endpoints = {side: stack.enter_context(_endpoint(url, mode, config, out)) for side, url, mode in sides}
 
         def run_round(k: int) -> tuple[Run, Run]:
             prompts = load_prompts(category=config.category, limit=k, bench=config.bench)
             fresh = dataclasses.replace(prompts, samples=tuple(
-                sample for sample in prompts.samples if sample.id not in {r.id for r in done[BASELINE]}))
+                sample for sample in prompts.samples if sample.id not in state.seen(BASELINE)))
             rounds = round_folder(folder, k)
             rounds.mkdir(parents=True, exist_ok=True)
             arms = [Arm(side, _run_config(side, endpoints[side][0], mode, config, endpoints[side][1]),
                         run_file(rounds, side)) for side, _, mode in sides]
             runs, interrupted = run_arms(fresh, arms, LockStep(config.concurrency, config.order_seed + k),
                                     RunOptions(progress=progress))
-            state["interrupted"] = state["interrupted"] or interrupted
             merged = []
             for side, _, _ in sides:
-                done[side] += list(runs[side].results)
-                # the rounds are one run: its server state is the one the first round started from
-                start = first_start.setdefault(side, runs[side].info.server_start)
-                merged.append(_rounds_so_far(runs[side], tuple(done[side]), k, start, state["stop"]))
+                merged.append(state.so_far(side, runs[side], k, first_start=True))
                 save_run(merged[-1], run_file(folder, side))  # finished rounds are never lost
             if interrupted:
                 raise _RoundsStopped
             return merged[0], merged[1]
 
         def save_record(baseline: Run, speculative: Run) -> None:
-            state["stop"] = speculative.info.sequential
+            state.stop = speculative.info.sequential
             for side, run in ((BASELINE, baseline), (SPECULATIVE, speculative)):
                 save_run(run, run_file(folder, side))
 
@@ -273,17 +268,6 @@ def _until_decided(
         died = any([_report_death(side, endpoints[side][1], out) for side, _, _ in sides])
     out(decided.message + "\n")
     return decided.baseline, decided.speculative, False, died
-
-
-def _rounds_so_far(last: Run, results: tuple[Any, ...], rounds: int, start: Any, stop: Any) -> Run:
-    """One side's run over the rounds so far: the last round's settings and meta, every result, the first round's
-    server state, and the sequential test's record when there is one (an interrupted run keeps it too)."""
-    from bench.analysis import with_record
-    from bench.records import summarize
-
-    whole = Run(config={**last.config, "limit": rounds}, selected_samples=len(results), results=results,
-                summary=tuple(summarize(results)), meta=dataclasses.replace(last.info, server_start=start))
-    return with_record(whole, stop) if stop else whole
 
 
 class _RoundsStopped(Exception):
