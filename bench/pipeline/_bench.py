@@ -8,7 +8,7 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -18,7 +18,7 @@ from bench.analysis import Comparison
 from bench.pipeline._arms import arm_config
 from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.pipeline._rounds import Rounds
-from bench.prompts import load_prompts
+from bench.prompts import PromptSet, load_prompts
 from bench.records import (
     BASELINE,
     FRESH,
@@ -45,6 +45,9 @@ from bench.runner import (
     run_arms,
     strategy_for,
 )
+
+if TYPE_CHECKING:
+    from bench.server import EngineServer, ServerRequest
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class PipelineConfig:
         return self.max_concurrency or self.concurrency
 
 
-def _server_request(mode: str, config: PipelineConfig) -> Any:
+def _server_request(mode: str, config: PipelineConfig) -> ServerRequest:
     """What `make bench` asks of the embedded server for `mode`."""
     from bench.server import ServerRequest
 
@@ -107,7 +110,8 @@ def _server_request(mode: str, config: PipelineConfig) -> Any:
 
 
 @contextlib.contextmanager
-def _endpoint(url: str | None, mode: str, config: PipelineConfig, out: Callable[[str], Any]) -> Iterator[Any]:
+def _endpoint(url: str | None, mode: str, config: PipelineConfig,
+              out: Callable[[str], Any]) -> Iterator[tuple[str, EngineServer | None]]:
     """Yield (url, server or None): the given URL, or an embedded server started for the run."""
     if url:
         yield url, None
@@ -139,7 +143,7 @@ def check_servers(config: PipelineConfig) -> None:
             raise BenchError(str(exc)) from None
 
 
-def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: Any) -> RunConfig:
+def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: EngineServer | None) -> RunConfig:
     """The run config of one side: its endpoint, the shared settings and tags describing its server."""
     from bench.server import server_tags
 
@@ -158,7 +162,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     )
 
 
-def _report_death(side: str, server: Any, out: Callable[[str], Any]) -> bool:
+def _report_death(side: str, server: EngineServer | None, out: Callable[[str], Any]) -> bool:
     """Whether the side's embedded server died; if so print its last log lines."""
     died = server is not None and not server.is_running()
     if died:
@@ -173,7 +177,7 @@ def _resuming(config: PipelineConfig, output: Path) -> bool:
 
 
 def _one_side(
-    side: str, url: str | None, mode: str, config: PipelineConfig, prompts: Any, folder: Path,
+    side: str, url: str | None, mode: str, config: PipelineConfig, prompts: PromptSet, folder: Path,
     out: Callable[[str], Any], progress: Progress,
 ) -> tuple[Run, bool, bool]:
     """Run one side alone (sequential mode); return (run, interrupted, server died)."""
@@ -187,7 +191,7 @@ def _one_side(
 
 
 def _both_sides(
-    config: PipelineConfig, prompts: Any, folder: Path, out: Callable[[str], Any], progress: Progress
+    config: PipelineConfig, prompts: PromptSet, folder: Path, out: Callable[[str], Any], progress: Progress
 ) -> tuple[Run, Run, bool, bool]:
     """Start both servers, run them interleaved; return (baseline, speculative, interrupted, a server died)."""
     sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
