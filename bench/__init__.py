@@ -23,6 +23,7 @@ _EXPORTS = {
     "Sample": "bench.prompts",
     "SampleResult": "bench.records",
     "ServerConfig": "bench.server",
+    "command_secrets": "bench._redact",
     "compare_runs": "bench.analysis",
     "comparison_text": "bench.render",
     "forget_secrets": "bench._redact",

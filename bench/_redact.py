@@ -220,6 +220,21 @@ def redact(text: str) -> str:
     return redact_known(text)
 
 
+def command_secrets(argv: Iterable[str]) -> list[str]:
+    """The values of a command's secret-named options (`--api-key X`, `--hf-token=X`), to register as secrets."""
+    found: list[str] = []
+    words = list(argv)
+    for index, word in enumerate(words):
+        match = re.fullmatch(rf"--?{_SECRET_NAME}(?:=(?P<value>.+))?", word, re.IGNORECASE)
+        if match is None:
+            continue
+        value = match.group("value") if match.group("value") is not None else (
+            words[index + 1] if index + 1 < len(words) else None)
+        if value and not value.startswith("-"):
+            found.append(value)
+    return found
+
+
 def redact_tree(value: Any) -> Any:
     """A JSON-ready value with `redact` applied to every string in it (keys included), at any depth."""
     if isinstance(value, str):

@@ -161,6 +161,18 @@ def test_a_bad_folder_among_good_ones_writes_nothing(tmp_path: Path, capsys) -> 
     assert not history.exists()
 
 
+@pytest.mark.parametrize("command", [["show"], ["check"], ["html", "--out", "page.html"]])
+def test_a_missing_history_folder_is_bad_input_for_every_reader(tmp_path: Path, capsys, command, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["history", command[0], "--history", str(tmp_path / "nowhere"), *command[1:]]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "no history folder" in error
+    assert not (tmp_path / "page.html").exists() and not (tmp_path / "nowhere").exists()
+    (tmp_path / "empty").mkdir()
+    assert main(["history", "show", "--history", str(tmp_path / "empty")]) == 0  # a history with no points yet
+    assert "no points yet" in capsys.readouterr().out
+
+
 def test_show_json_has_the_issue_shape(tmp_path: Path, capsys) -> None:
     history = _history(tmp_path, synthetic_points(30, step_at=15, seed=4))
     assert main(["history", "show", "--history", str(history), "--format", "json"]) == 0

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from bench._errors import BenchError
+from bench._types import JsonObject
 
 SERVER_ENGINES = ("llamacpp", "vllm")
 """The engines `bench` and `sweep` can embed (bench.server.SERVER_ENGINES, named here so --help stays light)."""
@@ -16,7 +18,7 @@ MODEL_HELP = (
 )
 
 
-def json_object(value: str) -> dict[str, Any]:
+def json_object(value: str) -> JsonObject:
     """An argument that must be a JSON object."""
     try:
         data = json.loads(value)
@@ -27,7 +29,7 @@ def json_object(value: str) -> dict[str, Any]:
     return data
 
 
-def bounded_number(option: str) -> Any:
+def bounded_number(option: str) -> Callable[[str], float]:
     """An argparse type for `option`: a float that is finite and within the option's range (`NUMBER_RANGES`)."""
 
     def parse(text: str) -> float:

@@ -62,6 +62,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         return _add(args, out)
     from bench.pipeline import load_history_analysis
 
+    if not os.path.isdir(args.history):  # a mistyped path is bad input, not an empty history
+        raise BenchError(f"{args.history}: no history folder (speedbench history add FOLDER --history DIR makes one)")
     analysis = load_history_analysis(args.history, alpha=args.alpha, branch=args.branch)
     if args.history_command == "show":
         from bench.render import history_json, history_markdown, history_text

@@ -6,9 +6,17 @@ Each option takes its default and help text from the run settings' one declarati
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from bench.commands._common import bounded_number, header_pair, json_object
+
+
+class _ArgumentOptions(TypedDict, total=False):
+    """The `add_argument` options an open-loop option takes besides its declared default and help text."""
+
+    choices: list[str]
+    type: Callable[[str], float]
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +72,7 @@ def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = Fals
     else:
         parser.add_argument("--request-rate", type=bounded_number("--request-rate"), default=None, metavar="R",
                             help=setting("request_rate").help)
-    options: tuple[tuple[str, dict[str, Any]], ...] = (
+    options: tuple[tuple[str, _ArgumentOptions], ...] = (
         ("arrival", {"choices": ["poisson", "gamma", "constant"]}),
         ("burstiness", {"type": bounded_number("--burstiness")}),
         ("max_concurrency", {"type": int}),

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         base_cmd=args.base_cmd, base_url=args.base_url, spec_cmd=args.spec_cmd, bench=args.bench,
         dataset=args.dataset, category=args.category, limit=args.limit, osl=args.osl,
         until_decided=args.until_decided, full_grid=args.full_grid, results_dir=args.results_dir, label=args.label,
-        resume=args.resume, seed=args.order_seed, threshold=args.threshold, tie_margin=args.tie_margin,
+        resume=args.resume, order_seed=args.order_seed, threshold=args.threshold, tie_margin=args.tie_margin,
         engine=args.engine,
         model=args.model, draft=args.draft, threads=args.threads, ready_timeout=args.ready_timeout,
     )

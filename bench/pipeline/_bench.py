@@ -8,7 +8,7 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -17,7 +17,8 @@ from bench._redact import redact_url
 from bench.analysis import Comparison
 from bench.pipeline._arms import arm_config
 from bench.pipeline._artefacts import write_comparison, write_traffic
-from bench.prompts import load_prompts
+from bench.pipeline._rounds import Rounds
+from bench.prompts import PromptSet, load_prompts
 from bench.records import (
     BASELINE,
     FRESH,
@@ -44,6 +45,9 @@ from bench.runner import (
     run_arms,
     strategy_for,
 )
+
+if TYPE_CHECKING:
+    from bench.server import EngineServer, ServerRequest
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ class PipelineConfig:
         return self.max_concurrency or self.concurrency
 
 
-def _server_request(mode: str, config: PipelineConfig) -> Any:
+def _server_request(mode: str, config: PipelineConfig) -> ServerRequest:
     """What `make bench` asks of the embedded server for `mode`."""
     from bench.server import ServerRequest
 
@@ -106,7 +110,8 @@ def _server_request(mode: str, config: PipelineConfig) -> Any:
 
 
 @contextlib.contextmanager
-def _endpoint(url: str | None, mode: str, config: PipelineConfig, out: Callable[[str], Any]) -> Iterator[Any]:
+def _endpoint(url: str | None, mode: str, config: PipelineConfig,
+              out: Callable[[str], Any]) -> Iterator[tuple[str, EngineServer | None]]:
     """Yield (url, server or None): the given URL, or an embedded server started for the run."""
     if url:
         yield url, None
@@ -138,7 +143,7 @@ def check_servers(config: PipelineConfig) -> None:
             raise BenchError(str(exc)) from None
 
 
-def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: Any) -> RunConfig:
+def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: EngineServer | None) -> RunConfig:
     """The run config of one side: its endpoint, the shared settings and tags describing its server."""
     from bench.server import server_tags
 
@@ -157,7 +162,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     )
 
 
-def _report_death(side: str, server: Any, out: Callable[[str], Any]) -> bool:
+def _report_death(side: str, server: EngineServer | None, out: Callable[[str], Any]) -> bool:
     """Whether the side's embedded server died; if so print its last log lines."""
     died = server is not None and not server.is_running()
     if died:
@@ -172,7 +177,7 @@ def _resuming(config: PipelineConfig, output: Path) -> bool:
 
 
 def _one_side(
-    side: str, url: str | None, mode: str, config: PipelineConfig, prompts: Any, folder: Path,
+    side: str, url: str | None, mode: str, config: PipelineConfig, prompts: PromptSet, folder: Path,
     out: Callable[[str], Any], progress: Progress,
 ) -> tuple[Run, bool, bool]:
     """Run one side alone (sequential mode); return (run, interrupted, server died)."""
@@ -186,7 +191,7 @@ def _one_side(
 
 
 def _both_sides(
-    config: PipelineConfig, prompts: Any, folder: Path, out: Callable[[str], Any], progress: Progress
+    config: PipelineConfig, prompts: PromptSet, folder: Path, out: Callable[[str], Any], progress: Progress
 ) -> tuple[Run, Run, bool, bool]:
     """Start both servers, run them interleaved; return (baseline, speculative, interrupted, a server died)."""
     sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
@@ -226,36 +231,30 @@ def _until_decided(
 
     sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
     everything = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
-    done: dict[str, list[Any]] = {BASELINE: [], SPECULATIVE: []}
-    state: dict[str, Any] = {"interrupted": False, "stop": None}
-    first_start: dict[str, Any] = {}
+    state = Rounds()
     with contextlib.ExitStack() as stack:
         endpoints = {side: stack.enter_context(_endpoint(url, mode, config, out)) for side, url, mode in sides}
 
         def run_round(k: int) -> tuple[Run, Run]:
             prompts = load_prompts(category=config.category, limit=k, bench=config.bench)
             fresh = dataclasses.replace(prompts, samples=tuple(
-                sample for sample in prompts.samples if sample.id not in {r.id for r in done[BASELINE]}))
+                sample for sample in prompts.samples if sample.id not in state.seen(BASELINE)))
             rounds = round_folder(folder, k)
             rounds.mkdir(parents=True, exist_ok=True)
             arms = [Arm(side, _run_config(side, endpoints[side][0], mode, config, endpoints[side][1]),
                         run_file(rounds, side)) for side, _, mode in sides]
             runs, interrupted = run_arms(fresh, arms, LockStep(config.concurrency, config.order_seed + k),
                                     RunOptions(progress=progress))
-            state["interrupted"] = state["interrupted"] or interrupted
             merged = []
             for side, _, _ in sides:
-                done[side] += list(runs[side].results)
-                # the rounds are one run: its server state is the one the first round started from
-                start = first_start.setdefault(side, runs[side].info.server_start)
-                merged.append(_rounds_so_far(runs[side], tuple(done[side]), k, start, state["stop"]))
+                merged.append(state.so_far(side, runs[side], k, first_start=True))
                 save_run(merged[-1], run_file(folder, side))  # finished rounds are never lost
             if interrupted:
                 raise _RoundsStopped
             return merged[0], merged[1]
 
         def save_record(baseline: Run, speculative: Run) -> None:
-            state["stop"] = speculative.info.sequential
+            state.stop = speculative.info.sequential
             for side, run in ((BASELINE, baseline), (SPECULATIVE, speculative)):
                 save_run(run, run_file(folder, side))
 
@@ -273,17 +272,6 @@ def _until_decided(
         died = any([_report_death(side, endpoints[side][1], out) for side, _, _ in sides])
     out(decided.message + "\n")
     return decided.baseline, decided.speculative, False, died
-
-
-def _rounds_so_far(last: Run, results: tuple[Any, ...], rounds: int, start: Any, stop: Any) -> Run:
-    """One side's run over the rounds so far: the last round's settings and meta, every result, the first round's
-    server state, and the sequential test's record when there is one (an interrupted run keeps it too)."""
-    from bench.analysis import with_record
-    from bench.records import summarize
-
-    whole = Run(config={**last.config, "limit": rounds}, selected_samples=len(results), results=results,
-                summary=tuple(summarize(results)), meta=dataclasses.replace(last.info, server_start=start))
-    return with_record(whole, stop) if stop else whole
 
 
 class _RoundsStopped(Exception):

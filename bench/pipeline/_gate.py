@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench.analysis import Gate, drafted_by_category, gate, history_gate
+from bench.analysis import Gate, GateRow, drafted_by_category, gate, history_gate
 from bench.pipeline._history import CommitContext, history_points, load_history_analysis
 from bench.pipeline._vet import vet
 from bench.records import (
     BASELINE,
+    Run,
     is_sweep_folder,
     load_comparison_folder,
     load_run,
@@ -60,7 +60,7 @@ def run_gate(job: GateJob) -> Gate:
     return _gate_runs(job, job.reference)
 
 
-def speculation_change(reference: Any, candidate: Any) -> tuple[bool, str] | None:
+def speculation_change(reference: Run, candidate: Run) -> tuple[bool, str] | None:
     """(lost, sentence) when one of two gated runs drafted and the other did not, else None. Lost: the reference
     drafted and the candidate none (speculation switched off or lost, a regression); otherwise the candidate
     drafted and the reference none (a baseline reference, or --reference and --candidate swapped)."""
@@ -84,7 +84,7 @@ def _gate_runs(job: GateJob, reference_path: str) -> Gate:
     """The gate of two comparison folders, two run files, or a folder of reference runs against one run."""
     reference, candidate = _gate_side(reference_path), _gate_side(job.candidate)
     if isinstance(reference, tuple) and isinstance(candidate, tuple):
-        pairs: Any = zip(reference, candidate, strict=True)
+        pairs: Iterable[tuple[Run, Run]] = zip(reference, candidate, strict=True)
     elif isinstance(candidate, tuple) or isinstance(reference, tuple):
         pairs = []  # a folder against a file: gate refuses
     else:
@@ -108,7 +108,7 @@ def _gate_runs(job: GateJob, reference_path: str) -> Gate:
     return dataclasses.replace(found, failures=tuple(failures), warnings=tuple(warnings))
 
 
-def _gate_side(path: str) -> Any:
+def _gate_side(path: str) -> Run | tuple[Run, Run] | list[Run]:
     """A comparison folder as (baseline, speculative), a folder of run files as a list (reference runs), or a run."""
     folder = Path(path)
     if folder.is_dir() and not (folder / "baseline.json").exists() and sorted(folder.glob("*.json")):
@@ -149,7 +149,7 @@ def _gate_history(job: GateJob) -> Gate:
         raise BenchError(f"--window {job.window}: needs at least 2 commits")
     analysis = load_history_analysis(history)
     points = history_points([job.candidate], CommitContext("candidate", None, ""), None)
-    rows: list[Any] = []
+    rows: list[GateRow] = []
     notes: list[str] = []
     for point in points:
         found = history_gate(analysis, point.rows, point.workload, point.machine.fingerprint,

@@ -17,6 +17,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
+from bench._types import JsonMapping, JsonValue
 from bench.analysis import Sweep, SweepCell, summarize_sweep, sweep_cell
 from bench.pipeline._arms import arm_config
 from bench.prompts import load_prompts
@@ -227,7 +228,7 @@ def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) ->
             path = run_file(level_folder(folder, level), name)
             journal = journal_path(path)
             if path.exists():
-                recorded: Any = load_run(path).config
+                recorded: JsonValue | JsonMapping = load_run(path).config
             elif journal.exists():
                 recorded = read_journal(journal)[0].get("config")
             else:
@@ -283,7 +284,7 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
     return code
 
 
-def finished_exit_code(runs: Mapping[Any, Mapping[str, Run]], out: Callable[[str], Any], *, where: str) -> int:
+def finished_exit_code(runs: Mapping[float, Mapping[str, Run]], out: Callable[[str], Any], *, where: str) -> int:
     """EXIT_OK when every selected sample of every level's runs finished; else say how many did not, EXIT_FAILED."""
     unfinished = sum(run.failed_samples + max(0, run.selected_samples - len(run.results))
                      for cell in runs.values() for run in cell.values())

@@ -30,9 +30,9 @@ from bench.analysis import (
     sample_until_decided,
     scope_prediction,
     summarize_tune,
-    with_record,
 )
 from bench.pipeline._arms import arm_config
+from bench.pipeline._rounds import Rounds
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
@@ -43,7 +43,6 @@ from bench.records import (
     run_file,
     runs_complete,
     save_run,
-    summarize,
 )
 from bench.render import plot_tune, tune_markdown, tune_text
 from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
@@ -71,7 +70,7 @@ class TuneConfig:
     results_dir: str = "results"
     label: str | None = None
     resume: str | None = None
-    seed: int = 0
+    order_seed: int = 0
     threshold: float = DEFAULT_THRESHOLD
     tie_margin: float = DEFAULT_THRESHOLD
     engine: str = "llamacpp"
@@ -189,7 +188,7 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
             return _until_decided(config, where, arms, states, out=out, progress=progress)
         resume = all(journal_path(Path(arm.output)).exists() for arm in arms if arm.output is not None)
         prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
-        runs, stopped = run_arms(prompts, arms, LockStep(level, config.seed),
+        runs, stopped = run_arms(prompts, arms, LockStep(level, config.order_seed),
                                  RunOptions(progress=progress, resume=resume, force=not resume))
     return runs[BASELINE], runs[names[1]], stopped
 
@@ -199,33 +198,27 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dic
     """Rounds of one sample per category (each round's files under `rounds/k/`) until the overall verdict against
     the baseline is decided or `limit` rounds ran; both run files carry the sequential record."""
     everything = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
-    done: dict[str, list[Any]] = {arm.name: [] for arm in arms}
-    state: dict[str, Any] = {"stopped": False, "stop": None}
+    state = Rounds()
 
     def run_round(k: int) -> tuple[Run, Run]:
         prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=k)
-        seen = {result.id for result in done[BASELINE]}
+        seen = state.seen(BASELINE)
         fresh = dataclasses.replace(prompts, samples=tuple(s for s in prompts.samples if s.id not in seen))
         round_arms = [dataclasses.replace(arm, output=run_file(where / "rounds" / str(k), arm.name)) for arm in arms]
         Path(round_arms[0].output or "").parent.mkdir(parents=True, exist_ok=True)
-        runs, stopped = run_arms(fresh, round_arms, LockStep(arms[0].config.concurrency, config.seed + k),
+        runs, stopped = run_arms(fresh, round_arms, LockStep(arms[0].config.concurrency, config.order_seed + k),
                                  RunOptions(progress=progress, force=True))
         whole = []
         for arm in arms:
-            done[arm.name] += list(runs[arm.name].results)
-            results = tuple(done[arm.name])
-            run = Run(config={**runs[arm.name].config, "limit": k}, selected_samples=len(results), results=results,
-                      summary=tuple(summarize(results)), meta=runs[arm.name].meta)
-            run = with_record(run, state["stop"]) if state["stop"] else run
+            run = state.so_far(arm.name, runs[arm.name], k)
             save_run(run, run_file(where, arm.name))
             whole.append(run)
         if stopped:
-            state["stopped"] = True
             raise _Stopped
         return whole[0], whole[1]
 
     def save_record(baseline: Run, speculative: Run) -> None:
-        state["stop"] = speculative.info.sequential
+        state.stop = speculative.info.sequential
         for arm, run in zip(arms, (baseline, speculative), strict=True):
             save_run(run, run_file(where, arm.name))
 

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench._errors import BenchError
 
+if TYPE_CHECKING:
+    from bench.analysis import Comparability
+    from bench.records import Run
+
 
 def vet(
-    first: Any, second: Any, *, allow_mismatch: bool, allow_partial: bool = True, gate: bool = False,
+    first: Run, second: Run, *, allow_mismatch: bool, allow_partial: bool = True, gate: bool = False,
     said: set[str] | None = None, collect: list[str] | None = None, arm: str = "",
-) -> Any:
+) -> Comparability:
     """Check two runs are comparable: refuse meaning-changing differences (and partial runs where asked), exit 2;
     print every other difference, partial or failing arm and note to stderr, one line each (a line already in
     `said`, from another pair of the same command, is not printed again); every warning and note printed is also

@@ -23,12 +23,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from bench._errors import BenchError
-from bench._types import JsonMapping, JsonObject
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._lock import open_no_follow
 
 HISTORY_SCHEMA = "speedbench-history-point"
@@ -135,7 +135,7 @@ class PointTable:
         columns = [self.category, self.metric, *(getattr(self, name).tolist() for name in _NUMBERS)]
         return tuple(map(PointRow._make, zip(*columns, strict=True)))
 
-    def to_dict(self) -> dict[str, list[Any]]:
+    def to_dict(self) -> dict[str, list[JsonValue]]:
         """The columns as a point file's `rows` object (non-finite numbers as null)."""
         return {"category": list(self.category), "metric": list(self.metric),
                 **{name: [_significant(value) for value in getattr(self, name).tolist()] for name in _NUMBERS}}
@@ -156,7 +156,7 @@ def point_table(rows: Sequence[PointRow]) -> PointTable:
                       np.array([row.n for row in rows], dtype=int))
 
 
-def _table(columns: Any) -> PointTable:
+def _table(columns: JsonValue) -> PointTable:
     """A point file's columnar rows as a table (null numbers as NaN); ValueError when malformed."""
     if not isinstance(columns, Mapping) or set(columns) != set(ROW_COLUMNS):
         raise ValueError(f"rows must be an object of the columns {', '.join(ROW_COLUMNS)}")
@@ -223,7 +223,7 @@ def check_commit(commit: str) -> str:
     return commit
 
 
-def point_from_dict(data: Any, source: str, machines: dict[str, Machine] | None = None) -> HistoryPoint:
+def point_from_dict(data: JsonValue, source: str, machines: dict[str, Machine] | None = None) -> HistoryPoint:
     """A point file's object of any known version, as the current one (newer versions refused). `machines` caches
     the machines already read, by their JSON text's fingerprint and name (a history has few)."""
     if not isinstance(data, Mapping) or data.get("schema") != HISTORY_SCHEMA:
@@ -248,7 +248,7 @@ def point_from_dict(data: Any, source: str, machines: dict[str, Machine] | None 
         raise BenchError(f"{source}: malformed history point ({exc})") from None
 
 
-def _machine(data: Any, source: str, machines: dict[str, Machine] | None) -> Machine:
+def _machine(data: JsonValue, source: str, machines: dict[str, Machine] | None) -> Machine:
     if machines is None or not isinstance(data, Mapping):
         return Machine.from_mapping(data, source)
     try:

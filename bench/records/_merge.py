@@ -10,15 +10,16 @@ start and end to the second only), and `meta.shards` keeps what each shard recor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
 from bench._types import JsonObject
 from bench.records._identity import RunIdentity
+from bench.records._results import SampleResult
 from bench.records._run import Run
+from bench.records._sections import ClientLag
 from bench.records._summary import summarize
 
 SHARD_KEY = "shard"
@@ -127,8 +128,8 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
     return _merged_run(ordered, by_index, results, first_marker, part, missing)
 
 
-def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, marker: ShardMarker, name: Any,
-                           vary: frozenset[str]) -> None:
+def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, marker: ShardMarker,
+                           name: Callable[[Run], str], vary: frozenset[str]) -> None:
     """Refuse a shard of another experiment than the first one's, naming what differs."""
     where = f"{name(first)} and {name(run)}"
     if marker.count != first_marker.count:
@@ -150,7 +151,7 @@ def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, mark
                              f"({first.meta.get(key)!r:.60} vs {run.meta.get(key)!r:.60})")
 
 
-def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results: list[Any],
+def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results: list[SampleResult],
                 marker: ShardMarker, part: str, missing: Sequence[tuple[str, int]] = ()) -> Run:
     """Build the merged Run: joined results, summed concurrency, meta of the whole plus each shard's own; samples
     of the slices that have no result (`missing`: id, repeat) make it interrupted, and are named."""
@@ -206,7 +207,7 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
     )
 
 
-def _worst_lag(runs: Sequence[Run]) -> Any:
+def _worst_lag(runs: Sequence[Run]) -> ClientLag | None:
     """The client-lag summary of the shard whose loop lagged most (p99), or None."""
-    lags = [run.meta.get("client_lag") for run in runs if isinstance(run.meta.get("client_lag"), Mapping)]
+    lags = [run.info.client_lag for run in runs if run.info.client_lag is not None]
     return max(lags, key=lambda lag: lag.get("p99_ms") or 0.0, default=None)

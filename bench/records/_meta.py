@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
 
 from bench._types import JsonMapping, JsonObject, JsonValue
+from bench.records._acceptance import AcceptanceSummary
 from bench.records._schema import SCHEMA_VERSION
 from bench.records._sections import (
     ClientLag,
@@ -31,14 +31,14 @@ MAX_META_NUMBER = 1e15
 """Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
 
 
-def _number(value: Any) -> float | None:
+def _number(value: JsonValue) -> float | None:
     """A number in range as written (an int stays an int, so a file rewrites byte for byte), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_META_NUMBER < value < MAX_META_NUMBER:
         return None  # NaN fails the comparison too
     return value
 
 
-def _text(value: Any) -> str | None:
+def _text(value: JsonValue) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
@@ -61,7 +61,7 @@ class Acceptance:
     partial: str | None = None  # why the counters cover only part of the run (a resumed run)
 
     @classmethod
-    def from_mapping(cls, data: Any) -> Acceptance | None:
+    def from_mapping(cls, data: JsonValue | AcceptanceSummary) -> Acceptance | None:
         """Read a run file's `acceptance` object; None when absent or not an object."""
         if not isinstance(data, Mapping):
             return None
@@ -107,7 +107,7 @@ class ServerDescription:
     """The draft settings the server reports (`speculative.n_max`, ...), as it names them."""
 
     @classmethod
-    def from_mapping(cls, data: Any) -> ServerDescription:
+    def from_mapping(cls, data: JsonValue) -> ServerDescription:
         """Read a run file's `server_description` object (empty when absent)."""
         if not isinstance(data, Mapping):
             return cls()
@@ -184,7 +184,7 @@ class ServerStart:
         return f"{state}: {', '.join(parts) or 'prompts processed'} before the run{uptime}"
 
     @classmethod
-    def from_mapping(cls, data: Any) -> ServerStart | None:
+    def from_mapping(cls, data: JsonValue) -> ServerStart | None:
         """Read a run file's `server_start` object; None when absent (an older file: the state is unknown)."""
         if not isinstance(data, Mapping):
             return None
@@ -207,7 +207,7 @@ _KNOWN_KEYS = frozenset({
 })
 
 
-def _mapping(value: Any) -> JsonObject | None:
+def _mapping(value: JsonValue) -> JsonObject | None:
     """A copy of a JSON object section (None when absent or not an object)."""
     return dict(value) if isinstance(value, Mapping) else None
 

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from bench._errors import BenchError
 from bench._redact import redact_tree
-from bench._types import JsonMapping, JsonObject
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._journal import read_journal
 from bench.records._json import reference_json
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
@@ -132,7 +131,7 @@ def save_run(run: Run, path: str | os.PathLike[str], *, force: bool = True) -> N
         raise
 
 
-def run_from_dict(data: Any, source: str) -> Run:
+def run_from_dict(data: JsonValue, source: str) -> Run:
     """Build a Run from a parsed run file of any known version; raise BenchError naming the problem."""
     if not isinstance(data, dict):
         raise BenchError(f"{source}: not a run file (the top level is not a JSON object)")

@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from bench._types import JsonObject
+from bench._types import JsonObject, JsonValue
 
 LOOK_DECISIONS = ("faster", "slower", "equivalent", "continue", "undecided")
 """What a look decides: a verdict (faster, slower, equivalent), go on sampling, or undecided at the limit."""
@@ -63,7 +62,7 @@ class Look:
                 "low": self.low, "high": self.high, "decision": self.decision}
 
     @classmethod
-    def from_mapping(cls, data: Any) -> Look | None:
+    def from_mapping(cls, data: JsonValue) -> Look | None:
         """Read one look of a run file; None when it is not one."""
         if not isinstance(data, Mapping) or data.get("decision") not in LOOK_DECISIONS:
             return None
@@ -77,7 +76,7 @@ class Look:
         return cls(int(n), level, point, low, high, str(data["decision"]))
 
 
-def _real(value: Any) -> float | None:
+def _real(value: JsonValue) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return value
@@ -114,7 +113,7 @@ class SequentialStop:
                 "looks": [look.to_dict() for look in self.looks]}
 
     @classmethod
-    def from_mapping(cls, data: Any) -> SequentialStop | None:
+    def from_mapping(cls, data: JsonValue) -> SequentialStop | None:
         """Read a run file's `sequential` object; None when absent. Unreadable looks are dropped."""
         if not isinstance(data, Mapping):
             return None

@@ -47,6 +47,7 @@ __all__ = [
     "VLLM_REQUIREMENT",
     "CommandServer",
     "EmbeddedServer",
+    "EngineServer",
     "ModelError",
     "ServerConfig",
     "ServerError",

@@ -16,7 +16,10 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    import xllamacpp
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -35,7 +38,27 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
-def build_params(cfg: dict[str, Any]) -> Any:
+class ChildConfig(TypedDict):
+    """What the parent sends the child as JSON: the server's settings, where to listen and whom to watch."""
+
+    mode: str
+    """`baseline` or a speculative mode of `_SPEC_TYPES`."""
+    model_path: str
+    draft_model_path: str | None
+    n_threads: int
+    ctx_size: int
+    n_parallel: int
+    draft_max: int
+    seed: int
+    host: str
+    port: int
+    """0: the OS picks a free port."""
+    parent_pid: int
+    pdeathsig: bool
+    """Whether to ask the kernel to kill the child when the spawning thread exits (only from the main thread)."""
+
+
+def build_params(cfg: ChildConfig) -> xllamacpp.CommonParams:
     """Turn the JSON config sent by the parent into an xllamacpp CommonParams."""
     import xllamacpp
 
@@ -125,7 +148,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3:
         _log("usage: _child.py CONFIG_JSON READY_FILE")
         return EXIT_USAGE
-    cfg = json.loads(argv[1])
+    cfg: ChildConfig = json.loads(argv[1])
     ready_file = argv[2]
     parent = int(cfg.get("parent_pid", os.getppid()))
     if cfg.get("pdeathsig"):

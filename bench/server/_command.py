@@ -2,7 +2,9 @@
 
 The command is a template: `{port}` (a free loopback port chosen here), `{draft_max}` and `{concurrency}` are
 filled in per configuration. The process group is ended (SIGTERM, then SIGKILL) when the server stops, and every
-group still alive is ended when the interpreter exits.
+group still alive is ended when the interpreter exits. The values of the command's secret-named options are
+registered as secrets, and the log file is redacted once the server has stopped (a server that echoes its command
+line or a token would otherwise leave it in the results folder).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench._redact import command_secrets, redact, register_secrets
+from bench.records import open_no_follow
 from bench.server._embedded import ServerError
 
 READY_PATHS = ("/health", "/v1/models")
@@ -66,6 +70,7 @@ class CommandServer:
             raise ServerError(f"server command {template!r} has no {{port}}: the server must listen where asked")
         self.port = free_port()
         self.argv = fill_command(template, port=self.port, **values)
+        register_secrets(command_secrets(self.argv))
         self.log_path = log_path
         self.ready_timeout = ready_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -78,7 +83,7 @@ class CommandServer:
     def start(self) -> None:
         """Start the command in its own process group, output to the log file, and wait until it answers."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        with open_no_follow(self.log_path, "a+b") as log:  # a link planted at the log's path is refused
             try:
                 self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -125,10 +130,25 @@ class CommandServer:
             self.process.wait()
         _signal_group(group, signal.SIGKILL)  # children that outlived the leader
         _LIVE.discard(group)
+        self._redact_log()
+
+    def _redact_log(self) -> None:
+        """Rewrite the stopped server's log with every secret masked (nothing writes to it any more)."""
+        try:
+            raw = self.log_path.read_bytes()
+        except OSError:
+            return
+        text = raw.decode("utf-8", errors="surrogateescape")
+        masked = "\n".join(redact(line) for line in text.split("\n"))
+        if masked != text:
+            temporary = self.log_path.with_name(self.log_path.name + ".redacting")
+            with open_no_follow(temporary, "wb") as handle:
+                handle.write(masked.encode("utf-8", errors="surrogateescape"))
+            os.replace(temporary, self.log_path)
 
     def log_tail(self, n: int = 20) -> list[str]:
         """The last lines of the command's output."""
         try:
-            return self.log_path.read_text(errors="replace").splitlines()[-n:]
+            return [redact(line) for line in self.log_path.read_text(errors="replace").splitlines()[-n:]]
         except OSError:
             return []

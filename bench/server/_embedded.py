@@ -23,10 +23,11 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Self
 
+from bench.server._child import ChildConfig
 from bench.server._models import ModelError, resolve_model
 
 __all__ = [
@@ -276,16 +277,14 @@ class EmbeddedServer(ServerProcess):
         workdir = tempfile.mkdtemp(prefix="speedbench-server-")
         log_path = Path(workdir) / "server.log"
         ready_path = Path(workdir) / "ready.json"
-        cfg: dict[str, Any] = {
-            **asdict(self.config),
-            "model_path": str(model),
-            "draft_model_path": str(draft) if draft else None,
-            "host": HOST,
-            "port": port,
-            "parent_pid": os.getpid(),
+        settings = self.config
+        cfg = ChildConfig(
+            mode=settings.mode, model_path=str(model), draft_model_path=str(draft) if draft else None,
+            n_threads=settings.n_threads, ctx_size=settings.ctx_size, n_parallel=settings.n_parallel,
+            draft_max=settings.draft_max, seed=settings.seed, host=HOST, port=port, parent_pid=os.getpid(),
             # PDEATHSIG fires when the spawning *thread* exits: only safe from the main thread.
-            "pdeathsig": threading.current_thread() is threading.main_thread(),
-        }
+            pdeathsig=threading.current_thread() is threading.main_thread(),
+        )
         argv = [sys.executable, "-P", str(_CHILD_SCRIPT), json.dumps(cfg), str(ready_path)]
         with log_path.open("wb") as log_fh:
             try:

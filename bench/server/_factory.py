@@ -8,10 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TypeAlias
 
 from bench.server._embedded import MODES, EmbeddedServer, ServerConfig
 from bench.server._vllm import VLLM_MODES, VllmConfig, VllmServer
+
+EngineServer: TypeAlias = "EmbeddedServer | VllmServer"
+"""A server `make_server` builds: llama.cpp in a child process, or vLLM from `.venv-vllm`."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ def _vllm(request: ServerRequest) -> VllmServer:
 
 @dataclass(frozen=True)
 class _Engine:
-    build: Callable[[ServerRequest], Any]
+    build: Callable[[ServerRequest], EngineServer]
     display: str
     modes: tuple[str, ...]
     folder_prefix: str
@@ -65,7 +68,7 @@ def _engine(name: str) -> _Engine:
     return _ENGINES[name]
 
 
-def make_server(request: ServerRequest) -> Any:
+def make_server(request: ServerRequest) -> EngineServer:
     """The embedded server `request` asks for (not started); ValueError for an unknown engine or mode."""
     return _engine(request.engine).build(request)
 
@@ -85,7 +88,7 @@ def folder_prefix(engine: str) -> str:
     return _engine(engine).folder_prefix
 
 
-def server_tags(server: Any) -> dict[str, str]:
+def server_tags(server: EngineServer) -> dict[str, str]:
     """What to record about an embedded server: its model files, mode, threads and the engine version."""
     if hasattr(server, "tags"):  # servers that describe themselves (vLLM)
         return {**server.tags(), "threads": str(server.config.n_threads)}
