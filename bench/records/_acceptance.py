@@ -14,8 +14,8 @@ class CounterSnapshot(TypedDict, total=False):
     """An engine's cumulative acceptance counters at one moment (its /metrics), each present when exported."""
 
     drafts: float
-    draft_tokens: float
-    accepted: float
+    draft_tokens: float | None
+    accepted: float | None
     per_position: Mapping[str, float]
     """Accepted drafts per 0-based draft position, keyed by the position as the engine labels it."""
 
