@@ -184,6 +184,12 @@ def test_a_run_file_already_holding_a_lone_surrogate_loads_as_valid_text(tmp_pat
     (["--request-rate", "inf", "--workers", "2", "--concurrency", "2"], "--request-rate", "must be a finite"),
     (["--shard", "0/" + "9" * 5000], None, "expected I/N"),
     (["--shard", "9" * 5000 + "/2"], None, "expected I/N"),
+    (["--concurrency", "9" * 400], None, "--concurrency must be <= 65,536 (got an integer of 400 digits)"),
+    (["--concurrency", "-" + "9" * 400], None, "--concurrency must be >= 1 (got an integer of 400 digits)"),
+    (["--concurrency", "70000"], None, "--concurrency must be <= 65,536 (got 70000)"),
+    (["--repeat", "9" * 400], None, "--repeat must be <= 1,000,000"),
+    (["--osl", "9" * 30], None, "--osl must be <="),
+    (["--request-rate", "2", "--max-concurrency", "9" * 400], None, "--max-concurrency must be <= 65,536"),
 ])
 def test_a_numeric_edge_is_one_line_before_anything_is_sent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], option: str | None, message: str
@@ -199,6 +205,21 @@ def test_a_numeric_edge_is_one_line_before_anything_is_sent(
     else:
         _usage_error(err, option, message)
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("command", [["bench", "--concurrency", "9" * 400],
+                                     ["bench", "--request-rate", "2", "--max-concurrency", "9" * 400],
+                                     ["sweep", "--concurrency", "1," + "9" * 400, "--base-url", "http://127.0.0.1:9",
+                                      "--spec-url", "a=http://127.0.0.1:9"],
+                                     ["tune", "--concurrency", "1," + "9" * 400, "--base-url", "http://127.0.0.1:9",
+                                      "--spec-cmd", "x {port} {draft_max}"]])
+def test_a_huge_concurrency_level_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                command: list[str]) -> None:
+    code, _, err = _main(capsys, *command, "--results-dir", str(tmp_path / "results"))
+    assert code == 2, err
+    assert "must be <= 65,536 (got an integer of 400 digits)" in err
+    _one_line_error(err)
+    assert not (tmp_path / "results").exists()
 
 
 def test_the_sweeps_rates_and_the_apis_schedules_have_the_same_bounds() -> None:

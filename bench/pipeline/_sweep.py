@@ -26,6 +26,7 @@ from bench.records import (
     Run,
     RunIdentity,
     SampleResult,
+    check_limits,
     journal_path,
     level_folder,
     load_run,
@@ -81,13 +82,15 @@ class SweepConfig:
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
-    """`1,2,4,8` -> (1, 2, 4, 8): positive, distinct, ascending."""
+    """`1,2,4,8` -> (1, 2, 4, 8): positive, distinct, ascending, each within `--concurrency`'s declared limits."""
+    refusal = f"--concurrency {text[:80]!r}: give positive integers separated by commas, e.g. 1,2,4,8"
     try:
         levels = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
-        raise BenchError(f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,2,4,8") from None
+        raise BenchError(refusal) from None
     if not levels or levels[0] < 1:
-        raise BenchError(f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,2,4,8")
+        raise BenchError(refusal)
+    check_limits({"concurrency": levels[-1]})
     return levels
 
 

@@ -27,6 +27,15 @@ DEFAULT_TIMEOUT_S = 600.0
 """Per-request timeout in seconds (`--timeout`)."""
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """Largest response body read and stored per request (`--max-response-bytes`)."""
+MAX_IN_FLIGHT = 65_536
+"""Most requests in flight (`--concurrency`, `--max-concurrency`, `--workers`): one connection each, and one
+machine has one loopback port range of about this many."""
+MAX_OUTPUT_TOKENS = 1 << 24
+"""Largest `--osl` (max_tokens): beyond any model's context."""
+MAX_COUNT = 1_000_000
+"""Largest `--repeat`, `--warmup` and `--retries`: a count past it would hold the run's jobs or waits for ever."""
+MAX_RESPONSE_BYTES = 1 << 30
+"""Largest `--max-response-bytes` (1 GiB): a body is held in memory whole."""
 _LARGEST = 1e15
 """A recorded number beyond +-this is no number a run was asked for (a hand-edited file): read as absent, as
 the run metadata reads its numbers."""
@@ -48,6 +57,8 @@ class Setting:
     minimum: float | None = None
     """The smallest value allowed (None: no limit); `above` makes it an exclusive one."""
     above: bool = False
+    maximum: float | None = None
+    """The largest value allowed (None: no limit): past it a run would exhaust ports, memory or the clock."""
 
     @property
     def flag(self) -> str:
@@ -69,12 +80,15 @@ class Setting:
         return value if value is not None else missing
 
     def check(self, value: Any) -> None:
-        """Refuse a value under the lower limit with a one-line BenchError (`--osl must be >= 1 (got 0)`)."""
-        if self.minimum is None or value is None:
+        """Refuse a value outside the limits with a one-line BenchError (`--osl must be >= 1 (got 0)`)."""
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
             return
-        if value < self.minimum or (self.above and value == self.minimum):
-            bound = f"{'>' if self.above else '>='} {self.minimum:g}"
-            raise BenchError(f"{self.flag} must be {bound} (got {value:g})")
+        shown = (f"{value:g}" if isinstance(value, float) or abs(value) < 10**15
+                 else f"an integer of {len(str(abs(value)))} digits")
+        if self.minimum is not None and (value < self.minimum or (self.above and value == self.minimum)):
+            raise BenchError(f"{self.flag} must be {'>' if self.above else '>='} {self.minimum:g} (got {shown})")
+        if self.maximum is not None and value > self.maximum:
+            raise BenchError(f"{self.flag} must be <= {self.maximum:,.0f} (got {shown})")
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -82,8 +96,9 @@ SETTINGS: tuple[Setting, ...] = (
             "prompt set: qualitative or grounded (shipped), throughput_1k, ... (SPEED-Bench configs)", ERROR),
     Setting("dataset", "text", "categories",
             "'categories' (shipped), 'speed-bench' (hub), or a local .jsonl/.json/.parquet file", ERROR),
-    Setting("osl", "int", 4096, "output sequence length, sent as max_tokens", ERROR, minimum=1),
-    Setting("concurrency", "int", 1, "requests in flight", ERROR, minimum=1),
+    Setting("osl", "int", 4096, "output sequence length, sent as max_tokens", ERROR, minimum=1,
+            maximum=MAX_OUTPUT_TOKENS),
+    Setting("concurrency", "int", 1, "requests in flight", ERROR, minimum=1, maximum=MAX_IN_FLIGHT),
     Setting("api", "text", "chat", "endpoint to call", ERROR),
     Setting("request_rate", "float", None,
             "open loop: requests arrive at R per second on a seeded schedule (default: closed loop)", ERROR),
@@ -92,7 +107,7 @@ SETTINGS: tuple[Setting, ...] = (
             "gamma shape with --arrival gamma: < 1 burstier, > 1 more regular (default: 1)", ERROR),
     Setting("max_concurrency", "int", None,
             "open loop: at most N requests in flight; a due request waits for a slot and its latency counts from "
-            "its arrival (default: no cap)", ERROR, minimum=1),
+            "its arrival (default: no cap)", ERROR, minimum=1, maximum=MAX_IN_FLIGHT),
     Setting("trace", "text", None, 'replay arrivals from JSONL lines {"offset_s": 0.5, "prompt_id": "id"} '
             "(prompt_id optional) (default: none)", ERROR),
     Setting("arrival_seed", "int", 0, SEED_HELP, WARNING),
@@ -103,17 +118,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("category", "text", "all", "'all' or a comma-separated list of categories", WARNING),
     Setting("limit", "int", None, "at most this many samples per category (default: every sample)", WARNING,
             minimum=1),
-    Setting("repeat", "int", 1, "send every sample N times, interleaved", WARNING, minimum=1),
+    Setting("repeat", "int", 1, "send every sample N times, interleaved", WARNING, minimum=1, maximum=MAX_COUNT),
     Setting("revision", "text", None, "hub dataset revision (default: the pinned one)", WARNING),
     Setting("stream", "bool", False, "stream responses: TTFT, ITL, client decode t/s", WARNING),
-    Setting("warmup", "int", 0, "untimed requests sent first", WARNING, minimum=0),
+    Setting("warmup", "int", 0, "untimed requests sent first", WARNING, minimum=0, maximum=MAX_COUNT),
     Setting("logprobs", "bool", False,
             "ask for top-2 log-probabilities per token (near-tie margins for the lossless check)", WARNING),
-    Setting("retries", "int", 0, "retry transport errors and 429s N times", WARNING, minimum=0),
+    Setting("retries", "int", 0, "retry transport errors and 429s N times", WARNING, minimum=0, maximum=MAX_COUNT),
     Setting("timeout", "float", DEFAULT_TIMEOUT_S, "per-request timeout in seconds", WARNING, minimum=0, above=True),
     Setting("max_response_bytes", "int", DEFAULT_MAX_RESPONSE_BYTES,
             "largest response body read and stored per request (default 4 MiB); a larger one fails as too_large",
-            WARNING, minimum=1024),
+            WARNING, minimum=1024, maximum=MAX_RESPONSE_BYTES),
     Setting("url", "text", "localhost:8080",
             "server URL (default: localhost:8080); scheme and /v1 optional; repeat it to spread requests "
             "round-robin", RESUME_ONLY),
@@ -123,7 +138,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tags", "mapping", {}, "what the pipeline records about the arm's server", RESUME_ONLY),
     Setting("label", "text", None, "a name for the run (default: none)"),
     Setting("per_sample_metrics", "bool", True, "read /metrics around each sample at concurrency 1"),
-    Setting("workers", "int", 1, "client processes sharing the run", minimum=1),
+    Setting("workers", "int", 1, "client processes sharing the run", minimum=1, maximum=MAX_IN_FLIGHT),
     Setting("workers_auto", "text", None, "why --workers auto chose the count"),
     Setting("headers", "list", {}, "extra HTTP header K:V, repeatable (default: none); only their names are recorded"),
 )
