@@ -103,3 +103,17 @@ def test_tests_use_the_public_api_of_every_package() -> None:
                  for path in (ROOT / "tests").glob("*.py")}
     assert {name: found for name, found in offenders.items() if found} == {}
 
+
+
+ANY_MAPPING = re.compile(r"\b(?:dict|Dict|Mapping|MutableMapping)\[str,\s*Any\]")
+"""An annotation of a mapping whose values are `Any`: keys a reader must guess."""
+MOST_ANY_MAPPINGS = 5
+
+
+def test_what_passes_between_stages_is_typed_not_a_mapping_of_any() -> None:
+    assert ANY_MAPPING.search("def f(x: Mapping[str, Any]) -> dict[str,Any]:")
+    assert not ANY_MAPPING.search("def f(x: JsonMapping) -> dict[str, CellValue]:")
+    found = [f"{path.relative_to(ROOT)}:{number}" for path in sorted((ROOT / "bench").rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if ANY_MAPPING.search(line)]
+    assert len(found) <= MOST_ANY_MAPPINGS, f"{len(found)} Any-valued mapping annotations: {found}"
