@@ -325,6 +325,37 @@ def test_a_shard_whose_ids_were_emptied_is_not_its_slice() -> None:
         merge_shards(shards)
 
 
+def _recorded_with_ids(run, all_ids):
+    from dataclasses import replace as _replace
+
+    from bench.records import shard_marker
+
+    marker = run.meta["shard"]
+    return _replace(run, meta={**run.meta, "shard": shard_marker(
+        marker["index"], marker["count"], marker["prompts_sha256"], marker["selected_samples"], marker["sample_ids"],
+        all_ids)})
+
+
+def test_a_foreign_id_swapped_into_one_shard_file_is_caught_without_the_prompt_set() -> None:
+    from dataclasses import replace as _replace
+
+    from bench import BenchError
+    from bench.records import merge_shards
+    from tests.test_merge import IDS, _shard_run
+
+    shards = [_recorded_with_ids(_shard_run(index, 4), IDS) for index in range(4)]
+    assert merge_shards(shards).completed_samples == 20  # the honest slices merge
+    victim = shards[2]
+    swapped = victim.meta["shard"]["sample_ids"][0]
+    ids = ["foreign-1" if sample_id == swapped else sample_id for sample_id in victim.meta["shard"]["sample_ids"]]
+    results = [_replace(result, id="foreign-1") if result.id == swapped else result for result in victim.results]
+    shards[2] = _emptied(victim, ids=ids, results=results)  # count unchanged: every per-shard check passes
+    with pytest.raises(BenchError, match="do not make up the run they were cut from"):
+        merge_shards(shards)
+    old = [_shard_run(index, 4) for index in range(4)]  # files written before the ids' digest was kept
+    assert "ids_sha256" not in old[0].meta["shard"] and merge_shards(old).completed_samples == 20
+
+
 def test_an_id_in_no_prompt_set_is_not_merged() -> None:
     from bench import BenchError
     from bench.records import merge_shards

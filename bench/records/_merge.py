@@ -10,6 +10,8 @@ start and end to the second only), and `meta.shards` keeps what each shard recor
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +37,10 @@ class ShardMarker:
     prompts_sha256: str
     selected_samples: int
     sample_ids: tuple[str, ...]
+    ids_sha256: str | None = None
+    """A sha256 over the full run's sample ids in schedule order (None in files written before it was kept): the
+    slices' ids, put back in order, must hash to it, so an id changed in one shard file is caught without the
+    prompt set."""
 
     @classmethod
     def from_run(cls, run: Run) -> ShardMarker:
@@ -45,25 +51,36 @@ class ShardMarker:
             raise BenchError(f"{source}: not a shard's run file (no shard marker; runs made with --shard I/N have one)")
         index, count, ids = data.get("index"), data.get("count"), data.get("sample_ids")
         digest, selected = data.get("prompts_sha256"), data.get("selected_samples")
+        ids_digest = data.get("ids_sha256")
         valid = (
             isinstance(index, int) and isinstance(count, int) and 0 <= index < count
             and isinstance(digest, str) and isinstance(selected, int) and isinstance(ids, list)
-            and all(isinstance(item, str) for item in ids)
+            and all(isinstance(item, str) for item in ids) and (ids_digest is None or isinstance(ids_digest, str))
         )
         if not valid:
             raise BenchError(f"{source}: its shard marker is malformed ({dict(data)!r:.120})")
-        return cls(index, count, digest, selected, tuple(ids))
+        return cls(index, count, digest, selected, tuple(ids), ids_digest)
 
     def to_dict(self) -> JsonObject:
         """The marker as the run file keeps it."""
-        return {"index": self.index, "count": self.count, "prompts_sha256": self.prompts_sha256,
-                "selected_samples": self.selected_samples, "sample_ids": list(self.sample_ids)}
+        marker: JsonObject = {"index": self.index, "count": self.count, "prompts_sha256": self.prompts_sha256,
+                              "selected_samples": self.selected_samples, "sample_ids": list(self.sample_ids)}
+        if self.ids_sha256 is not None:
+            marker["ids_sha256"] = self.ids_sha256
+        return marker
+
+
+def ids_digest(sample_ids: Sequence[str]) -> str:
+    """A sha256 over sample ids in order (the full run's schedule, before it is cut into shards)."""
+    return hashlib.sha256(json.dumps(list(sample_ids)).encode("utf-8")).hexdigest()
 
 
 def shard_marker(index: int, count: int, prompts_sha256: str, selected_samples: int,
-                 sample_ids: Sequence[str]) -> JsonObject:
-    """The marker a shard's run records under `meta.shard` (the full run's digest and size, its own ids)."""
-    return ShardMarker(index, count, prompts_sha256, selected_samples, tuple(sample_ids)).to_dict()
+                 sample_ids: Sequence[str], all_ids: Sequence[str] | None = None) -> JsonObject:
+    """The marker a shard's run records under `meta.shard`: the full run's digests and size (`all_ids`: its sample
+    ids in schedule order), and its own ids."""
+    return ShardMarker(index, count, prompts_sha256, selected_samples, tuple(sample_ids),
+                       ids_digest(all_ids) if all_ids is not None else None).to_dict()
 
 
 SAME_CONFIG_EXCEPT = frozenset({"label"})
@@ -113,6 +130,7 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
                                  "are not slices of one run")
             owner[sample_id] = marker.index
             position[sample_id] = local * marker.count + marker.index
+    _check_ids(markers, position, [name(run) for run in runs], complete=not missing)
     ordered = sorted(markers, key=lambda marker: marker.index)
     results = []
     for marker in ordered:
@@ -126,6 +144,19 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
     missing = [(sample_id, index) for index in range(repeat) for sample_id in sorted(owner, key=position.__getitem__)
                if (sample_id, index) not in done]
     return _merged_run(ordered, by_index, results, first_marker, part, missing)
+
+
+def _check_ids(markers: Sequence[ShardMarker], position: Mapping[str, int], names: Sequence[str], *,
+               complete: bool) -> None:
+    """Refuse slices whose sample ids, put back in schedule order, are not the run's (an id changed in a file)."""
+    digests = {marker.ids_sha256 for marker in markers}
+    if digests == {None}:
+        return  # shard files written before the ids' digest was kept: only a prompt set can check them
+    if len(digests) > 1:
+        raise BenchError(f"shards of different runs: {', '.join(names)} record different sample ids for the run")
+    if complete and ids_digest(sorted(position, key=position.__getitem__)) != digests.pop():
+        raise BenchError(f"{', '.join(names)}: the slices' sample ids do not make up the run they were cut from (an "
+                         "id was changed in a shard's file)")
 
 
 def _check_same_experiment(first: Run, first_marker: ShardMarker, run: Run, marker: ShardMarker,

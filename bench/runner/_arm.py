@@ -425,5 +425,5 @@ def shard_run(prompts: PromptSet, repeat: int, shard: Shard | None) -> tuple[Pro
         return prompts, {}
     own = shard.prompts(prompts)
     marker = shard_marker(shard.index, shard.count, prompts_digest(prompts), len(prompts.samples) * repeat,
-                          [sample.id for sample in own.samples])
+                          [sample.id for sample in own.samples], [sample.id for sample in prompts.samples])
     return own, {SHARD_KEY: marker}

@@ -178,7 +178,8 @@ def split_journal(
             prompts_sha256=prompts_digest(own), selected_samples=len(own.samples) * config.repeat,
         )
         own_header[SHARD_KEY] = shard_marker(shard.index, shard.count, prompts_digest(prompts),
-                                             len(prompts.samples) * config.repeat, ids)
+                                             len(prompts.samples) * config.repeat, ids,
+                                             [sample.id for sample in prompts.samples])
         own_ids = set(ids)
         journal = Journal(journal_path(path), own_header)
         try:
