@@ -25,7 +25,6 @@ from bench.records import (
     SPECULATIVE,
     UNKNOWN,
     Run,
-    check_limits,
     has_journal,
     journal_path,
     load_run,
@@ -151,7 +150,6 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
     tags = {"mode": mode}
     if server is not None:
         tags.update(server_tags(server))
-    check_limits({"concurrency": config.concurrency, "max_concurrency": config.max_concurrency})  # before any use
     workers, why = choose_workers(config.workers, concurrency=config.concurrency, request_rate=config.request_rate,
                                   open_loop=config.request_rate is not None, max_concurrency=config.max_concurrency,
                                   single="--until-decided" if config.until_decided else None)

@@ -37,7 +37,6 @@ def _settled(job: RunJob) -> RunConfig:
     from bench.runner import choose_workers
 
     config = job.config
-    config.check_ranges()  # a number past its limit is refused before the worker count is derived from it
     single = "--shard" if job.shard is not None else "--start-at" if job.start_at is not None else None
     workers, why = choose_workers(job.workers, concurrency=config.concurrency, request_rate=config.request_rate,
                                   open_loop=config.open_loop, max_concurrency=config.max_concurrency, single=single)

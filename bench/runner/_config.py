@@ -113,14 +113,10 @@ class RunConfig:
         """Whether requests arrive on a schedule (a rate or a trace) instead of from a closed loop."""
         return self.request_rate is not None or self.trace is not None
 
-    def check_ranges(self) -> None:
-        """Refuse a number outside its declared limits (one-line BenchError), before anything is derived from it."""
-        check_limits({key: value for key, value in vars(self).items() if key not in ("workers", "timeout")})
-        checked_number("--timeout", self.timeout)
-
     def validate(self) -> None:
         """Refuse impossible settings with a one-line BenchError."""
-        self.check_ranges()
+        check_limits({key: value for key, value in vars(self).items() if key not in ("workers", "timeout")})
+        checked_number("--timeout", self.timeout)
         if self.engine not in ENGINE_NAMES:
             raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
         if self.api not in ("chat", "completions"):

@@ -57,7 +57,7 @@ def choose_workers(
         load = f"{request_rate:g} requests/s against {PER_PROCESS_REQUESTS_PER_S:,} per process"
     else:
         in_flight = max_concurrency if open_loop and max_concurrency is not None else concurrency
-        needed = math.ceil(in_flight / PER_PROCESS_IN_FLIGHT)
+        needed = -(-in_flight // PER_PROCESS_IN_FLIGHT)  # integer ceiling: any int, however large, divides
         load = f"{in_flight} in flight against {PER_PROCESS_IN_FLIGHT} per process"
     chosen = max(1, min(cores(), needed))  # needed <= the requests in flight: each worker gets one
     return chosen, f"auto: {chosen} process{'es' if chosen > 1 else ''} ({load}, {cores()} cores)"
