@@ -70,7 +70,7 @@ def _between_and_within(group: pd.DataFrame, column: str) -> tuple[float | None,
     values = group[group[column] > 0][["repeat", column]].copy()
     values["log"] = np.log(values[column].astype(float))
     per_repeat = np.exp(values.groupby("repeat")["log"].mean())
-    between = float(per_repeat.std(ddof=1) / per_repeat.mean()) if len(per_repeat) >= 2 else None
+    between = _cv(per_repeat)  # each repeat's geometric mean is positive: the mean is never 0
     within = values.groupby("repeat")["log"].std(ddof=1).dropna()
     return between, float(np.sqrt(np.expm1((within**2).mean()))) if len(within) else None
 

@@ -118,11 +118,6 @@ def _comparability_payload(comparison: Comparison) -> JsonObject:
     }}
 
 
-def _reference_payload(comparison: Comparison) -> JsonObject:
-    payload: JsonObject = {"comparison": list(_reference_rows(comparison))}
-    return payload
-
-
 def _stats_note_text(comparison: Comparison) -> str:
     note = comparison.stats_note
     return f"\nspeedbench: no paired statistics: {note}\n" if note else ""
@@ -169,12 +164,12 @@ def _stats_payload(comparison: Comparison) -> JsonObject:
 
 def _cache_text(comparison: Comparison) -> str:
     line = cache_line(comparison)
-    return f"{line}\n" if comparison.has_stats and line else ""
+    return f"{line}\n" if line else ""
 
 
 def _cache_markdown(comparison: Comparison) -> str:
     line = cache_line(comparison)
-    return f"\n{markdown_escape(line)}\n" if comparison.has_stats and line else ""
+    return f"\n{markdown_escape(line)}\n" if line else ""
 
 
 def _cache_payload(comparison: Comparison) -> JsonObject:
@@ -237,13 +232,14 @@ SECTIONS: tuple[Section, ...] = (
     Section("reference table", text=lambda comparison: comparison_text(
         _reference_rows(comparison), comparison.baseline_label, comparison.speculative_label),
         markdown=lambda comparison: "### SpeedBench comparison\n\n" + comparison_markdown(_reference_rows(comparison)),
-        payload=_reference_payload, needs_stats=False),
+        payload=lambda comparison: {"comparison": _reference_rows(comparison)}, needs_stats=False),
     Section("why no statistics", text=_stats_note_text, markdown=_stats_note_markdown,
             payload=lambda comparison: {"stats_note": comparison.stats_note} if comparison.stats_note else {},
             needs_stats=False),
     Section("drafter state", text=_drafter_text, payload=_drafter_payload, needs_stats=False),
+    Section("prompt cache use", payload=_cache_payload, needs_stats=False),  # its line is drawn under the statistics
     Section("paired statistics", text=_stats_text, markdown=_stats_markdown, payload=_stats_payload),
-    Section("prompt cache", text=_cache_text, markdown=_cache_markdown, payload=_cache_payload, needs_stats=False),
+    Section("prompt cache", text=_cache_text, markdown=_cache_markdown),
     Section("speedup explained", text=_explained_text, markdown=_explained_markdown),
     Section("lossless check", text=lambda comparison: "\n" + lossless_text(comparison.lossless),
             markdown=lambda comparison: "\n### Lossless check\n\n" + lossless_markdown(comparison.lossless),
