@@ -424,6 +424,10 @@ def shard_run(prompts: PromptSet, repeat: int, shard: Shard | None) -> tuple[Pro
     if shard is None:
         return prompts, {}
     own = shard.prompts(prompts)
-    marker = shard_marker(shard.index, shard.count, prompts_digest(prompts), len(prompts.samples) * repeat,
-                          [sample.id for sample in own.samples], [sample.id for sample in prompts.samples])
-    return own, {SHARD_KEY: marker}
+    return own, {SHARD_KEY: shard_header(shard, prompts, own, repeat)}
+
+
+def shard_header(shard: Shard, prompts: PromptSet, own: PromptSet, repeat: int) -> JsonObject:
+    """The marker every header of `shard` carries: the full run's digests and size, and the shard's own ids."""
+    return shard_marker(shard.index, shard.count, prompts_digest(prompts), len(prompts.samples) * repeat,
+                        [sample.id for sample in own.samples], [sample.id for sample in prompts.samples])

@@ -26,9 +26,8 @@ from bench.records import (
     merge_shards,
     read_journal,
     save_run,
-    shard_marker,
 )
-from bench.runner._arm import _check_resumable, prompts_digest
+from bench.runner._arm import _check_resumable, prompts_digest, shard_header
 from bench.runner._config import RunConfig
 
 MARKER = "outputs.json"
@@ -177,9 +176,7 @@ def split_journal(
             config=own_config.recorded(), sample_ids=ids,
             prompts_sha256=prompts_digest(own), selected_samples=len(own.samples) * config.repeat,
         )
-        own_header[SHARD_KEY] = shard_marker(shard.index, shard.count, prompts_digest(prompts),
-                                             len(prompts.samples) * config.repeat, ids,
-                                             [sample.id for sample in prompts.samples])
+        own_header[SHARD_KEY] = shard_header(shard, prompts, own, config.repeat)
         own_ids = set(ids)
         journal = Journal(journal_path(path), own_header)
         try:
