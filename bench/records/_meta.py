@@ -19,6 +19,7 @@ from bench.records._sections import (
     DatasetSource,
     Interleaving,
     MachineInfo,
+    json_section,
     read_client_lag,
     read_dataset,
     read_interleaving,
@@ -207,11 +208,6 @@ _KNOWN_KEYS = frozenset({
 })
 
 
-def _mapping(value: JsonValue) -> JsonObject | None:
-    """A copy of a JSON object section (None when absent or not an object)."""
-    return dict(value) if isinstance(value, Mapping) else None
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class RunMeta(Mapping[str, JsonValue]):
     """Everything a run file records about its run besides config, summary and results.
@@ -277,7 +273,7 @@ class RunMeta(Mapping[str, JsonValue]):
             warnings=tuple(str(item) for item in warnings) if isinstance(warnings, list | tuple) else (),
             machine=read_machine(meta.get("machine")),
             prompts_sha256=_text(meta.get("prompts_sha256")),
-            server_info=_mapping(meta.get("server")),
+            server_info=json_section(meta.get("server")),
             client_lag=read_client_lag(meta.get("client_lag")),
             dataset=read_dataset(meta.get("dataset")),
             interleaved=read_interleaving(meta.get("interleaved")),
@@ -297,16 +293,16 @@ class RunMeta(Mapping[str, JsonValue]):
             "finished_at": self.finished_at,
             "elapsed_s": self.elapsed_s,
             "engine": self.engine,
-            "server": _mapping(self.server_info),
+            "server": json_section(self.server_info),
             "server_description": self.server.to_dict(),
             "acceptance": self.acceptance.to_dict() if self.acceptance is not None else None,
             "interrupted": self.interrupted,
             "warnings": list(self.warnings),
             "machine": dict(self.machine),
             "prompts_sha256": self.prompts_sha256,
-            "client_lag": _mapping(self.client_lag),
-            "dataset": _mapping(self.dataset),
-            "interleaved": _mapping(self.interleaved),
+            "client_lag": json_section(self.client_lag),
+            "dataset": json_section(self.dataset),
+            "interleaved": json_section(self.interleaved),
             "served_models": list(self.served_models),
         }
         if self.interleaved is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypedDict, cast
 
-from bench._types import JsonValue
+from bench._types import JsonObject, JsonValue
 
 
 class MachineInfo(TypedDict, total=False):
@@ -55,21 +55,26 @@ class Interleaving(TypedDict, total=False):
     partner: str | list[str]
 
 
+def json_section(value: JsonValue) -> JsonObject | None:
+    """A copy of a JSON object section as read (None when absent or not an object)."""
+    return dict(value) if isinstance(value, Mapping) else None
+
+
 def read_machine(value: JsonValue) -> MachineInfo:
     """A run file's `machine` object as read (a copy; empty when absent or not an object)."""
-    return cast(MachineInfo, dict(value)) if isinstance(value, Mapping) else {}
+    return cast(MachineInfo, json_section(value) or {})
 
 
 def read_client_lag(value: JsonValue) -> ClientLag | None:
     """A run file's `client_lag` object as read (a copy; None when absent or not an object)."""
-    return cast(ClientLag, dict(value)) if isinstance(value, Mapping) else None
+    return cast("ClientLag | None", json_section(value))
 
 
 def read_dataset(value: JsonValue) -> DatasetSource | None:
     """A run file's `dataset` object as read (a copy; None when absent or not an object)."""
-    return cast(DatasetSource, dict(value)) if isinstance(value, Mapping) else None
+    return cast("DatasetSource | None", json_section(value))
 
 
 def read_interleaving(value: JsonValue) -> Interleaving | None:
     """A run file's `interleaved` object as read (a copy; None when absent or not an object)."""
-    return cast(Interleaving, dict(value)) if isinstance(value, Mapping) else None
+    return cast("Interleaving | None", json_section(value))
