@@ -49,6 +49,8 @@ _HEADER_VALUE = re.compile(
 )
 _FLAG_VALUE = re.compile(rf"(?P<name>(?<!\S)--?{_SECRET_NAME}(?:=|\s+)[\"']?)(?P<value>[^\s\"']+)", re.IGNORECASE)
 """A secret-named command-line option and its value (`--api-key X`, `--hf-token=X`), as a server command holds it."""
+_SECRET_OPTION = re.compile(rf"--?{_SECRET_NAME}(?:=(?P<value>.+))?", re.IGNORECASE)
+"""One argv word that is a secret-named option, with its value when written `--name=value`."""
 _BEARER = re.compile(r"(?P<name>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE)
 _ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\[/\\\"']|%[0-9a-fA-F]{2}")
 
@@ -225,7 +227,7 @@ def command_secrets(argv: Iterable[str]) -> list[str]:
     found: list[str] = []
     words = list(argv)
     for index, word in enumerate(words):
-        match = re.fullmatch(rf"--?{_SECRET_NAME}(?:=(?P<value>.+))?", word, re.IGNORECASE)
+        match = _SECRET_OPTION.fullmatch(word)
         if match is None:
             continue
         value = match.group("value") if match.group("value") is not None else (
