@@ -144,7 +144,7 @@ def test_a_server_that_never_got_its_draft_length_is_reported(tmp_path: Path) ->
 def test_the_schedule_and_flags_follow_the_picks(tuned: Path) -> None:
     text = (tuned / "tune.txt").read_text()
     assert "[[1, 7, 4], [8, 8, 0]]" in text
-    assert "--draft-max 4" in text
+    assert "--spec-type ngram-mod --spec-ngram-mod-n-max 4" in text
 
 
 @pytest.mark.parametrize(("argv", "message"), [

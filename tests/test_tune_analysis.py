@@ -17,6 +17,7 @@ from bench.analysis import (
     default_budget,
     estimate_from_interval,
     fit_prediction,
+    llamacpp_flags,
     plan_next,
     tune_rows,
 )
@@ -143,7 +144,7 @@ def test_tune_json_has_exactly_the_issue_shape_and_the_schedule_merges_levels() 
     assert set(data["configs"][0]) == {"draft_max", "category", "concurrency", "measured", "low", "high",
                                        "predicted", "verdict"}
     assert tune.schedule() == [[1, 7, 4], [8, 15, 2], [16, 16, 0]]
-    assert tune.llamacpp_flags() == "--spec-type ngram-mod --draft-max 4"
+    assert tune.llamacpp_flags() == "--spec-type ngram-mod --spec-ngram-mod-n-max 4"
 
 
 def test_drafts_cut_short_only_by_the_end_of_each_request_are_still_fixed_length() -> None:
@@ -156,3 +157,19 @@ def test_drafts_cut_short_only_by_the_end_of_each_request_are_still_fixed_length
     shorter = ConfigParts(16, 36.0, positions[16], 36 * 16 - 9 * 15 - 60, 1.9, True, requests[16])
     prediction = fit_prediction([short, shorter])
     assert not prediction.holds and "variable-length" in (prediction.why or "")
+
+
+@pytest.mark.parametrize(("mode", "flags"), [
+    ("ngram-mod", "--spec-type ngram-mod --spec-ngram-mod-n-max 8"),
+    ("ngram-simple", "--spec-type ngram-simple --spec-ngram-simple-size-m 8"),
+    ("ngram-map-k4v", "--spec-type ngram-map-k4v --spec-ngram-map-k4v-size-m 8"),
+    ("draft", "--spec-type draft-simple --spec-draft-model DRAFT.gguf --spec-draft-n-max 8"),
+    ("draft-dspark", "--spec-type draft-dspark --spec-draft-model DRAFT.gguf --spec-draft-n-max 8"),
+])
+def test_llamacpp_flags_name_the_drafters_own_length_flag(mode: str, flags: str) -> None:
+    assert llamacpp_flags(mode, 8) == flags
+    assert "--draft-max" not in flags  # removed from llama-server: it exits on it
+
+
+def test_llamacpp_flags_of_an_unknown_mode_name_no_flag() -> None:
+    assert llamacpp_flags("eagle", 8) == "(no llama.cpp flags known for mode 'eagle': give your server draft length 8)"

@@ -29,8 +29,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
     "_tune": (
-        "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick", "PredictionCheck", "Tune", "TuneRow", "decide",
-        "comparison_scopes", "estimate_from_interval", "scope_prediction", "summarize_tune", "tune_rows",
+        "LLAMACPP_DRAFT_MODEL_TYPES", "LLAMACPP_LENGTH_FLAGS", "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick",
+        "PredictionCheck", "Tune", "TuneRow", "decide", "comparison_scopes", "estimate_from_interval",
+        "llamacpp_flags", "scope_prediction", "summarize_tune", "tune_rows",
     ),
     "_drafted": ("NOTHING_DRAFTED", "Drafted", "drafted_by_category"),
     "_drafter_state": ("DrafterState", "drafter_state", "first_repeat", "recorded_states", "state_warnings"),

@@ -298,9 +298,7 @@ class Tune:
             return "(undecided: no flags)"
         if pick == 0:
             return "(no speculative flags: do not speculate)"
-        kind = {"ngram-mod": "--spec-type ngram-mod ", "ngram-simple": "--spec-type ngram-simple ",
-                "draft": "-md DRAFT.gguf "}.get(self.mode, "")
-        return f"{kind}--draft-max {pick}"
+        return llamacpp_flags(self.mode, pick)
 
     def to_json(self) -> dict[str, object]:
         """tune.json, exactly: the recommendation and every configuration's row."""
@@ -312,6 +310,27 @@ class Tune:
             },
             "configs": [row.as_cells() for row in self.rows],
         }
+
+
+LLAMACPP_LENGTH_FLAGS = {
+    "ngram-mod": "--spec-ngram-mod-n-max",
+    "ngram-simple": "--spec-ngram-simple-size-m",
+    "ngram-map-k": "--spec-ngram-map-k-size-m",
+    "ngram-map-k4v": "--spec-ngram-map-k4v-size-m",
+}
+"""The current llama-server flag that sets each n-gram drafter's draft length (as the embedded server sets it)."""
+LLAMACPP_DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark")
+"""llama-server's `--spec-type`s that draft with a model: their length is `--spec-draft-n-max`."""
+
+
+def llamacpp_flags(mode: str, draft_max: int) -> str:
+    """The llama-server flags that speculate with `mode` at draft length `draft_max` (current flag names)."""
+    if mode in LLAMACPP_LENGTH_FLAGS:
+        return f"--spec-type {mode} {LLAMACPP_LENGTH_FLAGS[mode]} {draft_max}"
+    spec_type = "draft-simple" if mode == "draft" else mode
+    if spec_type in LLAMACPP_DRAFT_MODEL_TYPES:
+        return f"--spec-type {spec_type} --spec-draft-model DRAFT.gguf --spec-draft-n-max {draft_max}"
+    return f"(no llama.cpp flags known for mode {mode!r}: give your server draft length {draft_max})"
 
 
 def tune_rows(

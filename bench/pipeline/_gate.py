@@ -74,7 +74,7 @@ def speculation_change(reference: Run, candidate: Run) -> tuple[bool, str] | Non
     if counts[0]:
         return True, (f"speculation lost: the reference drafted {counts[0]:,} tokens and the candidate none, so its "
                       "accept rate cannot be gated; the candidate's server was started without speculation or lost "
-                      "its draft model (check its flags and log: --spec, --draft-model, -md, --spec-type)")
+                      "its draft model (check its flags and log: --spec, --spec-type, --spec-draft-model)")
     return False, (f"the candidate drafted {counts[1]:,} tokens and the reference none: this gates a speculative run "
                    "against a baseline one, so its changes measure speculation itself; are --reference and "
                    "--candidate swapped, or was the reference recorded without speculation?")
