@@ -103,7 +103,8 @@ def test_a_server_that_wants_a_key_says_so(fake_server: FakeServer, tmp_path: Pa
         err = _fails_fast(url, tmp_path, capsys)
     finally:
         server.shutdown()
-    assert "HTTP 401" in err and "--api-key" in err
+    assert "HTTP 401" in err and "--api-key, or $OPENAI_API_KEY" in err  # the hint survives the redaction
+    assert "***" not in err
 
 
 def test_unknown_category_exits_2_with_one_line(tmp_path: Path, capsys) -> None:

@@ -71,7 +71,7 @@ async def _check_one(transport: Transport, base_url: str, endpoint_path: str) ->
         return _failure(base_url, exc)
     if listed.status in AUTH:
         return (f"{redact_url(models_url)} refused the request (HTTP {listed.status}): give the server's key with "
-                "--api-key or $OPENAI_API_KEY")
+                "--api-key, or $OPENAI_API_KEY")
     if listed.status == 200 and _json_object(listed.body):
         return None
     endpoint = base_url + endpoint_path
