@@ -42,6 +42,7 @@ ROWS = (
         "Copy this list back, one item a line, then add one more fruit: apples, bananas, cherries, dates, figs, "
         "grapes, lemons, mangoes, oranges, pears."]},
 )
+DRAFT_MODEL_OPTIONS = {"-md", "--spec-draft-model", "--model-draft"}
 SPECIAL_DRAFTERS = tuple(kind for kind in LLAMACPP_DRAFT_MODEL_TYPES if kind != "draft-simple")
 """Spec types that need a drafter made for them (EAGLE3 heads, MTP, DFlash, DSpark): none is at hand here."""
 
@@ -152,13 +153,18 @@ def test_run_with_the_api_key_works_and_without_it_fails_in_one_line(
     assert API_KEY not in captured.out + captured.err and not refused.exists()
 
 
-def test_the_counters_this_server_exports_end_in_total_and_are_read(keyed_server: CommandServer) -> None:
-    body = json.dumps({"messages": [{"role": "user", "content": ROWS[1]["turns"][0]}], "max_tokens": 64,
+def chat(url: str, prompt: str, max_tokens: int) -> None:
+    """One chat completion at temperature 0, with the bearer key."""
+    body = json.dumps({"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
                        "temperature": 0}).encode()
-    request = urllib.request.Request(keyed_server.url + "/v1/chat/completions", data=body, method="POST", headers={
+    request = urllib.request.Request(url + "/v1/chat/completions", data=body, method="POST", headers={
         "Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
         assert response.status == 200
+
+
+def test_the_counters_this_server_exports_end_in_total_and_are_read(keyed_server: CommandServer) -> None:
+    chat(keyed_server.url, ROWS[1]["turns"][0], max_tokens=64)
     text = get(keyed_server.url + "/metrics")
     names = set(re.findall(r"^(llamacpp:spec_decode_\w+?)(?:\{|\s)", text, flags=re.MULTILINE))
     assert {"llamacpp:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_draft_tokens_total",
@@ -212,7 +218,7 @@ def doc_commands() -> list[tuple[str, str]]:
     found = []
     for path in files:
         text = re.sub(r"\\\n\s*", " ", path.read_text(encoding="utf-8"))  # shell line continuations
-        for match in re.finditer(r"(?<![\w/.-])llama-server((?:[ \t]+[^\s'\"`\]\[|#]+)+)", text):
+        for match in re.finditer(r"(?<![\w/.-])llama-server((?:[ \t]+[^\s'\"`\]\[|#();]+)+)", text):
             found.append((path.relative_to(ROOT).as_posix(), "llama-server" + match.group(1)))
     return found
 
@@ -253,7 +259,12 @@ def test_the_docs_llama_server_commands_start_a_server(binary: Path, model: Path
         if any(kind in words for kind in SPECIAL_DRAFTERS) or {"-hf", "--hf-repo"} & set(words):
             continue  # needs a drafter or a download not at hand: its flags were checked against --help above
         server = started(runnable(template, binary, model), tmp_path / f"doc-{index}.log")
-        server.stop()
+        try:
+            if DRAFT_MODEL_OPTIONS & set(words):  # a draft model given must be used: one request drafts
+                chat(server.url, "Name three colours.", max_tokens=16)
+                assert LlamaCpp().acceptance_counters(get(server.url + "/metrics"))["drafts"] > 0, (file, template)
+        finally:
+            server.stop()
 
 
 def skip_without_bench_options(*options: str) -> None:
