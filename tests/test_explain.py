@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from bench import OVERALL
@@ -60,19 +62,66 @@ def test_al_over_step_cost_reconciles_with_the_pooled_decode_speedup() -> None:
     assert row.as_cells()["step_cost"] == pytest.approx(2.0)
 
 
-def test_steps_without_a_draft_are_flagged_with_their_cause() -> None:
+def test_steps_without_a_draft_count_in_tokens_per_step_and_the_parts_reconcile() -> None:
     base = _run([_result("a", "code", tokens=100, ms=1000.0)])
-    # 30 drafts + 40 accepted count 70 of 100 tokens: 30 steps made a token without a draft
-    spec = _run([_result("a", "code", tokens=100, ms=800.0,
-                         spec={"drafts": 30, "accepted": 40, "draft_tokens": 45})])
+    # 30 drafts accepted 40 tokens: 60 decode steps made 100 tokens, half of them drafted
+    spec = _run([_result("a", "code", tokens=100, ms=900.0, spec={"drafts": 30, "accepted": 40, "draft_tokens": 45})])
     row = explain_runs(base, spec, draft_max=4)[OVERALL]
+    assert row.steps == pytest.approx(60.0)
+    assert row.drafted_share == pytest.approx(0.5)
+    assert row.accepted_per_draft == pytest.approx(4 / 3)
+    assert row.tokens_per_step == pytest.approx(100 / 60)
+    assert row.step_cost == pytest.approx(15.0 / 10.0)  # 900 ms / 60 steps over 10 ms a baseline token
+    assert row.explained == pytest.approx(row.measured) and row.measured == pytest.approx(1000 / 900)
+    assert row.reconciles is True and row.flag is None
+    assert row.split is not None and row.split.plain is None and "1 request" in row.split.how
+
+
+def test_step_cost_split_recovers_known_drafted_and_plain_costs() -> None:
+    # known truth: a plain step costs 1.05 baseline tokens, a drafted one 1.6; requests draft on 10%..70% of steps
+    rng = np.random.default_rng(7)
+    base, spec = [], []
+    for index, share in enumerate(np.linspace(0.1, 0.7, 12)):
+        steps = 200
+        drafts = round(share * steps)
+        accepted = 2 * drafts
+        ms = (drafts * 1.6 + (steps - drafts) * 1.05) * 10.0 * float(np.exp(rng.normal(0, 0.01)))
+        base.append(_result(f"s{index}", "code", tokens=steps + accepted, ms=(steps + accepted) * 10.0))
+        spec.append(_result(f"s{index}", "code", tokens=steps + accepted, ms=ms,
+                            spec={"drafts": drafts, "accepted": accepted}))
+    row = explain_runs(_run(base), _run(spec))[OVERALL]
+    assert row.split is not None and row.split.drafted is not None and row.split.plain is not None
+    assert row.split.drafted == pytest.approx(1.6, rel=0.03) and row.split.plain == pytest.approx(1.05, rel=0.03)
+    share = row.drafted_share
+    assert share is not None and row.step_cost is not None
+    assert (1 - share) * row.split.plain + share * row.split.drafted == pytest.approx(row.step_cost)
+    assert row.explained == pytest.approx(row.measured, rel=1e-9) and row.reconciles is True
+    assert row.as_cells()["plain_step_cost"] == pytest.approx(row.split.plain)
+
+
+def test_split_is_withheld_when_every_request_drafts_alike_or_every_step_drafts() -> None:
+    base = _run([_result(f"s{i}", "code", tokens=100, ms=1000.0) for i in range(5)])
+    alike = _run([_result(f"s{i}", "code", tokens=100, ms=900.0, spec={"drafts": 20, "accepted": 20})
+                  for i in range(5)])
+    row = explain_runs(base, alike)[OVERALL]
+    assert row.split is not None and row.split.drafted is None and "barely differ" in row.split.how
+    every = _run([_result(f"s{i}", "code", tokens=100, ms=900.0, spec={"drafts": 50, "accepted": 50})
+                  for i in range(5)])
+    row = explain_runs(base, every)[OVERALL]
+    assert row.split is not None and row.split.drafted == pytest.approx(row.step_cost) and row.split.plain is None
+
+
+def test_more_drafts_than_decode_steps_is_flagged() -> None:
+    base = _run([_result("a", "code", tokens=100, ms=1000.0)])
+    spec = _run([_result("a", "code", tokens=100, ms=800.0, spec={"drafts": 80, "accepted": 40})])
+    row = explain_runs(base, spec)[OVERALL]
     assert row.reconciles is False
-    assert row.flag is not None and "steps without a draft" in row.flag and "1.5 tokens of 4" in row.flag
+    assert row.flag is not None and "80 drafts in 60 decode steps" in row.flag
 
 
 def test_server_wide_run_counters_are_flagged_as_not_covering_the_row() -> None:
     base = _run([_result("a", "code", tokens=100, ms=1000.0)])
-    results = (_result("a", "code", tokens=100, ms=800.0),)
+    results = (replace(_result("a", "code", tokens=100, ms=800.0), draft_n=20, draft_n_accepted=4),)
     spec = Run(config={}, selected_samples=1, results=results, summary=tuple(summarize(list(results))),
                meta={"acceptance": {"source": "metrics", "drafts": 10, "accepted": 10, "draft_tokens": 40,
                                     "acceptance_length": 2.0, "server_wide": True, "per_position": [0.6, 0.4]}})
