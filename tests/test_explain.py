@@ -154,8 +154,9 @@ def test_compare_stats_shows_acceptance_length_and_step_cost_on_every_row_with_c
     assert all(row.parts is not None and row.parts.step_cost is not None and row.acceptance_length is not None
                for row in comparison.stats)
     text = render_text(comparison)
-    assert "Speedup explained" in text and "step_cost" in text
-    assert "AL/step_cost" in render_markdown(comparison)
+    assert "Speedup explained" in text and "step cost (x base token)" in text and "tokens/step" in text
+    markdown = render_markdown(comparison)
+    assert "explained" in markdown and "accepted/draft (tokens)" in markdown and "drafted share" in markdown
     rows = json.loads(render_json(comparison))["stats"]
     assert {row["category"]: round(row["step_cost"], 3) for row in rows} == {"code": 2.0, "chat": 2.0,
                                                                               "overall": 2.0}

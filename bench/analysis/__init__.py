@@ -24,7 +24,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_grouping": ("ArmPair",),
     "_explain": (
-        "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
+        "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "StepSplit", "explain_row", "explain_runs",
         "joint_and_conditional",
     ),
     "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
