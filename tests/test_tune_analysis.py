@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,7 +20,9 @@ from bench.analysis import (
     fit_prediction,
     llamacpp_flags,
     plan_next,
+    pooled_plain_cost,
     tune_rows,
+    with_plain_steps,
 )
 
 
@@ -173,3 +176,36 @@ def test_llamacpp_flags_name_the_drafters_own_length_flag(mode: str, flags: str)
 
 def test_llamacpp_flags_of_an_unknown_mode_name_no_flag() -> None:
     assert llamacpp_flags("eagle", 8) == "(no llama.cpp flags known for mode 'eagle': give your server draft length 8)"
+
+
+def _mixed(k: int, alpha: float, share: float, plain: float, a: float, b: float, *, split: bool) -> ConfigParts:
+    """A drafter that drafts on `share` of 1000 decode steps: its measured parts, the split known or not."""
+    chain = _chain(k, alpha, a, b, drafts=1000.0 * share)
+    drafted = a + b * k
+    cost = (1 - share) * plain + share * drafted
+    return replace(chain, step_cost=cost, steps=1000.0, drafted_cost=drafted if split else None,
+                   plain_cost=plain if split else None)
+
+
+def test_steps_without_a_draft_are_predicted_with_the_plain_share_and_cost() -> None:
+    # known truth: drafts on 20% of steps, a plain step costs 1.02 baseline tokens, a drafted one 1.1 + 0.05 K
+    configs = [_mixed(2, 0.8, 0.2, 1.02, 1.1, 0.05, split=True), _mixed(16, 0.8, 0.2, 1.02, 1.1, 0.05, split=False)]
+    assert pooled_plain_cost(configs) == pytest.approx(1.02)
+    assert configs[0].plain_steps == pytest.approx(800.0)
+    prediction = with_plain_steps(configs)
+    assert prediction.holds and prediction.plain_share == pytest.approx(0.8)
+    assert prediction.a == pytest.approx(1.1) and prediction.b == pytest.approx(0.05)
+    for k in (3, 8):
+        length = (1 - 0.8 ** (k + 1)) / (1 - 0.8)
+        truth = (1 + 0.2 * (length - 1)) / (0.8 * 1.02 + 0.2 * (1.1 + 0.05 * k))
+        assert prediction.speedup(k) == pytest.approx(truth)
+    assert "drafted share s = 0.200" in prediction.text
+    # where every step drafts, the plain steps change nothing
+    chains = [_chain(1, 0.8, 1.1, 0.05), _chain(16, 0.8, 1.1, 0.05)]
+    assert with_plain_steps(chains).speedup(5) == pytest.approx(fit_prediction(chains).speedup(5))
+
+
+def test_steps_without_a_draft_and_no_identified_plain_cost_get_no_prediction() -> None:
+    configs = [_mixed(2, 0.8, 0.2, 1.02, 1.1, 0.05, split=False), _mixed(16, 0.8, 0.2, 1.02, 1.1, 0.05, split=False)]
+    prediction = with_plain_steps(configs)
+    assert not prediction.holds and "80% of the decode steps drafted nothing" in (prediction.why or "")

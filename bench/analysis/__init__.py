@@ -27,7 +27,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "StepSplit", "explain_row", "explain_runs",
         "joint_and_conditional",
     ),
-    "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
+    "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next", "pooled_plain_cost",
+                 "with_plain_steps"),
     "_tune": (
         "LLAMACPP_DRAFT_MODEL_TYPES", "LLAMACPP_LENGTH_FLAGS", "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick",
         "PredictionCheck", "Tune", "TuneRow", "decide", "comparison_scopes", "estimate_from_interval",

@@ -10,19 +10,23 @@ The model:
     speedup(K) = E(K) / cost(K)
 
 It holds for chain drafters whose first K positions do not depend on K and that draft K tokens every step;
-adaptive, tree or variable-length drafters are detected (short drafts, steps without drafts, curves that move
-with K) and get no prediction.
+adaptive, tree or variable-length drafters are detected (short drafts, curves that move with K) and get no
+prediction. Drafters that draft on a share s of the decode steps only (ngram drafters) are predicted with the
+steps without a draft (`with_plain_steps`): cost(K) above is a drafted step's, a plain step costs c (pooled over
+the configurations whose split identifies it) and
+
+    speedup(K) = (1 + s (E(K) - 1)) / ((1 - s) c + s cost(K))
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from bench.analysis._explain import FIXED_LENGTH_SHARE, SpeedupParts
+from bench.analysis._explain import ALL_DRAFTED, FIXED_LENGTH_SHARE, SpeedupParts
 
 CURVE_TOLERANCE = 0.05
 """Joint rates of two configurations at a shared position may differ by this much (plus 3 standard errors)."""
@@ -41,12 +45,24 @@ class ConfigParts:
     reconciles: bool | None
     requests: Mapping[str, tuple[float, tuple[float, ...]]] = field(default_factory=dict)
     """Per request: (drafts, per-position counts); with them the model predicts the geometric mean over requests."""
+    steps: float | None = None
+    """Decode steps (drafted or not); None: every step drafted."""
+    drafted_cost: float | None = None
+    plain_cost: float | None = None
+    """A drafted and a plain step's cost (x baseline token), where the row's split identifies them."""
 
     @classmethod
     def of(cls, draft_max: int, parts: SpeedupParts) -> ConfigParts:
         """The model's view of a row's parts."""
+        split = parts.split
         return cls(draft_max, parts.drafts, tuple(rate * parts.drafts for rate in parts.joint), parts.draft_tokens,
-                   parts.step_cost, parts.reconciles, parts.requests)
+                   parts.step_cost, parts.reconciles, parts.requests, parts.steps,
+                   split.drafted if split else None, split.plain if split else None)
+
+    @property
+    def plain_steps(self) -> float:
+        """Decode steps without a draft."""
+        return max(0.0, self.steps - self.drafts) if self.steps is not None else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +76,10 @@ class Prediction:
     measured: tuple[int, ...] = ()
     request_curves: tuple[tuple[float, ...], ...] = ()
     """Each request's joint curve (pooled over the configurations that measured it); () to use the pooled curve."""
+    plain_share: float = 0.0
+    """The share of decode steps without a draft (pooled over the configurations); 0: every step drafts."""
+    plain_cost: float = math.nan
+    """A step without a draft's cost (x baseline token), where `plain_share` > 0."""
 
     @property
     def holds(self) -> bool:
@@ -84,17 +104,34 @@ class Prediction:
         return self.a + self.b * draft_max if self.holds else None
 
     def speedup(self, draft_max: int) -> float | None:
-        """E(K) / cost(K); None beyond the largest measured K or where the model does not hold."""
+        """E(K) / cost(K), with the steps without a draft mixed in; None beyond the largest measured K or where the
+        model does not hold."""
+        if self.plain_share > 0:
+            return self.mixed_speedup(draft_max)
         length, cost = self.expected_length(draft_max), self.step_cost(draft_max)
         if length is None or cost is None or cost <= 0:
             return None
         return length / cost
+
+    def mixed_speedup(self, draft_max: int) -> float | None:
+        """(1 + s (E(K) - 1)) / ((1 - s) c + s cost(K)), s the drafted share and c a plain step's cost."""
+        length, cost = self.expected_length(draft_max), self.step_cost(draft_max)
+        if length is None or cost is None:
+            return None
+        share = 1.0 - self.plain_share
+        mixed = self.plain_share * self.plain_cost + share * cost
+        return (1.0 + share * (length - 1.0)) / mixed if mixed > 0 else None
 
     @property
     def text(self) -> str:
         """The model as a reader checks it, or why there is no prediction."""
         if not self.holds:
             return f"no prediction: {self.why}"
+        if self.plain_share > 0:
+            return (f"speedup(K) = (1 + s (E(K) - 1)) / ((1 - s) c + s cost(K)), drafted share s = "
+                    f"{1 - self.plain_share:.3f}, a plain step c = {self.plain_cost:.3f} baseline tokens, cost(K) = "
+                    f"{self.a:.3f} + {self.b:.4f} K a drafted step (fitted to draft_max "
+                    f"{', '.join(map(str, self.measured))})")
         over = ("the geometric mean over requests of 1 + the sum of each one's joint per-position acceptance to K"
                 if self.request_curves else "1 + the sum of the pooled joint per-position acceptance to K (no "
                 "per-request counters: a ratio of means, and a chain cannot be told from a mix of requests)")
@@ -201,3 +238,40 @@ def plan_next(
 def default_budget(grid: Sequence[int]) -> int:
     """Configurations a model-guided tune measures at most: half the grid, and at least three."""
     return max(3, len(set(grid)) // 2)
+
+
+def pooled_plain_cost(configs: Sequence[ConfigParts]) -> float | None:
+    """A plain step's cost pooled over the configurations whose split identifies it, weighted by their plain steps."""
+    known = [(config.plain_steps, config.plain_cost) for config in configs
+             if config.plain_cost is not None and config.plain_steps > 0]
+    weight = sum(steps for steps, _ in known)
+    return sum(steps * cost for steps, cost in known) / weight if weight > 0 else None
+
+
+def with_plain_steps(parts: Iterable[ConfigParts]) -> Prediction:
+    """The prediction of configurations whose drafter skips steps: each one's drafted step cost (its split's, or
+    its step cost less the pooled plain steps' share) fitted as usual, then the pooled plain share and cost mixed
+    in. Configurations that draft on every step fit as `fit_prediction` does."""
+    configs = list(parts)
+    plain = sum(config.plain_steps for config in configs)
+    steps = sum(config.steps or config.drafts for config in configs)
+    share = plain / steps if steps > 0 else 0.0
+    if share < 1.0 - ALL_DRAFTED:
+        return fit_prediction(configs)
+    measured = tuple(sorted(config.draft_max for config in configs))
+    cost = pooled_plain_cost(configs)
+    if cost is None:
+        return Prediction(f"{share:.0%} of the decode steps drafted nothing and no configuration's requests identify "
+                          "a plain step's cost (their drafted shares barely differ)", measured=measured)
+    drafted = []
+    for config in configs:
+        own = 1.0 - config.plain_steps / config.steps if config.steps else 1.0
+        if config.drafted_cost is not None:
+            drafted_cost = config.drafted_cost
+        elif config.step_cost is not None and own > 0:
+            drafted_cost = (config.step_cost - (1.0 - own) * cost) / own
+        else:
+            drafted_cost = None
+        drafted.append(replace(config, step_cost=drafted_cost))
+    fitted = fit_prediction(drafted)
+    return replace(fitted, plain_share=share, plain_cost=cost) if fitted.holds else fitted

@@ -23,7 +23,7 @@ from bench.analysis._grouping import each_category
 from bench.analysis._intervals import LogMean, log_mean, t_quantile, verdict
 from bench.analysis._metrics import DECODE_SPEEDUP
 from bench.analysis._paired import pair_runs
-from bench.analysis._predict import ConfigParts, Prediction, fit_prediction
+from bench.analysis._predict import ConfigParts, Prediction, with_plain_steps
 
 NOT_SEPARABLE = "not separable at this n"
 
@@ -384,7 +384,7 @@ def scope_prediction(configs: Mapping[int, tuple[Measured, ConfigParts | None]])
     missing = [k for k, (_, parts) in sorted(configs.items()) if parts is None]
     if missing:
         return Prediction(f"no acceptance counters for draft_max={missing[0]}", measured=tuple(sorted(configs)))
-    return fit_prediction(parts for _, parts in configs.values() if parts is not None)
+    return with_plain_steps(parts for _, parts in configs.values() if parts is not None)
 
 
 def summarize_tune(
