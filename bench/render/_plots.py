@@ -9,42 +9,15 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
+from matplotlib.text import Text
 
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
-from bench.records import open_no_follow
-from bench.render._escape import terminal_text
+from bench.render._figures import BLUE, FORMATS, GREEN, GREY, ORANGE, VERMILLION, _label, _save, plt
+from bench.render._parts_plot import speedup_parts
 from bench.render._tables import Cells
 
 if TYPE_CHECKING:
     from bench.analysis import Comparison
-
-matplotlib.use("Agg")
-matplotlib.rcParams["svg.hashsalt"] = "speedbench"  # stable SVG ids: same inputs, same bytes
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-
-# Okabe-Ito colour-blind-safe palette
-BLUE, ORANGE, GREEN, VERMILLION, GREY = "#0072B2", "#E69F00", "#009E73", "#D55E00", "#999999"
-FORMATS = ("png", "svg")
-
-
-def _save(figure: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        path = out_dir / f"{stem}.{fmt}"
-        metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
-        with open_no_follow(path, "wb") as handle:  # never through a planted link, never into a FIFO
-            figure.savefig(handle, format=fmt, dpi=110, bbox_inches="tight", metadata=metadata)
-        paths.append(path)
-    plt.close(figure)
-    return paths
-
-
-def _label(text: Any) -> str:
-    """Text shown as is: `$` would start matplotlib mathtext; control characters are shown escaped."""
-    return terminal_text(text).replace("$", r"\$")
 
 
 def _finite(value: Any) -> bool:
@@ -330,28 +303,6 @@ def position_acceptance(
     axis.set_title("Per-position acceptance (server counters over the run)")
     axis.grid(axis="y", alpha=0.3)
     return _save(figure, out_dir, "position_acceptance", formats)
-
-
-def speedup_parts(rows: Sequence[Cells], out_dir: Path, *, formats: Sequence[str] = FORMATS) -> list[Path]:
-    """Per row with counters: acceptance length, step cost, AL / step cost and the measured pooled decode speedup."""
-    shown = [row for row in rows if _finite(row.get("explained_speedup"))]
-    if not shown:
-        return []
-    figure, axis = plt.subplots(figsize=(max(6.5, 1.3 * len(shown) + 2), 4.2))
-    series = (("acceptance_length", "acceptance length (tokens/step)", BLUE),
-              ("step_cost", "step cost (step / baseline token)", GREY),
-              ("explained_speedup", "AL / step cost", ORANGE),
-              ("pooled_decode_speedup", "measured decode speedup (pooled)", GREEN))
-    width = 0.8 / len(series)
-    for index, (key, label, colour) in enumerate(series):
-        values = [float(row[key]) if _finite(row.get(key)) else 0.0 for row in shown]
-        axis.bar([i + (index - 1.5) * width for i in range(len(shown))], values, width, label=label, color=colour)
-    axis.axhline(1.0, color="black", linewidth=0.8)
-    axis.set_xticks(range(len(shown)), [str(row["category"]) for row in shown])
-    axis.set_title("The decode speedup explained (AL / step cost should match the measured)")
-    axis.legend(fontsize=8)
-    axis.grid(axis="y", alpha=0.3)
-    return _save(figure, out_dir, "speedup_parts", formats)
 
 
 def plot_all(comparison: Comparison, out_dir: Path, *, formats: tuple[str, ...]) -> list[Path]:

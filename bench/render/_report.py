@@ -29,7 +29,7 @@ PLOT_TITLES = {
     "accept_vs_speedup": "Accept rate vs decode speedup",
     "latency": "Per-sample latency speedup per category (baseline / speculative latency of the same prompt)",
     "position_acceptance": "Per-position acceptance",
-    "speedup_parts": "The decode speedup explained: acceptance length, step cost, AL / step cost against measured",
+    "speedup_parts": "The decode speedup explained: tokens per step, step cost and their quotient against measured",
 }
 
 
