@@ -103,7 +103,7 @@ from bench.records._run import (
 )
 from bench.records._schema import SCHEMA_VERSION, finite
 from bench.records._sections import ClientLag, DatasetSource, Interleaving, MachineInfo
-from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop
+from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop, level_text
 from bench.records._settings import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TIMEOUT_S,
@@ -191,6 +191,7 @@ __all__ = [
     "latest_comparison_folder",
     "latest_results_folder",
     "level_folder",
+    "level_text",
     "load_comparison_folder",
     "load_history",
     "load_run",

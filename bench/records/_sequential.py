@@ -17,6 +17,16 @@ LOOK_DECISIONS = ("faster", "slower", "equivalent", "continue", "undecided")
 FASTER, SLOWER, EQUIVALENT, CONTINUE, UNDECIDED = LOOK_DECISIONS
 
 
+def level_text(share: float) -> str:
+    """A confidence level as a reader reads it: one decimal (`96.9%`, `95%`), more only where one would round a
+    level under 100% up to it (`99.95%`)."""
+    for digits in range(1, 5):
+        text = f"{share:.{digits}%}"
+        if share >= 1.0 or float(text[:-1]) < 100.0:
+            break
+    return text.replace(".0%", "%") if text.endswith(".0%") else text
+
+
 @dataclass(frozen=True, slots=True)
 class Look:
     """One look: samples so far, the level spent on it, the interval it read and what it decided."""
@@ -46,7 +56,7 @@ class Look:
     @property
     def reason(self) -> str:
         """Why sampling stopped or goes on, in one sentence."""
-        interval = (f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}] at {self.confidence:.4%}"
+        interval = (f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}] at {level_text(self.confidence)}"
                     if self.has_interval else "no interval at this look (too few samples)")
         if self.decision in (FASTER, SLOWER):
             return f"decided {self.decision} after {self.n} samples: {interval} excludes 1.00x"
