@@ -21,6 +21,8 @@ SPEC_URL ?=
 THREADS ?= 1
 STREAM ?=
 CATEGORY ?= all
+# VERBOSE=1: print every table of each comparison (default: a screen's worth a workload, the rest in the files).
+VERBOSE ?=
 # DECIDE=1: rounds of one prompt per category until the overall decode verdict is decided (a sequential test that
 # stays valid when it stops early), at most LIMIT rounds; DECIDE= runs LIMIT prompts a category, fixed.
 DECIDE ?= 1
@@ -114,7 +116,8 @@ bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
 		--category $(CATEGORY) --bench $(BENCH) $(if $(DECIDE),--until-decided) \
 		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
-		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream)
+		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream) \
+		$(if $(VERBOSE),--verbose)
 
 # Where speculation stops paying: two ngram-mod draft lengths against the baseline at concurrency 1, 2 and 4.
 SWEEP_LEVELS ?= 1,2,4

@@ -116,7 +116,7 @@ def test_more_drafts_than_decode_steps_is_flagged() -> None:
     spec = _run([_result("a", "code", tokens=100, ms=800.0, spec={"drafts": 80, "accepted": 40})])
     row = explain_runs(base, spec)[OVERALL]
     assert row.reconciles is False
-    assert row.flag is not None and "80 drafts in 60 decode steps" in row.flag
+    assert row.flag is not None and "80 drafts in 60 decode steps: more drafts" in row.flag
 
 
 def test_server_wide_run_counters_are_flagged_as_not_covering_the_row() -> None:
@@ -156,7 +156,7 @@ def test_compare_stats_shows_acceptance_length_and_step_cost_on_every_row_with_c
     text = render_text(comparison)
     assert "Speedup explained" in text and "step cost (x base token)" in text and "tokens/step" in text
     markdown = render_markdown(comparison)
-    assert "explained" in markdown and "accepted/draft (tokens)" in markdown and "drafted share" in markdown
+    assert "explained" in markdown and "accepted/draft (tokens)" in markdown and "steps drafted" in markdown
     rows = json.loads(render_json(comparison))["stats"]
     assert {row["category"]: round(row["step_cost"], 3) for row in rows} == {"code": 2.0, "chat": 2.0,
                                                                               "overall": 2.0}

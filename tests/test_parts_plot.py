@@ -11,8 +11,8 @@ from bench.render._parts_plot import parts_figure, speedup_parts
 
 def _row(category: str, share: float, accepted: float, cost: float, measured: float) -> dict:
     per_step = 1 + share * accepted
-    return {"category": category, "tokens_per_step": per_step, "drafted_share": share, "accepted_per_draft": accepted,
-            "step_cost": cost, "drafted_step_cost": 1.6, "plain_step_cost": 1.05,
+    return {"category": category, "tokens_per_step": per_step, "drafted_step_share": share,
+            "accepted_per_draft": accepted, "step_cost": cost, "drafted_step_cost": 1.6, "plain_step_cost": 1.05,
             "explained_speedup": per_step / cost, "pooled_decode_speedup": measured, "reconciles": True}
 
 

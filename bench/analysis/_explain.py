@@ -185,7 +185,7 @@ class SpeedupParts:
             "acceptance_joint": list(self.joint),
             "acceptance_conditional": list(self.conditional),
             "decode_steps": self.steps,
-            "drafted_share": self.drafted_share,
+            "drafted_step_share": self.drafted_share,
             "accepted_per_draft": self.accepted_per_draft if self.drafts > 0 else None,
             "tokens_per_step": self.tokens_per_step,
             "step_cost": self.step_cost,
@@ -337,8 +337,8 @@ def _flag(
     if server_wide:
         return f"{gap}: the counters are server-wide and count other accepted tokens than this row's responses report"
     if drafts > (1.0 + RECONCILE_TOLERANCE) * steps:
-        return (f"{gap}: the counters count {drafts:.0f} drafts in {steps:.0f} decode steps (more than one a step): "
-                "they cover other requests, or the server restarted")
+        return (f"{gap}: the counters count {drafts:.0f} drafts in {steps:.0f} decode steps: more drafts than decode "
+                "steps, so the counters cover other requests or the server restarted")
     if abs(explained / measured - 1.0) > RECONCILE_TOLERANCE:
         return f"{gap}: the counters and the generation times cover different samples"
     return None

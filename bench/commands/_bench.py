@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="continue an interrupted comparison in FOLDER (each side resumes its own run file) (default: a new one)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print every table of each comparison (default: a screen's worth; the rest is in "
+                             "comparison.txt)")
     parser.add_argument("--sequential", action="store_true",
                        help="run the baseline, then the speculative server (default: interleaved per sample)")
     parser.add_argument("--logprobs", action=argparse.BooleanOptionalAction, default=True,
@@ -85,4 +88,4 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         from bench.analysis import parse_slo
 
         parse_slo(args.slo)  # a malformed --slo fails before a server starts
-    return run_pipeline(config, out=out, progress=progress_display(args.quiet))
+    return run_pipeline(config, out=out, progress=progress_display(args.quiet), verbose=args.verbose)

@@ -32,7 +32,7 @@ from bench.records import (
     round_folder,
     run_file,
 )
-from bench.render import render_text
+from bench.render import console_text
 from bench.runner import (
     Arm,
     LockStep,
@@ -325,10 +325,13 @@ def probe_urls(config: PipelineConfig) -> None:
             raise BenchError(f"cannot reach the {side} server at {redact_url(url)}: {cause.lower()}") from None
 
 
-def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+def run_pipeline(
+    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress, verbose: bool = False
+) -> int:
     """Each workload in turn (one prompt set unless `bench` lists several), then the decision over all of them.
 
-    Every option is checked and both given URLs probed before any server starts or any file is written."""
+    Every option is checked and both given URLs probed before any server starts or any file is written. Each
+    workload prints a screen's worth (`console_text`); `verbose` prints every table the files hold."""
     validate(config)
     names = workloads(config)
     for bench in names:
@@ -336,14 +339,14 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
     check_servers(config)
     probe_urls(config)
     if len(names) == 1:
-        code, comparison = _run_workload(config, out=out, progress=progress)
+        code, comparison = _run_workload(config, out=out, progress=progress, verbose=verbose)
         comparisons = [comparison] if comparison is not None else []
     else:
         top = _results_folder(config)
         comparisons, code = [], EXIT_OK
         for bench in names:
             one = replace(config, bench=bench, results_dir=str(top), label=bench)
-            one_code, comparison = _run_workload(one, out=out, progress=progress)
+            one_code, comparison = _run_workload(one, out=out, progress=progress, verbose=verbose)
             code = code or one_code  # the first failure is the run's
             if comparison is None:  # stopped: the next workload does not start
                 break
@@ -360,7 +363,7 @@ def run_pipeline(config: PipelineConfig, *, out: Callable[[str], Any], progress:
 
 
 def _run_workload(
-    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress
+    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress, verbose: bool = False
 ) -> tuple[int, Comparison | None]:
     """One workload: both runs (interleaved by default), the comparison, statistics, lossless check and plots
     in its folder; (exit code, comparison or None when stopped)."""
@@ -393,10 +396,11 @@ def _run_workload(
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     fresh_server_hints(config, {BASELINE: baseline, SPECULATIVE: speculative}, out)
     comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
-    out("\n" + render_text(comparison))
-    files += write_traffic(baseline, speculative, folder, out=out, slo=config.slo, rate=config.request_rate,
+    out("\n" + console_text(comparison, verbose=verbose))
+    traffic_out = out if verbose or config.request_rate is not None else _nowhere  # closed loop: in the files
+    files += write_traffic(baseline, speculative, folder, out=traffic_out, slo=config.slo, rate=config.request_rate,
                            threshold=config.threshold)
-    out(f"\nspeedbench: wrote {', '.join(str(path) for path in files)}\n")
+    out(f"speedbench: wrote in {folder}: {', '.join(_relative(path, folder) for path in files)}\n")
     failed = baseline.failed_samples + speculative.failed_samples
     unfinished = sum(max(0, run.selected_samples - len(run.results)) for run in (baseline, speculative))
     if unfinished:
@@ -406,6 +410,14 @@ def _run_workload(
         out(f"speedbench: {failed} samples failed; see the run files\n")
         return EXIT_FAILED, comparison
     return EXIT_OK, comparison
+
+
+def _nowhere(text: str) -> None:
+    """Drops what a quiet console leaves to the files."""
+
+
+def _relative(path: Path, folder: Path) -> str:
+    return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
 
 
 def fresh_server_hints(config: PipelineConfig, runs: dict[str, Run], out: Callable[[str], Any]) -> None:

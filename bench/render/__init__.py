@@ -10,6 +10,7 @@ import importlib
 from typing import Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
+from bench.render._console import CONSOLE_LINES, console_text
 from bench.render._escape import markdown_escape, mermaid_text, terminal_text
 from bench.render._gate import gate_markdown, gate_text
 from bench.render._history import (
@@ -79,6 +80,7 @@ _LAZY = {
 
 __all__ = [
     "COMPARISON_COLUMNS",
+    "CONSOLE_LINES",
     "FEW_SAMPLES",
     "STREAM_DEFINITIONS",
     "SUMMARY_COLUMNS",
@@ -91,6 +93,7 @@ __all__ = [
     "comparison_markdown",
     "comparison_payload",
     "comparison_text",
+    "console_text",
     "cv_text",
     "decision_line",
     "decision_lines",

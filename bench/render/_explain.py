@@ -17,7 +17,7 @@ POSITIONS_SHOWN = 6
 EXPLAINED_COLUMNS: list[Column] = [
     Column("category", "category", ""),
     Column("tokens/step", "tokens_per_step", "speed"),
-    Column("drafted share", "drafted_share_cell", ""),
+    Column("steps drafted", "drafted_share_cell", ""),
     Column("accepted/draft (tokens)", "accepted_per_draft", "speed"),
     Column("step cost (x base token)", "step_cost", "speed"),
     Column("drafted / plain step (x base token)", "split_cell", ""),
@@ -41,15 +41,15 @@ POSITION_COLUMNS: list[Column] = [
 
 LEGEND = (
     "every decode step emits one token plus the draft tokens it accepted; tokens/step = 1 + drafted share x "
-    "accepted/draft (drafted share: drafts from the counter deltas over decode steps, which are output tokens less "
-    "accepted ones); step cost: speculative generation time per decode step over the baseline's time per token, in "
-    "baseline tokens (x base token); drafted / plain step: the step cost of steps with a draft and without one, "
-    "from a least-squares line through the requests' step costs against their drafted share, where their shares "
-    "differ enough to identify it; explained = tokens/step / step cost, checked against the measured pooled decode "
-    "speedup (output tokens per generation second, speculative over baseline); reconciles: within 5% and counters "
-    "that cover exactly the row's requests, else the likely cause below; accept_len/request: 1 + accepted / drafts "
-    "of each request (p10, median, p90); joint: P(at least i draft tokens accepted) per draft; conditional: P(i "
-    "accepted | i-1 accepted)"
+    "accepted/draft (drafted share, shown as steps drafted: drafts from the counter deltas over decode steps, which "
+    "are output tokens less accepted ones); step cost: speculative generation time per decode step over the "
+    "baseline's time per token, in baseline tokens (x base token); drafted / plain step: the step cost of steps with "
+    "a draft and without one, from a least-squares line through the requests' step costs against their drafted "
+    "share, where their shares differ enough to identify it; explained = tokens/step / step cost, checked against "
+    "the measured pooled decode speedup (output tokens per generation second, speculative over baseline); "
+    "reconciles: within 5% and counters that cover exactly the row's requests, else the likely cause below; "
+    "accept_len/request: 1 + accepted / drafts of each request (p10, median, p90); joint: P(at least i draft tokens "
+    "accepted) per draft; conditional: P(i accepted | i-1 accepted)"
 )
 
 

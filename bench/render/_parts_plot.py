@@ -38,7 +38,7 @@ def parts_figure(rows: Sequence[Cells]) -> Any | None:
     tokens.barh(positions, [value - 1.0 for value in per_step], left=1.0, color=BLUE,
                 label="+ drafted share x accepted/draft")
     for y, row, value in zip(positions, shown, per_step, strict=True):
-        share, accepted = _number(row, "drafted_share"), _number(row, "accepted_per_draft")
+        share, accepted = _number(row, "drafted_step_share"), _number(row, "accepted_per_draft")
         detail = f" = 1 + {share:.0%} x {accepted:.1f}" if share is not None and accepted is not None else ""
         tokens.text(value, y, f" {value:.2f}{detail}", va="center", fontsize=7)
     tokens.set_xlim(0, max(per_step) * 1.9)
