@@ -45,7 +45,7 @@ DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed", "t/s")
 LATENCY = Metric("latency", "latency", False, "seconds", "s")
 ACCEPTANCE_LENGTH = Metric("acceptance_length", "acceptance length", True, "speed", "tokens/step", "accept_len")
 DRAFTED = Metric("drafted_share", "output from accepted drafts", True, "percent", "%", "drafted")
-STEP_COST = Metric("step_cost", "verification step / baseline token", False, "speed", "x")
+STEP_COST = Metric("step_cost", "decode step / baseline token", False, "speed", "x base token")
 
 CATEGORY = Metric("category", "category", None, "")
 SAMPLES = Metric("n", "samples", None, "int")
