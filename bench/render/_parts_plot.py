@@ -60,7 +60,8 @@ def parts_figure(rows: Sequence[Cells]) -> Any | None:
     cost.set_xlabel("step cost (x baseline token)")
     measured = [_number(row, "pooled_decode_speedup") for row in shown]
     explained = [_number(row, "explained_speedup") or 0.0 for row in shown]
-    speedup.barh(positions, [value or 0.0 for value in measured], color=GREEN, alpha=0.8, label="measured")
+    speedup.barh(positions, [value or 0.0 for value in measured], color=GREEN, alpha=0.8,
+                 label="measured (pooled: output tokens per generation second)")
     speedup.scatter(explained, positions, marker="D", color=ORANGE, zorder=3, label="tokens/step / step cost")
     for y, row, value in zip(positions, shown, measured, strict=True):
         mark = "" if row.get("reconciles") is not False else "  not reconciled"
