@@ -39,7 +39,8 @@ def parts_figure(rows: Sequence[Cells]) -> Any | None:
                 label="+ drafted share x accepted/draft")
     for y, row, value in zip(positions, shown, per_step, strict=True):
         share, accepted = _number(row, "drafted_step_share"), _number(row, "accepted_per_draft")
-        detail = f" = 1 + {share:.0%} x {accepted:.1f}" if share is not None and accepted is not None else ""
+        shown_share = f"{share:.1%}" if share is not None and share < 0.1 else f"{share:.0%}"
+        detail = f" = 1 + {shown_share} x {accepted:.1f}" if share is not None and accepted is not None else ""
         tokens.text(value, y, f" {value:.2f}{detail}", va="center", fontsize=7)
     tokens.set_xlim(0, max(per_step) * 1.9)
     tokens.set_xlabel("tokens per decode step (tokens/step)")
