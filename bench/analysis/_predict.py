@@ -160,9 +160,8 @@ def fit_prediction(parts: Iterable[ConfigParts]) -> Prediction:
                               f"{config.draft_tokens / config.drafts:.1f} tokens, not {config.draft_max} "
                               "(variable-length drafts: the chain model does not hold)", measured=measured)
         if config.reconciles is False:
-            return Prediction(f"draft_max={config.draft_max}: AL / step cost does not reconcile with the measured "
-                              "speedup (steps without a draft, or counters that do not cover the run)",
-                              measured=measured)
+            return Prediction(f"draft_max={config.draft_max}: the speedup explained does not reconcile with the "
+                              "measured speedup (counters that do not cover the run)", measured=measured)
     largest = configs[-1].draft_max
     counts, drafts = np.zeros(largest), np.zeros(largest)
     for config in configs:
