@@ -117,6 +117,10 @@ def test_more_drafts_than_decode_steps_is_flagged() -> None:
     row = explain_runs(base, spec)[OVERALL]
     assert row.reconciles is False
     assert row.flag is not None and "80 drafts in 60 decode steps: more drafts" in row.flag
+    over = _run([_result("a", "code", tokens=100, ms=800.0, spec={"drafts": 30, "accepted": 120})])
+    row = explain_runs(base, over)[OVERALL]
+    assert row.step_cost is None and row.reconciles is False
+    assert row.flag is not None and "120 accepted draft tokens for 100 output tokens" in row.flag
 
 
 def test_server_wide_run_counters_are_flagged_as_not_covering_the_row() -> None:

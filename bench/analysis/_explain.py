@@ -170,7 +170,7 @@ class SpeedupParts:
         """Whether tokens per step / step cost agrees with the measured pooled decode speedup (None: nothing to
         check)."""
         if self.explained is None or self.measured is None:
-            return None
+            return None if self.flag is None else False
         return self.flag is None
 
     def as_cells(self) -> dict[str, object]:
@@ -306,6 +306,9 @@ def explain_row(
         split = split_step_cost(units, step_cost, min(1.0, share))
     mean_length = (draft_tokens / drafts) if draft_tokens else None
     flag = _flag(explained, measured, drafts=drafts, steps=steps, server_wide=server_wide, partial=partial)
+    if steps <= 0 and spec_tokens > 0:  # no decode step left: the counters cannot be this row's
+        flag = (f"the counters count {accepted:.0f} accepted draft tokens for {steps + accepted:.0f} output tokens: "
+                "more accepted tokens than output, so the counters cover other requests or the server restarted")
     return SpeedupParts(
         category=category, source=source, drafts=drafts, accepted=accepted, draft_tokens=draft_tokens,
         acceptance_length=length, per_request=RequestAcceptance.of(lengths), joint=joint, conditional=conditional,
