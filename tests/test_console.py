@@ -8,8 +8,7 @@ from pathlib import Path
 from bench.analysis import compare
 from bench.pipeline import PipelineConfig, run_pipeline
 from bench.records import level_text
-from bench.render import CONSOLE_LINES, console_text, render_text
-from bench.render._console import note_lines
+from bench.render import CONSOLE_LINES, console_text, note_lines, render_text
 from bench.runner import SilentProgress
 from tests.fakeserver import FakeServer, FakeState
 from tests.test_explain import _result, _run

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.render._parts_plot import parts_figure, speedup_parts
+from bench.render import parts_figure, speedup_parts
 
 
 def _row(category: str, share: float, accepted: float, cost: float, measured: float) -> dict:

@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
-from bench.render._console import CONSOLE_LINES, console_text
+from bench.render._console import CONSOLE_LINES, console_text, note_lines
 from bench.render._escape import markdown_escape, mermaid_text, terminal_text
 from bench.render._gate import gate_markdown, gate_text
 from bench.render._history import (
@@ -61,9 +61,11 @@ _LAZY = {
     "latency_figure": "bench.render._plots",
     "interval_label": "bench.render._plots",
     "latency_speedups": "bench.render._plots",
+    "parts_figure": "bench.render._parts_plot",
     "place_labels": "bench.render._plots",
     "plot_all": "bench.render._plots",
     "speedup_figure": "bench.render._plots",
+    "speedup_parts": "bench.render._parts_plot",
     "write_report": "bench.render._report",
     "write_sweep_report": "bench.render._report",
     "write_rate_sweep_report": "bench.render._report",
@@ -115,6 +117,8 @@ __all__ = [
     "markdown_escape",
     "markdown_table",
     "mermaid_text",
+    "note_lines",
+    "parts_figure",
     "place_labels",
     "plot_all",
     "plot_goodput_rate",
@@ -129,6 +133,7 @@ __all__ = [
     "render_text",
     "speedup_chart",
     "speedup_figure",
+    "speedup_parts",
     "stats_markdown",
     "stats_text",
     "stream_markdown",
