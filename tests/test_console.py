@@ -7,7 +7,6 @@ from pathlib import Path
 
 from bench.analysis import compare
 from bench.pipeline import PipelineConfig, run_pipeline
-from bench.records import level_text
 from bench.render import CONSOLE_LINES, console_text, note_lines, render_text
 from bench.runner import SilentProgress
 from tests.fakeserver import FakeServer, FakeState
@@ -64,9 +63,3 @@ def test_note_kinds_are_one_line_each_naming_their_rows() -> None:
     assert text.count("not reconciled") == 1 and "reconciles on 2 of 4 rows" in text
     assert console_text(comparison, verbose=True) == render_text(comparison)
 
-
-def test_levels_read_with_one_decimal_unless_that_rounds_to_certainty() -> None:
-    assert level_text(0.968994) == "96.9%"
-    assert level_text(0.95) == "95%"
-    assert level_text(0.9995) == "99.95%"
-    assert level_text(1.0) == "100%"

@@ -16,6 +16,7 @@ from bench.analysis import (
     spent_alpha,
     verdict,
 )
+from bench.records import level_text
 
 
 def _simulate(truth: float, trials: int, *, categories: int = 11, limit: int = 10, seed: int = 0):
@@ -133,3 +134,11 @@ def test_after_optional_stopping_rows_at_the_stopping_looks_level_keep_5_percent
     rates = {name: count / trials for name, count in counts.items()}
     assert rates["latency at look"] <= 0.05 and rates["categories at look"] <= 0.05, rates
     assert rates["latency at 95%"] > 0.05 and rates["decode at 95%"] > 0.05, rates  # what the fixed row would claim
+
+
+
+def test_levels_read_with_one_decimal_unless_that_rounds_to_certainty() -> None:
+    assert level_text(0.968994) == "96.9%"
+    assert level_text(0.95) == "95%"
+    assert level_text(0.9995) == "99.95%"
+    assert level_text(1.0) == "100%"
