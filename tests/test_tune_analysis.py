@@ -205,7 +205,14 @@ def test_steps_without_a_draft_are_predicted_with_the_plain_share_and_cost() -> 
     assert with_plain_steps(chains).speedup(5) == pytest.approx(fit_prediction(chains).speedup(5))
 
 
-def test_steps_without_a_draft_and_no_identified_plain_cost_get_no_prediction() -> None:
+def test_without_a_split_the_cost_per_decode_step_is_fitted_where_the_drafted_share_holds_still() -> None:
     configs = [_mixed(2, 0.8, 0.2, 1.02, 1.1, 0.05, split=False), _mixed(16, 0.8, 0.2, 1.02, 1.1, 0.05, split=False)]
     prediction = with_plain_steps(configs)
-    assert not prediction.holds and "80% of the decode steps drafted nothing" in (prediction.why or "")
+    assert prediction.holds and math.isnan(prediction.plain_cost) and "a decode step, drafted or not" in prediction.text
+    for k in (3, 8):  # the per-step cost is linear in K at a fixed share, so the prediction is exact
+        length = (1 - 0.8 ** (k + 1)) / (1 - 0.8)
+        truth = (1 + 0.2 * (length - 1)) / (0.8 * 1.02 + 0.2 * (1.1 + 0.05 * k))
+        assert prediction.speedup(k) == pytest.approx(truth)
+    moving = [configs[0], _mixed(16, 0.8, 0.5, 1.02, 1.1, 0.05, split=False)]
+    prediction = with_plain_steps(moving)
+    assert not prediction.holds and "the drafted share moves with the draft length" in (prediction.why or "")

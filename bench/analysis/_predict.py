@@ -119,7 +119,7 @@ class Prediction:
         if length is None or cost is None:
             return None
         share = 1.0 - self.plain_share
-        mixed = self.plain_share * self.plain_cost + share * cost
+        mixed = cost if math.isnan(self.plain_cost) else self.plain_share * self.plain_cost + share * cost
         return (1.0 + share * (length - 1.0)) / mixed if mixed > 0 else None
 
     @property
@@ -127,6 +127,10 @@ class Prediction:
         """The model as a reader checks it, or why there is no prediction."""
         if not self.holds:
             return f"no prediction: {self.why}"
+        if self.plain_share > 0 and math.isnan(self.plain_cost):
+            return (f"speedup(K) = (1 + s (E(K) - 1)) / cost(K), drafted share s = {1 - self.plain_share:.3f} (the "
+                    f"same at every measured K), cost(K) = {self.a:.3f} + {self.b:.4f} K a decode step, drafted or "
+                    f"not (fitted to draft_max {', '.join(map(str, self.measured))})")
         if self.plain_share > 0:
             return (f"speedup(K) = (1 + s (E(K) - 1)) / ((1 - s) c + s cost(K)), drafted share s = "
                     f"{1 - self.plain_share:.3f}, a plain step c = {self.plain_cost:.3f} baseline tokens, cost(K) = "
@@ -259,9 +263,17 @@ def with_plain_steps(parts: Iterable[ConfigParts]) -> Prediction:
         return fit_prediction(configs)
     measured = tuple(sorted(config.draft_max for config in configs))
     cost = pooled_plain_cost(configs)
-    if cost is None:
-        return Prediction(f"{share:.0%} of the decode steps drafted nothing and no configuration's requests identify "
-                          "a plain step's cost (their drafted shares barely differ)", measured=measured)
+    if cost is None:  # no split: the cost per decode step fitted as is, where the drafted share does not move with K
+        for config in configs:
+            own = 1.0 - config.plain_steps / config.steps if config.steps else 1.0
+            spread = 3.0 * math.sqrt(max(share * (1.0 - share), 1e-12) / (config.steps or 1.0))
+            if abs(own - (1.0 - share)) > CURVE_TOLERANCE + spread:
+                return Prediction(f"{share:.0%} of the decode steps drafted nothing, no configuration's requests "
+                                  f"identify a plain step's cost, and the drafted share moves with the draft length "
+                                  f"({own:.2f} at draft_max={config.draft_max} against {1.0 - share:.2f} pooled)",
+                                  measured=measured)
+        fitted = fit_prediction(configs)
+        return replace(fitted, plain_share=share) if fitted.holds else fitted
     drafted = []
     for config in configs:
         own = 1.0 - config.plain_steps / config.steps if config.steps else 1.0
