@@ -87,12 +87,14 @@ def test_bench_stream_streams_both_arms_and_shows_the_streaming_tables(tmp_path:
     for base, spec in _pair(DriftSchedule(token_delay_s=0.001)):
         folder = _bench(tmp_path, base, spec, "--stream")
     out = capsys.readouterr().out
+    text = (folder / "comparison.txt").read_text()  # the console shows a screen's worth; the tables are here
     for name in ("baseline", "speculative"):
         run = load_run(folder / f"{name}.json")
         assert run.config["stream"] is True and run.completed_samples == run.selected_samples
         assert all(result.ttft_s is not None and result.itl_s for result in run.results)
-        assert f"{name}: Streaming latencies" in out
-    assert "itl_tok_p50" in out and "queue wait:" in (folder / "comparison.md").read_text()
+        assert f"{name}: Streaming latencies" in text
+    assert "itl_tok_p50" in text and "queue wait:" in (folder / "comparison.md").read_text()
+    assert "comparison.txt" in out
 
 def arm_order(seed: int, jobs: list, names: tuple[str, ...]) -> list[str]:
     return seeded_order(seed, [f"{sample.id}#{repeat}" for sample, repeat in jobs], names)
