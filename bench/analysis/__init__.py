@@ -27,6 +27,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "explain_row", "explain_runs",
         "joint_and_conditional",
     ),
+    "_achieved": ("ARMS_APART", "LevelLoad", "level_load"),
+    "_tune_scopes": ("NOT_MEASURED", "ScopeProof", "cover_scopes", "predicted_best", "prove", "wanted_for_proof"),
     "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next"),
     "_tune": (
         "LLAMACPP_DRAFT_MODEL_TYPES", "LLAMACPP_LENGTH_FLAGS", "NOT_SEPARABLE", "ConfigVerdict", "Measured", "Pick",

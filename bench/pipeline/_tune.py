@@ -289,6 +289,8 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                     wanted = plan_next(config.grid, measured, None if config.full_grid else prediction,
                                        budget=budget)
                     if not wanted:
+                        wanted = _uncovered(config.grid, measured, level == config.levels[0], notes, level)
+                    if not wanted:
                         break
                     for draft_max in wanted:
                         baseline, speculative, stopped = measure_config(config, folder, level, draft_max, out=out,
@@ -331,6 +333,30 @@ def _drafting_notes(comparison: Comparison, draft_max: int, level: int) -> list[
         return []
     return [f"warning: at concurrency {level} the draft_max={draft_max} server drafted {length:.1f} tokens per draft: "
             "it did not get that draft length (does its command pass {draft_max}?)"]
+
+
+def _uncovered(grid: tuple[int, ...], measured: dict[int, Comparison], categories: bool, notes: list[str],
+               level: int) -> tuple[int, ...]:
+    """What the level's reported scopes (overall, and the categories at the lowest level) still need measured for
+    their picks to be proven; the plan measures it beyond the budget, and a note says so."""
+    from bench.analysis import comparison_scopes, cover_scopes, predicted_best
+
+    by_scope: dict[str, dict[int, Any]] = {}
+    for k, comparison in measured.items():
+        for scope, item in comparison_scopes(comparison, k).items():
+            if scope == OVERALL or categories:
+                by_scope.setdefault(scope, {})[k] = item
+    predictions = {scope: scope_prediction(configs) for scope, configs in by_scope.items()}
+    missing = cover_scopes(grid, measured, predictions)
+    if not missing:
+        return ()
+    wanted = tuple(sorted({k for ks in missing.values() for k in ks}))
+    why = "; ".join(f"{scope}: predicted best K={predicted_best(grid, predictions[scope])} and its grid neighbours"
+                    if predicted_best(grid, predictions[scope]) is not None else f"{scope}: the model does not "
+                    "predict, so the whole grid" for scope in missing)
+    notes.append(f"concurrency {level}: measured draft_max {', '.join(map(str, wanted))} beyond the budget so that "
+                 f"every reported pick is proven over configurations measured for it ({why})")
+    return wanted
 
 
 def _overall_prediction(measured: dict[int, Comparison]) -> Any:

@@ -34,6 +34,7 @@ from bench.records._identity import (
     Mismatch,
     RunIdentity,
 )
+from bench.records._in_flight import LONGER_TURNS, Load, in_flight_mean, run_load
 from bench.records._journal import Journal, read_journal
 from bench.records._json import python_reference_json, reference_json
 from bench.records._layout import (
@@ -127,6 +128,7 @@ __all__ = [
     "FRESH",
     "HISTORY_METRICS",
     "HISTORY_SCHEMA_VERSION",
+    "LONGER_TURNS",
     "LOOK_DECISIONS",
     "MAX_LABEL_LENGTH",
     "POSITION_KEY",
@@ -147,6 +149,7 @@ __all__ = [
     "HistoryPoint",
     "Interleaving",
     "Journal",
+    "Load",
     "Look",
     "Machine",
     "MachineInfo",
@@ -184,6 +187,7 @@ __all__ = [
     "finite",
     "folder_rate",
     "has_journal",
+    "in_flight_mean",
     "is_rate_sweep_layout",
     "is_sweep_folder",
     "journal_path",
@@ -216,6 +220,7 @@ __all__ = [
     "run_file",
     "run_files",
     "run_from_dict",
+    "run_load",
     "runs_complete",
     "sample_positions",
     "save_run",

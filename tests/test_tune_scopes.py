@@ -1,0 +1,88 @@
+"""Each scope's pick is proven only over configurations measured for it: its predicted best and grid neighbours."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bench import OVERALL
+from bench.analysis import (
+    ConfigParts,
+    Measured,
+    Prediction,
+    Tune,
+    cover_scopes,
+    decide,
+    fit_prediction,
+    predicted_best,
+    prove,
+    tune_rows,
+)
+from bench.render import tune_markdown, tune_text
+
+GRID = (2, 4, 8, 16)
+
+
+def _chain(k: int, alpha: float, a: float, b: float, drafts: float = 1000.0) -> ConfigParts:
+    positions = tuple(drafts * alpha ** i for i in range(1, k + 1))
+    return ConfigParts(k, drafts, positions, drafts * k, a + b * k, True, {"r": (drafts, positions)})
+
+
+def _truth(alpha: float, a: float, b: float, k: int) -> float:
+    return (1 - alpha ** (k + 1)) / (1 - alpha) / (a + b * k)
+
+
+def _measured(k: int, truth: float, n: int = 30, sigma: float = 0.03) -> Measured:
+    rng = np.random.default_rng(k)
+    return Measured(k, {f"s{i}": math.log(truth) + float(rng.normal(0.0, sigma)) for i in range(n)})
+
+
+QA = (0.75, 1.0, 0.1)
+"""The issue's case: qa's true best on the grid is 4, the overall plan measured 2, 16 and 8."""
+
+
+def test_a_category_whose_predicted_best_was_never_measured_is_not_proven() -> None:
+    assert max(GRID, key=lambda k: _truth(*QA, k)) == 4
+    prediction = fit_prediction([_chain(k, *QA) for k in (2, 8, 16)])
+    assert predicted_best(GRID, prediction) == 4
+    proof = prove(GRID, (2, 8, 16), prediction)
+    assert not proof.proven and proof.missing == (4,)
+    assert proof.wording == "best measured; predicted best K=4 not measured"
+    assert cover_scopes(GRID, (2, 8, 16), {"qa": prediction, OVERALL: None}) == {"qa": (4,), OVERALL: (4,)}
+    assert prove(GRID, (2, 4, 8, 16), prediction).proven
+
+
+def test_where_the_model_does_not_predict_only_the_whole_grid_proves_a_pick() -> None:
+    refused = Prediction("fewer than two configurations measured")
+    proof = prove(GRID, (2, 16), refused)
+    assert not proof.proven and proof.missing == (4, 8) and "K=4,8 not measured" in (proof.wording or "")
+    assert prove(GRID, GRID, refused).proven
+
+
+def test_an_unproven_pick_is_worded_alike_everywhere_and_kept_out_of_schedule_and_flags() -> None:
+    scopes = {(OVERALL, 1): [_measured(k, _truth(0.8, 1.0, 0.05, k)) for k in (2, 8, 16)],
+              (OVERALL, 8): [_measured(k, _truth(0.8, 1.0, 0.05, k)) for k in GRID],
+              ("qa", 1): [_measured(k, _truth(*QA, k)) for k in (2, 8, 16)]}
+    picks = decide(scopes)
+    predictions = {(OVERALL, 1): fit_prediction([_chain(k, 0.8, 1.0, 0.05) for k in (2, 8, 16)]),
+                   (OVERALL, 8): fit_prediction([_chain(k, 0.8, 1.0, 0.05) for k in GRID]),
+                   ("qa", 1): fit_prediction([_chain(k, *QA) for k in (2, 8, 16)])}
+    proofs = {key: prove(GRID, [item.draft_max for item in scopes[key]], predictions[key]) for key in picks}
+    assert not proofs[("qa", 1)].proven and proofs[(OVERALL, 8)].proven
+    assert picks[("qa", 1)].draft_max == 8  # the measured best, which is not the truth
+    tune = Tune(grid=GRID, levels=(1, 8), categories=("qa",), picks=picks, predictions=predictions,
+                rows=tune_rows(picks, predictions, GRID), proofs=proofs)
+    assert tune.per_category == {"qa": None}
+    worded = tune.reason(("qa", 1))
+    assert worded.startswith("best measured; predicted best K=4 not measured")
+    data = tune.to_json()
+    qa = next(pick for pick in data["picks"] if pick["scope"] == "qa")
+    assert qa == {"scope": "qa", "concurrency": 1, "draft_max": 8, "proven": False, "reason": worded}
+    assert worded in tune_markdown(tune) and worded in tune_text(tune)
+    assert "shown better than each other" not in tune_text(tune).split("category qa")[1].split("\n")[0].split(
+        "measured best")[0]
+    # the overall row at concurrency 1 measured 2, 8 and 16; its predicted best is 8, whose neighbour 4 is missing
+    assert proofs[(OVERALL, 1)].missing == (4,)
+    assert tune.llamacpp_flags() == "(not proven: no flags)"
+    assert tune.schedule() == [[8, 8, picks[(OVERALL, 8)].draft_max]]
