@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from bench import OVERALL
 from bench.analysis import (
@@ -86,3 +87,30 @@ def test_an_unproven_pick_is_worded_alike_everywhere_and_kept_out_of_schedule_an
     assert proofs[(OVERALL, 1)].missing == (4,)
     assert tune.llamacpp_flags() == "(not proven: no flags)"
     assert tune.schedule() == [[8, 8, picks[(OVERALL, 8)].draft_max]]
+
+
+def _saturating(k: int, a: float, rise: float, scale: float) -> float:
+    """A mixture-of-experts step cost: each verified token touches more experts until every one is touched."""
+    return a + rise * (1.0 - math.exp(-k / scale))
+
+
+def test_a_bending_step_cost_is_named_and_not_fitted_while_a_linear_one_is() -> None:
+    from bench.analysis import NOT_LINEAR, monotone_curve, not_linear_at, plan_next, step_cost_bend
+
+    grid = tuple(range(1, 17))
+    bent = [ConfigParts(k, 1000.0, tuple(1000.0 * 0.8 ** i for i in range(1, k + 1)), 1000.0 * k,
+                        _saturating(k, 1.0, 1.2, 2.0), True) for k in (1, 4, 8, 16)]
+    prediction = fit_prediction(bent)
+    assert not prediction.holds and (prediction.why or "").startswith(NOT_LINEAR)
+    assert prediction.residuals and max(abs(value) for _, value in prediction.residuals) > 0.03
+    assert (not_linear_at(prediction.why, 1) or "").startswith("step cost not linear in K at concurrency 1: ")
+    assert plan_next(grid, (1, 4, 8, 16), prediction) == tuple(k for k in grid if k not in (1, 4, 8, 16))
+    # a line with noise under the tolerance holds, with its residuals recorded
+    noisy = [_chain(k, 0.8, 1.0, 0.05) for k in (1, 4, 8, 16)]
+    noisy[1] = ConfigParts(4, noisy[1].drafts, noisy[1].positions, noisy[1].draft_tokens, 1.2 * 1.01, True,
+                           noisy[1].requests)
+    linear = fit_prediction(noisy)
+    assert linear.holds and len(linear.residuals) == 4 and max(abs(v) for _, v in linear.residuals) < 0.03
+    assert not_linear_at(linear.why, 1) is None
+    assert step_cost_bend([1, 16], [1.0, 5.0]).bends is False  # two points: any line fits, nothing to check
+    assert monotone_curve([1.0, 1.3, 1.2, 1.5]) == pytest.approx((1.0, 1.25, 1.25, 1.5))

@@ -26,6 +26,7 @@ from bench.analysis import (
     Tune,
     compare,
     default_budget,
+    not_linear_at,
     plan_next,
     sample_until_decided,
     scope_prediction,
@@ -278,13 +279,13 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
     comparisons: dict[int, dict[int, Comparison]] = {}
     checks: list[PredictionCheck] = []
     notes: list[str] = []
-    budget = None if config.full_grid else default_budget(config.grid)
     failed = 0
     with _ended_on_sigterm():
         try:
             for level in config.levels:
                 measured = comparisons.setdefault(level, {})
                 prediction = None
+                budget = None if config.full_grid else default_budget(config.grid)  # each level planned on its own
                 while True:
                     wanted = plan_next(config.grid, measured, None if config.full_grid else prediction,
                                        budget=budget)
@@ -308,8 +309,9 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                             checks.append(PredictionCheck(draft_max, level, guess, decode.point))
                     prediction = _overall_prediction(measured)
                     if not prediction.holds and budget is not None:
-                        notes.append(f"concurrency {level}: {prediction.text}; every configuration of the grid is "
-                                     "measured instead")
+                        bent = not_linear_at(prediction.why, level)
+                        notes.append(bent or f"concurrency {level}: {prediction.text}; every configuration of the "
+                                     "grid is measured instead")
                         budget = None
         except KeyboardInterrupt:
             out(f"speedbench: interrupted; finished configurations kept; continue with --resume {folder}\n")

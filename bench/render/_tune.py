@@ -57,9 +57,23 @@ def decision_lines(tune: Tune) -> list[str]:
     return lines
 
 
+def _model_line(tune: Tune, level: int) -> list[str]:
+    """The overall model at one level (a bending step cost named at its level) and its step-cost residuals."""
+    from bench.analysis import not_linear_at
+
+    prediction = tune.predictions[("overall", level)]
+    bent = not_linear_at(prediction.why, level)
+    lines = [f"model at concurrency {level}: {bent or prediction.text}"]
+    if prediction.residuals:
+        cells = ", ".join(f"K={k} {residual:+.1%}" for k, residual in prediction.residuals)
+        lines.append(f"step-cost residuals at concurrency {level} (monotone curve through the measured costs against "
+                     f"the line): {cells}")
+    return lines
+
+
 def _model_lines(tune: Tune) -> list[str]:
-    lines = [f"model at concurrency {level}: {tune.predictions[('overall', level)].text}" for level in tune.levels
-             if ("overall", level) in tune.predictions]
+    lines = [line for level in tune.levels if ("overall", level) in tune.predictions
+             for line in _model_line(tune, level)]
     if tune.median_error is not None:
         lines.append(f"prediction error (configurations predicted before they were measured, {len(tune.checks)}): "
                      f"median {tune.median_error:.1%}")
