@@ -55,7 +55,13 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_tune_picks_the_true_best_overall_per_category_and_per_concurrency(tuned: Path) -> None:
     data = json.loads((tuned / "tune.json").read_text())
-    assert set(data) == {"recommendation", "picks", "configs"}
+    assert set(data) == {"recommendation", "picks", "configs", "load"}
+    for level in ("1", "8"):  # every level shows the load each arm ran at, beside the one asked for
+        load = data["load"][level]
+        assert load["asked"] == int(level) and load["in_flight_mean"]["baseline"] > 0
+        assert all(0 < value <= int(level) + 1e-9 for value in load["in_flight_mean"].values())
+    text = (tuned / "tune.md").read_text()
+    assert "concurrency 8 (in flight: baseline " in text
     recommendation = data["recommendation"]
     assert recommendation["overall"] == _best(COUNTS, 1) == 4
     assert recommendation["per_category"] == {category: _best({category: 1}, 1) for category in COUNTS}

@@ -114,3 +114,21 @@ def test_a_bending_step_cost_is_named_and_not_fitted_while_a_linear_one_is() -> 
     assert not_linear_at(linear.why, 1) is None
     assert step_cost_bend([1, 16], [1.0, 5.0]).bends is False  # two points: any line fits, nothing to check
     assert monotone_curve([1.0, 1.3, 1.2, 1.5]) == pytest.approx((1.0, 1.25, 1.25, 1.5))
+
+
+def test_the_tune_names_a_bending_step_cost_at_its_level_and_shows_each_levels_load() -> None:
+    from bench.analysis import level_load
+    from bench.records import Load
+
+    bent = fit_prediction([ConfigParts(k, 1000.0, tuple(1000.0 * 0.8 ** i for i in range(1, k + 1)), 1000.0 * k,
+                                       _saturating(k, 1.0, 1.2, 2.0), True) for k in (2, 4, 8, 16)])
+    scopes = {(OVERALL, 4): [_measured(k, 1.5) for k in GRID]}
+    picks = decide(scopes)
+    tune = Tune(grid=GRID, levels=(4,), categories=(), picks=picks, predictions={(OVERALL, 4): bent},
+                rows=tune_rows(picks, {(OVERALL, 4): bent}, GRID), proofs={(OVERALL, 4): prove(GRID, GRID, bent)},
+                load={4: level_load(4, [{"baseline": Load(4, 3.9, 30), "draft_max-2": Load(4, 3.1, 30)}])})
+    text = tune_text(tune)
+    assert "model at concurrency 4: step cost not linear in K at concurrency 4: " in text
+    assert "overall at concurrency 4 (in flight: baseline 3.9, draft_max-2 3.1): " in text
+    assert "warning: concurrency 4: arms ran at different loads" in text
+    assert tune.to_json()["load"]["4"]["flags"]

@@ -57,3 +57,4 @@ def level_load(asked: int, comparisons: Sequence[Mapping[str, Load]]) -> LevelLo
                      "never reached")
     arms_mean = tuple((name, sum(values) / len(values) if values else None) for name, values in sums.items())
     return LevelLoad(asked, arms_mean, tuple(flags))
+

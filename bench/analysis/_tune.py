@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
-from bench.analysis._achieved import LevelLoad
+from bench.analysis._achieved import LevelLoad, level_load
 from bench.analysis._compare import Comparison
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._grouping import each_category
@@ -335,6 +335,7 @@ class Tune:
                        "proven": self.proof((scope, level)).proven, "reason": self.reason((scope, level))}
                       for (scope, level), pick in self.picks.items()],
             "configs": [row.as_cells() for row in self.rows],
+            **({"load": {str(level): load.to_json() for level, load in self.load.items()}} if self.load else {}),
         }
 
 
@@ -438,6 +439,9 @@ def summarize_tune(
              **decide(per_category, threshold=threshold, tie_margin=tie_margin)}
     predictions = {key: scope_prediction(configs) for key, configs in by_scope.items()}
     proofs = {key: prove(grid, by_scope[key], predictions[key]) for key in picks}
+    load = {level: level_load(level, [{comparison.baseline_label: comparison.baseline.load,
+                                       comparison.speculative_label: comparison.speculative.load}
+                                      for _, comparison in sorted(comparisons[level].items())]) for level in levels}
     return Tune(grid=tuple(sorted(set(grid))), levels=levels, categories=tuple(categories), picks=picks,
                 predictions=predictions, rows=tune_rows(picks, predictions, grid), checks=tuple(checks), mode=mode,
-                notes=tuple(notes), proofs=proofs)
+                notes=tuple(notes), proofs=proofs, load=load)

@@ -46,7 +46,7 @@ from bench.records import (
     save_run,
 )
 from bench.render import plot_tune, tune_markdown, tune_text
-from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
+from bench.runner import Arm, Progress, RunConfig, RunOptions, long_turns, run_arms
 
 OVERALL = "overall"
 
@@ -189,7 +189,7 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
             return _until_decided(config, where, arms, states, out=out, progress=progress)
         resume = all(journal_path(Path(arm.output)).exists() for arm in arms if arm.output is not None)
         prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
-        runs, stopped = run_arms(prompts, arms, LockStep(level, config.order_seed),
+        runs, stopped = run_arms(prompts, arms, long_turns(level, config.order_seed),
                                  RunOptions(progress=progress, resume=resume, force=not resume))
     return runs[BASELINE], runs[names[1]], stopped
 
@@ -207,7 +207,7 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dic
         fresh = dataclasses.replace(prompts, samples=tuple(s for s in prompts.samples if s.id not in seen))
         round_arms = [dataclasses.replace(arm, output=run_file(where / "rounds" / str(k), arm.name)) for arm in arms]
         Path(round_arms[0].output or "").parent.mkdir(parents=True, exist_ok=True)
-        runs, stopped = run_arms(fresh, round_arms, LockStep(arms[0].config.concurrency, config.order_seed + k),
+        runs, stopped = run_arms(fresh, round_arms, long_turns(arms[0].config.concurrency, config.order_seed + k),
                                  RunOptions(progress=progress, force=True))
         whole = []
         for arm in arms:

@@ -48,7 +48,7 @@ def _at(tune: Tune, level: int) -> str:
 def decision_lines(tune: Tune) -> list[str]:
     """The recommendation as a reader says it: overall, per concurrency, per category, each with its reason."""
     lowest = tune.levels[0]
-    lines = [f"overall ({_at(tune, lowest)}): {_scope(tune, ('overall', lowest))}"]
+    lines = [f"overall at {_at(tune, lowest)}: {_scope(tune, ('overall', lowest))}"]
     lines += [f"{_at(tune, level)}: {_scope(tune, ('overall', level))}" for level in tune.levels[1:]]
     lines += [f"category {category} (concurrency {lowest}): {_scope(tune, (category, lowest))}"
               for category in tune.categories if (category, lowest) in tune.picks]
