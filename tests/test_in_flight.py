@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import load_run, save_run
-from bench.records._in_flight import LONGER_TURNS, in_flight_mean, request_spans, run_load
-from bench.records._results import SampleResult
-from bench.records._schema import LOAD_VERSION, SCHEMA_VERSION
+from bench.records import (
+    LOAD_VERSION,
+    LONGER_TURNS,
+    SCHEMA_VERSION,
+    SampleResult,
+    in_flight_mean,
+    load_run,
+    request_spans,
+    run_load,
+    save_run,
+)
 
 
 def _result(index: int, sent: float | None, latency: float) -> SampleResult:

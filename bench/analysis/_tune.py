@@ -274,7 +274,7 @@ class Tune:
         pick = self.picks[key]
         if wording is None:
             return pick.reason
-        return f"{wording} (draft_max {pick.draft_max} measured best: {pick.reason})"
+        return f"{wording}; among the configurations measured: {pick.reason}"
 
     @property
     def overall(self) -> int | None:

@@ -34,7 +34,7 @@ from bench.records._identity import (
     Mismatch,
     RunIdentity,
 )
-from bench.records._in_flight import LONGER_TURNS, Load, in_flight_mean, run_load
+from bench.records._in_flight import LONGER_TURNS, Load, in_flight_mean, request_spans, run_load
 from bench.records._journal import Journal, read_journal
 from bench.records._json import python_reference_json, reference_json
 from bench.records._layout import (
@@ -102,7 +102,7 @@ from bench.records._run import (
     runs_complete,
     save_run,
 )
-from bench.records._schema import SCHEMA_VERSION, finite
+from bench.records._schema import LOAD_VERSION, SCHEMA_VERSION, finite
 from bench.records._sections import ClientLag, DatasetSource, Interleaving, MachineInfo
 from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop
 from bench.records._settings import (
@@ -128,6 +128,7 @@ __all__ = [
     "FRESH",
     "HISTORY_METRICS",
     "HISTORY_SCHEMA_VERSION",
+    "LOAD_VERSION",
     "LONGER_TURNS",
     "LOOK_DECISIONS",
     "MAX_LABEL_LENGTH",
@@ -214,6 +215,7 @@ __all__ = [
     "read_journal",
     "reference_json",
     "report_file",
+    "request_spans",
     "result_from_dict",
     "resumed_or_new_folder",
     "round_folder",
