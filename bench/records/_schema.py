@@ -40,7 +40,7 @@ from typing import Any
 from bench._errors import BenchError
 from bench._types import JsonObject
 
-# --- the `load` object (issue 48): one block, so its version number can be renumbered alone ---
+# --- the `load` object: one block, so its version number can be renumbered alone ---
 LOAD_VERSION = 6
 LOAD_KEY = "load"
 """The run file's achieved-load object; written from the samples, never read back as truth."""
