@@ -133,3 +133,13 @@ def test_the_tune_names_a_bending_step_cost_at_its_level_and_shows_each_levels_l
     assert "overall at concurrency 4 (in flight: baseline 3.9, draft_max-2 3.1): " in text
     assert "warning: concurrency 4: arms ran at different loads" in text
     assert tune.to_json()["load"]["4"]["flags"]
+
+
+def test_the_schedule_rises_with_load_where_the_picks_do() -> None:
+    scopes = {(OVERALL, 1): [_measured(2, 1.5), _measured(8, 1.2)],
+              (OVERALL, 64): [_measured(2, 1.2), _measured(8, 1.5)]}
+    picks = decide(scopes)
+    proofs = {key: prove((2, 8), (2, 8), None) for key in picks}
+    tune = Tune(grid=(2, 8), levels=(1, 64), categories=(), picks=picks, predictions={},
+                rows=tune_rows(picks, {}, (2, 8)), proofs=proofs)
+    assert tune.schedule() == [[1, 63, 2], [64, 64, 8]]
