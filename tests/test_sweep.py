@@ -55,6 +55,13 @@ def test_sweep_finds_where_speculation_stops_paying(servers: tuple[str, str], tm
     assert "faster" in table[0] and "slower" in table[3]
     # throughput is paired by lock-step batch: 16 samples at concurrency 8 are 2 batches, too few for an interval
     assert "not enough data" in table[3]
+    # every level shows the load each arm achieved beside the one asked for
+    load = json.loads((folder / "sweep.json").read_text())["load"]
+    assert sorted(load, key=int) == ["1", "2", "4", "8"]
+    assert all(set(level["in_flight_mean"]) == {"baseline", "fast"} for level in load.values())
+    assert load["1"]["in_flight_mean"]["baseline"] == pytest.approx(1.0)
+    assert all(value <= 8 + 1e-9 for value in load["8"]["in_flight_mean"].values())
+    assert "concurrency 8: in flight: baseline " in out and "### Load achieved" in (folder / "sweep.md").read_text()
     assert (folder / "plots" / "sweep_speedup.png").stat().st_size > 10_000
     # every cell's files are ordinary run files: compare reads them as they are
     assert main(["compare", "--baseline", str(folder / "c8" / "baseline.json"),

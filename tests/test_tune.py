@@ -55,7 +55,13 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_tune_picks_the_true_best_overall_per_category_and_per_concurrency(tuned: Path) -> None:
     data = json.loads((tuned / "tune.json").read_text())
-    assert set(data) == {"recommendation", "configs"}
+    assert set(data) == {"recommendation", "picks", "configs", "load"}
+    for level in ("1", "8"):  # every level shows the load each arm ran at, beside the one asked for
+        load = data["load"][level]
+        assert load["asked"] == int(level) and load["in_flight_mean"]["baseline"] > 0
+        assert all(0 < value <= int(level) + 1e-9 for value in load["in_flight_mean"].values())
+    text = (tuned / "tune.md").read_text()
+    assert "concurrency 8 (in flight: baseline " in text
     recommendation = data["recommendation"]
     assert recommendation["overall"] == _best(COUNTS, 1) == 4
     assert recommendation["per_category"] == {category: _best({category: 1}, 1) for category in COUNTS}
@@ -66,15 +72,15 @@ def test_tune_picks_the_true_best_overall_per_category_and_per_concurrency(tuned
 
 def test_the_model_guided_budget_measures_part_of_the_grid_and_its_predictions_match(tuned: Path) -> None:
     measured = sorted(int(path.name.split("-")[1]) for path in (tuned / "c1").iterdir())
-    assert measured == [1, 4, 8]  # the extremes, then the predicted best (its neighbours are out of budget)
+    # the extremes, then the predicted best (the budget of 3 ends there), then the best's neighbour 2 beyond the
+    # budget: every reported pick is proven over configurations measured for it, and tune.md says what was spent
+    assert measured == [1, 2, 4, 8]
     rows = [row for row in json.loads((tuned / "tune.json").read_text())["configs"]
             if row["category"] == "overall" and row["concurrency"] == 1]
     assert {row["draft_max"] for row in rows} == set(GRID)
-    two = next(row for row in rows if row["draft_max"] == 2)
-    assert two["measured"] is None and two["verdict"] == "predicted, not measured"
-    assert two["predicted"] == pytest.approx(
-        true_speedup(DEFAULT_TRUTH, "code", 2) ** (16 / 40) * true_speedup(DEFAULT_TRUTH, "math", 2) ** (16 / 40)
-        * true_speedup(DEFAULT_TRUTH, "chat", 2) ** (8 / 40), rel=0.05)
+    assert "beyond the budget" in (tuned / "tune.md").read_text()
+    picks = json.loads((tuned / "tune.json").read_text())["picks"]
+    assert all(pick["proven"] for pick in picks)
     for row in rows:
         if row["measured"] is not None:
             assert row["predicted"] == pytest.approx(row["measured"], rel=0.05)
@@ -117,7 +123,8 @@ def test_resume_keeps_every_finished_configuration_and_decides_the_same(tuned: P
                  "--dataset", str(next(tuned.parent.glob("prompts.jsonl"))), "--limit", "16", "--osl", "512",
                  "--resume", str(tuned), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "starting" not in out and out.count("already complete") == 6  # 3 configurations per level
+    finished = len(list(tuned.glob("c*/draft_max-*")))
+    assert "starting" not in out and out.count("already complete") == finished >= 6
     assert (tuned / "tune.json").read_text() == before
 
 

@@ -141,7 +141,7 @@ def test_tune_json_has_exactly_the_issue_shape_and_the_schedule_merges_levels() 
     tune = Tune(grid=(2, 4), levels=(1, 4, 8, 16), categories=(), picks=picks, predictions={},
                 rows=tune_rows(picks, {}, (2, 4)), mode="ngram-mod")
     data = tune.to_json()
-    assert set(data) == {"recommendation", "configs"}
+    assert set(data) == {"recommendation", "picks", "configs"}
     assert set(data["recommendation"]) == {"overall", "per_category", "per_concurrency"}
     assert data["recommendation"]["per_concurrency"] == {"1": 4, "4": 4, "8": 2, "16": 0}
     assert set(data["configs"][0]) == {"draft_max", "category", "concurrency", "measured", "low", "high",

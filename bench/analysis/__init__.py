@@ -27,6 +27,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "StepSplit", "explain_row", "explain_runs",
         "joint_and_conditional",
     ),
+    "_step_cost": ("BEND_TOLERANCE", "NOT_LINEAR", "StepCostFit", "monotone_curve", "not_linear_at", "step_cost_bend"),
+    "_achieved": ("ARMS_APART", "LevelLoad", "level_load"),
+    "_tune_scopes": ("NOT_MEASURED", "ScopeProof", "cover_scopes", "predicted_best", "prove", "wanted_for_proof"),
     "_predict": ("ConfigParts", "Prediction", "default_budget", "fit_prediction", "plan_next", "pooled_plain_cost",
                  "with_plain_steps"),
     "_tune": (

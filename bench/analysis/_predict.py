@@ -6,7 +6,8 @@ The model:
                                                  per-request counters, the geometric mean of each request's E(K))
     cost(K) = a + b K                           (step cost: time per verification step / baseline time per token,
                                                  least squares over the measured configurations; a draft model's
-                                                 own K steps are part of b)
+                                                 own K steps are part of b; checked against a monotone curve
+                                                 through them, `bench.analysis._step_cost`: a bend refuses)
     speedup(K) = E(K) / cost(K)
 
 It holds for chain drafters whose first K positions do not depend on K and that draft K tokens every step;
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from bench.analysis._explain import ALL_DRAFTED, FIXED_LENGTH_SHARE, SpeedupParts
+from bench.analysis._step_cost import step_cost_bend
 
 CURVE_TOLERANCE = 0.05
 """Joint rates of two configurations at a shared position may differ by this much (plus 3 standard errors)."""
@@ -80,6 +82,8 @@ class Prediction:
     """The share of decode steps without a draft (pooled over the configurations); 0: every step drafts."""
     plain_cost: float = math.nan
     """A step without a draft's cost (x baseline token), where `plain_share` > 0."""
+    residuals: tuple[tuple[int, float], ...] = ()
+    """Per measured K: how far (relative) the step-cost line is from the monotone curve through the measured costs."""
 
     @property
     def holds(self) -> bool:
@@ -190,10 +194,10 @@ def fit_prediction(parts: Iterable[ConfigParts]) -> Prediction:
                               f"({own[position - 1]:.2f} at draft_max={config.draft_max} against "
                               f"{expected[position - 1]:.2f} from the other configurations): not a chain drafter",
                               measured=measured)
-    ks = np.asarray([config.draft_max for config in configs], dtype=float)
-    costs = np.asarray([config.step_cost for config in configs], dtype=float)
-    b, a = np.polyfit(ks, costs, 1)
-    return Prediction(None, tuple(float(value) for value in curve), float(a), float(b), measured, requests)
+    fit = step_cost_bend(measured, [float(config.step_cost or 0.0) for config in configs])
+    if fit.bends:
+        return Prediction(fit.why, measured=measured, residuals=fit.residuals)
+    return Prediction(None, tuple(float(value) for value in curve), fit.a, fit.b, measured, requests, fit.residuals)
 
 
 def _request_curves(configs: Sequence[ConfigParts], largest: int) -> tuple[tuple[float, ...], ...]:

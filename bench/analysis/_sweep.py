@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
+from bench.analysis._achieved import LevelLoad, level_load
 from bench.analysis._compare import Comparison, Estimate, compare
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._intervals import bootstrap_geomean_ci, log_mean, t_quantile, verdict
 from bench.analysis._metrics import Metric
-from bench.records import BASELINE, Run, cell_name
+from bench.records import BASELINE, Load, Run, cell_name
 
 THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup", "x")
 
@@ -114,6 +115,8 @@ class Sweep:
     best: tuple[BestArm, ...]
     table: dict[tuple[str, int, str], Estimate] = field(default_factory=dict)
     """The cell table's verdicts as one family: (arm, level, metric key) -> the estimate at its Holm level."""
+    load: dict[int, LevelLoad] = field(default_factory=dict)
+    """Per level: the in-flight mean each arm achieved (every arm of a level ran interleaved with one baseline)."""
 
     def cell(self, arm: str, concurrency: int) -> SweepCell | None:
         """The cell of one arm at one level, if it ran."""
@@ -221,7 +224,13 @@ def summarize_sweep(cells: Sequence[SweepCell], *, margin: float | None = None) 
         limit = margin if margin is not None else (own[0].comparison.threshold if own else DEFAULT_THRESHOLD)
         decode[arm] = crossover(own_levels, [cell.decode for cell in own], margin=limit)
         throughput[arm] = crossover(own_levels, [cell.throughput for cell in own], margin=limit)
-    return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels), cell_family(cells))
+    loads: dict[int, dict[str, Load]] = {}
+    for cell in cells:
+        level_arms = loads.setdefault(cell.concurrency, {})
+        level_arms.setdefault(BASELINE, cell.comparison.baseline.load)
+        level_arms[cell.arm] = cell.comparison.speculative.load
+    return Sweep(arms, levels, tuple(cells), decode, throughput, best_arms(cells, levels), cell_family(cells),
+                 {level: level_load(level, [level_arms]) for level, level_arms in sorted(loads.items())})
 
 
 def cell_family(cells: Sequence[SweepCell], alpha: float = FAMILY_ALPHA) -> dict[tuple[str, int, str], Estimate]:

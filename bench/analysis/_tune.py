@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
+from bench.analysis._achieved import LevelLoad, level_load
 from bench.analysis._compare import Comparison
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._grouping import each_category
@@ -24,6 +25,7 @@ from bench.analysis._intervals import LogMean, log_mean, t_quantile, verdict
 from bench.analysis._metrics import DECODE_SPEEDUP
 from bench.analysis._paired import pair_runs
 from bench.analysis._predict import ConfigParts, Prediction, with_plain_steps
+from bench.analysis._tune_scopes import ScopeProof, prove
 
 NOT_SEPARABLE = "not separable at this n"
 
@@ -253,22 +255,42 @@ class Tune:
     checks: tuple[PredictionCheck, ...] = ()
     mode: str = "ngram-mod"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    proofs: Mapping[tuple[str, int], ScopeProof] = field(default_factory=dict)
+    """Per scope: whether its pick is proven over configurations measured for it (absent: proven)."""
+    load: Mapping[int, LevelLoad] = field(default_factory=dict)
+    """Per concurrency level: the in-flight mean each arm achieved, and the level's flags."""
+
+    def proof(self, key: tuple[str, int]) -> ScopeProof:
+        """Whether the scope's pick is proven (a scope without a record is)."""
+        return self.proofs.get(key, ScopeProof(True))
+
+    def shipped(self, key: tuple[str, int]) -> int | None:
+        """The scope's pick when proven; None (not shipped: not in the schedule or flags) otherwise."""
+        return self.picks[key].draft_max if self.proof(key).proven else None
+
+    def reason(self, key: tuple[str, int]) -> str:
+        """The scope's reason, led by "best measured; predicted best K=... not measured" when not proven."""
+        wording = self.proof(key).wording
+        pick = self.picks[key]
+        if wording is None:
+            return pick.reason
+        return f"{wording}; among the configurations measured: {pick.reason}"
 
     @property
     def overall(self) -> int | None:
         """The overall pick at the lowest concurrency (one user at a time unless only higher levels ran)."""
-        return self.picks[(OVERALL, self.levels[0])].draft_max
+        return self.shipped((OVERALL, self.levels[0]))
 
     @property
     def per_category(self) -> dict[str, int | None]:
-        """Each category's pick at the lowest concurrency."""
-        return {category: self.picks[(category, self.levels[0])].draft_max for category in self.categories
+        """Each category's proven pick at the lowest concurrency (None when not proven)."""
+        return {category: self.shipped((category, self.levels[0])) for category in self.categories
                 if (category, self.levels[0]) in self.picks}
 
     @property
     def per_concurrency(self) -> dict[int, int | None]:
-        """The overall pick at each concurrency level."""
-        return {level: self.picks[(OVERALL, level)].draft_max for level in self.levels}
+        """The overall proven pick at each concurrency level (None when not proven)."""
+        return {level: self.shipped((OVERALL, level)) for level in self.levels}
 
     @property
     def median_error(self) -> float | None:
@@ -295,7 +317,8 @@ class Tune:
         """The overall pick as llama.cpp server flags (one draft length: llama.cpp has no per-load schedule)."""
         pick = self.overall
         if pick is None:
-            return "(undecided: no flags)"
+            proven = self.proof((OVERALL, self.levels[0])).proven
+            return "(undecided: no flags)" if proven else "(not proven: no flags)"
         if pick == 0:
             return "(no speculative flags: do not speculate)"
         return llamacpp_flags(self.mode, pick)
@@ -308,7 +331,11 @@ class Tune:
                 "per_category": self.per_category,
                 "per_concurrency": {str(level): pick for level, pick in self.per_concurrency.items()},
             },
+            "picks": [{"scope": scope, "concurrency": level, "draft_max": pick.draft_max,
+                       "proven": self.proof((scope, level)).proven, "reason": self.reason((scope, level))}
+                      for (scope, level), pick in self.picks.items()],
             "configs": [row.as_cells() for row in self.rows],
+            **({"load": {str(level): load.to_json() for level, load in self.load.items()}} if self.load else {}),
         }
 
 
@@ -411,6 +438,10 @@ def summarize_tune(
     picks = {**decide(overall, threshold=threshold, tie_margin=tie_margin),
              **decide(per_category, threshold=threshold, tie_margin=tie_margin)}
     predictions = {key: scope_prediction(configs) for key, configs in by_scope.items()}
+    proofs = {key: prove(grid, by_scope[key], predictions[key]) for key in picks}
+    load = {level: level_load(level, [{comparison.baseline_label: comparison.baseline.load,
+                                       comparison.speculative_label: comparison.speculative.load}
+                                      for _, comparison in sorted(comparisons[level].items())]) for level in levels}
     return Tune(grid=tuple(sorted(set(grid))), levels=levels, categories=tuple(categories), picks=picks,
                 predictions=predictions, rows=tune_rows(picks, predictions, grid), checks=tuple(checks), mode=mode,
-                notes=tuple(notes))
+                notes=tuple(notes), proofs=proofs, load=load)

@@ -26,6 +26,7 @@ from bench.analysis import (
     Tune,
     compare,
     default_budget,
+    not_linear_at,
     plan_next,
     sample_until_decided,
     scope_prediction,
@@ -45,7 +46,7 @@ from bench.records import (
     save_run,
 )
 from bench.render import plot_tune, tune_markdown, tune_text
-from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
+from bench.runner import Arm, Progress, RunConfig, RunOptions, long_turns, run_arms
 
 OVERALL = "overall"
 
@@ -188,7 +189,7 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
             return _until_decided(config, where, arms, states, out=out, progress=progress)
         resume = all(journal_path(Path(arm.output)).exists() for arm in arms if arm.output is not None)
         prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
-        runs, stopped = run_arms(prompts, arms, LockStep(level, config.order_seed),
+        runs, stopped = run_arms(prompts, arms, long_turns(level, config.order_seed),
                                  RunOptions(progress=progress, resume=resume, force=not resume))
     return runs[BASELINE], runs[names[1]], stopped
 
@@ -206,7 +207,7 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dic
         fresh = dataclasses.replace(prompts, samples=tuple(s for s in prompts.samples if s.id not in seen))
         round_arms = [dataclasses.replace(arm, output=run_file(where / "rounds" / str(k), arm.name)) for arm in arms]
         Path(round_arms[0].output or "").parent.mkdir(parents=True, exist_ok=True)
-        runs, stopped = run_arms(fresh, round_arms, LockStep(arms[0].config.concurrency, config.order_seed + k),
+        runs, stopped = run_arms(fresh, round_arms, long_turns(arms[0].config.concurrency, config.order_seed + k),
                                  RunOptions(progress=progress, force=True))
         whole = []
         for arm in arms:
@@ -278,16 +279,18 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
     comparisons: dict[int, dict[int, Comparison]] = {}
     checks: list[PredictionCheck] = []
     notes: list[str] = []
-    budget = None if config.full_grid else default_budget(config.grid)
     failed = 0
     with _ended_on_sigterm():
         try:
             for level in config.levels:
                 measured = comparisons.setdefault(level, {})
                 prediction = None
+                budget = None if config.full_grid else default_budget(config.grid)  # each level planned on its own
                 while True:
                     wanted = plan_next(config.grid, measured, None if config.full_grid else prediction,
                                        budget=budget)
+                    if not wanted:
+                        wanted = _uncovered(config.grid, measured, level == config.levels[0], notes, level)
                     if not wanted:
                         break
                     for draft_max in wanted:
@@ -306,8 +309,9 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                             checks.append(PredictionCheck(draft_max, level, guess, decode.point))
                     prediction = _overall_prediction(measured)
                     if not prediction.holds and budget is not None:
-                        notes.append(f"concurrency {level}: {prediction.text}; every configuration of the grid is "
-                                     "measured instead")
+                        bent = not_linear_at(prediction.why, level)
+                        notes.append(bent or f"concurrency {level}: {prediction.text}; every configuration of the "
+                                     "grid is measured instead")
                         budget = None
         except KeyboardInterrupt:
             out(f"speedbench: interrupted; finished configurations kept; continue with --resume {folder}\n")
@@ -331,6 +335,30 @@ def _drafting_notes(comparison: Comparison, draft_max: int, level: int) -> list[
         return []
     return [f"warning: at concurrency {level} the draft_max={draft_max} server drafted {length:.1f} tokens per draft: "
             "it did not get that draft length (does its command pass {draft_max}?)"]
+
+
+def _uncovered(grid: tuple[int, ...], measured: dict[int, Comparison], categories: bool, notes: list[str],
+               level: int) -> tuple[int, ...]:
+    """What the level's reported scopes (overall, and the categories at the lowest level) still need measured for
+    their picks to be proven; the plan measures it beyond the budget, and a note says so."""
+    from bench.analysis import comparison_scopes, cover_scopes, predicted_best
+
+    by_scope: dict[str, dict[int, Any]] = {}
+    for k, comparison in measured.items():
+        for scope, item in comparison_scopes(comparison, k).items():
+            if scope == OVERALL or categories:
+                by_scope.setdefault(scope, {})[k] = item
+    predictions = {scope: scope_prediction(configs) for scope, configs in by_scope.items()}
+    missing = cover_scopes(grid, measured, predictions)
+    if not missing:
+        return ()
+    wanted = tuple(sorted({k for ks in missing.values() for k in ks}))
+    why = "; ".join(f"{scope}: predicted best K={predicted_best(grid, predictions[scope])} and its grid neighbours"
+                    if predicted_best(grid, predictions[scope]) is not None else f"{scope}: the model does not "
+                    "predict, so the whole grid" for scope in missing)
+    notes.append(f"concurrency {level}: measured draft_max {', '.join(map(str, wanted))} beyond the budget so that "
+                 f"every reported pick is proven over configurations measured for it ({why})")
+    return wanted
 
 
 def _overall_prediction(measured: dict[int, Comparison]) -> Any:

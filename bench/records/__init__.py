@@ -34,6 +34,7 @@ from bench.records._identity import (
     Mismatch,
     RunIdentity,
 )
+from bench.records._in_flight import LONGER_TURNS, Load, in_flight_mean, request_spans, run_load
 from bench.records._journal import Journal, read_journal
 from bench.records._json import python_reference_json, reference_json
 from bench.records._layout import (
@@ -101,7 +102,7 @@ from bench.records._run import (
     runs_complete,
     save_run,
 )
-from bench.records._schema import SCHEMA_VERSION, finite
+from bench.records._schema import LOAD_VERSION, SCHEMA_VERSION, finite
 from bench.records._sections import ClientLag, DatasetSource, Interleaving, MachineInfo
 from bench.records._sequential import LOOK_DECISIONS, Look, SequentialStop, level_text
 from bench.records._settings import (
@@ -127,6 +128,8 @@ __all__ = [
     "FRESH",
     "HISTORY_METRICS",
     "HISTORY_SCHEMA_VERSION",
+    "LOAD_VERSION",
+    "LONGER_TURNS",
     "LOOK_DECISIONS",
     "MAX_LABEL_LENGTH",
     "POSITION_KEY",
@@ -147,6 +150,7 @@ __all__ = [
     "HistoryPoint",
     "Interleaving",
     "Journal",
+    "Load",
     "Look",
     "Machine",
     "MachineInfo",
@@ -184,6 +188,7 @@ __all__ = [
     "finite",
     "folder_rate",
     "has_journal",
+    "in_flight_mean",
     "is_rate_sweep_layout",
     "is_sweep_folder",
     "journal_path",
@@ -211,12 +216,14 @@ __all__ = [
     "read_journal",
     "reference_json",
     "report_file",
+    "request_spans",
     "result_from_dict",
     "resumed_or_new_folder",
     "round_folder",
     "run_file",
     "run_files",
     "run_from_dict",
+    "run_load",
     "runs_complete",
     "sample_positions",
     "save_run",

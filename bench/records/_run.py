@@ -19,6 +19,7 @@ from pathlib import Path
 from bench._errors import BenchError
 from bench._redact import redact_tree
 from bench._types import JsonMapping, JsonObject, JsonValue
+from bench.records._in_flight import Load, run_load
 from bench.records._journal import read_journal
 from bench.records._json import reference_json
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
@@ -32,7 +33,7 @@ from bench.records._results import (
     redacted_result,
     result_from_dict,
 )
-from bench.records._schema import SCHEMA_VERSION, upgrade
+from bench.records._schema import LOAD_KEY, SCHEMA_VERSION, upgrade
 from bench.records._summary import SummaryRow, summarize
 
 
@@ -79,6 +80,12 @@ class Run:
         """How many samples failed."""
         return sum(1 for result in self.results if not result.ok)
 
+    @cached_property
+    def load(self) -> Load:
+        """The concurrency asked for and the in-flight mean the run achieved, recomputed from its samples."""
+        turn = (self.meta.interleaved or {}).get("turn_jobs")
+        return run_load(self.latest, self.settings.concurrency, turn if isinstance(turn, int) else None)
+
     @property
     def schema_version(self) -> int:
         """The format version the run was written in (0 for reference files)."""
@@ -100,6 +107,7 @@ class Run:
                 "failed_samples": self.failed_samples,
                 "summary": [dict(row) for row in self.summary],
                 "results": [redacted_result(result) for result in self.results],
+                LOAD_KEY: self.load.to_dict(),
             }
         )
         return payload

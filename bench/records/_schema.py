@@ -21,6 +21,11 @@ other's files. Format history (`schema_version`):
   comparisons name but do not refuse.
 - 5: the seeds are named for what they seed: `config.seed` (the arrival schedule's) is `config.arrival_seed`, and
   `interleaved.seed` (the compared arms' order) is `interleaved.order_seed`. The upgrade renames both keys.
+- LOAD_VERSION (6): adds `load` (`LOAD_KEY`): the concurrency asked for, the in-flight mean the run achieved, the
+  requests it covers, the interleaved turn's length and how the drain was handled (`bench.records._in_flight`).
+  It is derived from the results (send times and latencies), so an older file needs no change: its `load` is
+  computed from its results when read (`Run.load`) and written with the file. A recorded `load` is dropped on
+  read, whatever the version: it is recomputed, never trusted.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -35,7 +40,13 @@ from typing import Any
 from bench._errors import BenchError
 from bench._types import JsonObject
 
-SCHEMA_VERSION = 5
+# --- the `load` object: one block, so its version number can be renumbered alone ---
+LOAD_VERSION = 6
+LOAD_KEY = "load"
+"""The run file's achieved-load object; written from the samples, never read back as truth."""
+# --- end of the `load` block ---
+
+SCHEMA_VERSION = LOAD_VERSION
 
 
 def finite(value: Any) -> Any:
@@ -62,6 +73,7 @@ def upgrade(data: JsonObject, source: str) -> JsonObject:
         data = dict(data)
         data.setdefault("harness", {"name": "speed_bench.py", "version": None})
         data["schema_version"] = 0
+    data = {key: value for key, value in data.items() if key != LOAD_KEY}
     if version < 5:
         data = _renamed(_renamed(data, "config", "seed", "arrival_seed"), "interleaved", "seed", "order_seed")
     return data

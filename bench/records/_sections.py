@@ -49,6 +49,7 @@ class Interleaving(TypedDict, total=False):
 
     order_seed: int
     batch: int | None
+    turn_jobs: int
     block_size: int
     blocks: int
     schedule: str

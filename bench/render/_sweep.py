@@ -12,7 +12,7 @@ from bench._types import JsonObject
 from bench.records import BASELINE, finite, open_no_follow
 from bench.render._escape import terminal_text
 from bench.render._stats import ci_cell, details
-from bench.render._tables import CellValue, Column, format_value, markdown_table, text_table
+from bench.render._tables import CellValue, Column, format_value, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
     from bench.analysis import Crossover, Estimate, Sweep
@@ -132,11 +132,20 @@ def sweep_decision_text(sweep: Sweep) -> str:
     return "sweep decision: " + ("; ".join(parts) if parts else "no cell with paired statistics")
 
 
+def load_lines(sweep: Sweep) -> list[str]:
+    """Each level with the in-flight mean its arms achieved beside it, then the flags (arms apart, unreachable)."""
+    loads = sweep.load
+    return [f"concurrency {level}: {load.text}" for level, load in loads.items()] + [
+        f"warning: {flag}" for load in loads.values() for flag in load.flags]
+
+
 def sweep_text(sweep: Sweep) -> str:
     """The sweep summary as text: every cell, each arm's crossover, the best arm per level."""
     return terminal_text(
         "Sweep: speculative arms against the baseline across concurrency\n"
         + text_table(_cell_rows(sweep), SWEEP_COLUMNS)
+        + "\nLoad achieved (mean requests in flight while the arm ran)\n" + "".join(f"{line}\n" for line in
+                                                                                   load_lines(sweep))
         + "\nCrossover (speculation stops paying)\n" + text_table(_crossover_rows(sweep), CROSSOVER_COLUMNS)
         + "\nBest arm per level\n" + text_table(_best_rows(sweep), BEST_COLUMNS)
         + f"({LEGEND})\n",
@@ -150,6 +159,7 @@ def sweep_markdown(sweep: Sweep, plots: Sequence[str] = ()) -> str:
     parts = [
         "## Sweep\n\n", markdown_table(cells, SWEEP_MARKDOWN_COLUMNS, wrap_headers=True),
         details("Output tokens/s of each cell's arms", markdown_table(cells, SWEEP_MORE_COLUMNS)),
+        "\n### Load achieved\n\n", *(f"- {markdown_escape(line)}\n" for line in load_lines(sweep)),
         "\n### Crossover\n\n", markdown_table(_crossover_rows(sweep), CROSSOVER_COLUMNS),
         "\n### Best arm per level\n\n", markdown_table(_best_rows(sweep), BEST_COLUMNS),
         f"\n{LEGEND.capitalize()}.\n",
@@ -187,6 +197,7 @@ def sweep_json(sweep: Sweep) -> str:
                                    "throughput": _crossover(sweep.throughput_crossover[arm])} for arm in sweep.arms},
         "best": [{"concurrency": best.concurrency, "arm": best.arm, "speedup": best.speedup,
                   "runner_up": best.runner_up, "margin": best.margin} for best in sweep.best],
+        "load": {str(level): load.to_json() for level, load in sweep.load.items()},
     }
     return json.dumps(finite(payload), indent=2, sort_keys=True) + "\n"
 

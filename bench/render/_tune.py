@@ -32,22 +32,48 @@ def _k(value: int | None) -> str:
     return "undecided" if value is None else ("0 (do not speculate)" if value == 0 else str(value))
 
 
+def _scope(tune: Tune, key: tuple[str, int]) -> str:
+    """`draft_max K: reason` of a proven pick, `draft_max K not proven: best measured; ...` of another."""
+    if tune.proof(key).proven:
+        return f"draft_max {_k(tune.picks[key].draft_max)}: {tune.reason(key)}"
+    return f"draft_max {_k(tune.picks[key].draft_max)} not proven: {tune.reason(key)}"
+
+
+def _at(tune: Tune, level: int) -> str:
+    """`concurrency C` with the load its arms achieved beside it, when recorded."""
+    load = tune.load.get(level)
+    return f"concurrency {level}" + (f" ({load.text})" if load is not None else "")
+
+
 def decision_lines(tune: Tune) -> list[str]:
     """The recommendation as a reader says it: overall, per concurrency, per category, each with its reason."""
     lowest = tune.levels[0]
-    lines = [f"overall (concurrency {lowest}): draft_max {_k(tune.overall)}: "
-             f"{tune.picks[('overall', lowest)].reason}"]
-    lines += [f"concurrency {level}: draft_max {_k(tune.picks[('overall', level)].draft_max)}: "
-              f"{tune.picks[('overall', level)].reason}" for level in tune.levels[1:]]
-    lines += [f"category {category} (concurrency {lowest}): draft_max {_k(tune.picks[(category, lowest)].draft_max)}: "
-              f"{tune.picks[(category, lowest)].reason}" for category in tune.categories
-              if (category, lowest) in tune.picks]
+    lines = [f"overall at {_at(tune, lowest)}: {_scope(tune, ('overall', lowest))}"]
+    lines += [f"{_at(tune, level)}: {_scope(tune, ('overall', level))}" for level in tune.levels[1:]]
+    lines += [f"category {category} (concurrency {lowest}): {_scope(tune, (category, lowest))}"
+              for category in tune.categories if (category, lowest) in tune.picks]
+    lines += [f"warning: {flag}" for level in tune.levels if tune.load.get(level) is not None
+              for flag in tune.load[level].flags]
+    return lines
+
+
+def _model_line(tune: Tune, level: int) -> list[str]:
+    """The overall model at one level (a bending step cost named at its level) and its step-cost residuals."""
+    from bench.analysis import not_linear_at
+
+    prediction = tune.predictions[("overall", level)]
+    bent = not_linear_at(prediction.why, level)
+    lines = [f"model at concurrency {level}: {bent or prediction.text}"]
+    if prediction.residuals:
+        cells = ", ".join(f"K={k} {residual:+.1%}" for k, residual in prediction.residuals)
+        lines.append(f"step-cost residuals at concurrency {level} (monotone curve through the measured costs against "
+                     f"the line): {cells}")
     return lines
 
 
 def _model_lines(tune: Tune) -> list[str]:
-    lines = [f"model at concurrency {level}: {tune.predictions[('overall', level)].text}" for level in tune.levels
-             if ("overall", level) in tune.predictions]
+    lines = [line for level in tune.levels if ("overall", level) in tune.predictions
+             for line in _model_line(tune, level)]
     if tune.median_error is not None:
         lines.append(f"prediction error (configurations predicted before they were measured, {len(tune.checks)}): "
                      f"median {tune.median_error:.1%}")

@@ -31,6 +31,7 @@ from bench.runner._schedule import ClosedLoop, OpenLoop, Schedule, seeded_order
 from bench.runner._sse import SSEDecoder
 from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
 from bench.runner._strategies import (
+    LONG_TURN_BATCHES,
     Blocks,
     Concurrent,
     LockStep,
@@ -41,6 +42,7 @@ from bench.runner._strategies import (
     Work,
     fit_trace,
     job_key,
+    long_turns,
     strategy_for,
 )
 from bench.runner._team import Team
@@ -62,6 +64,7 @@ __all__ = [
     "AUTO",
     "DEFAULT_LOOP",
     "FULL_COLLECTIONS_HELD",
+    "LONG_TURN_BATCHES",
     "LOOPS",
     "LOOP_ENV",
     "NUMBER_RANGES",
@@ -122,6 +125,7 @@ __all__ = [
     "job_key",
     "left_workers",
     "load_trace",
+    "long_turns",
     "loop_factory",
     "loop_name",
     "machine_info",

@@ -211,18 +211,26 @@ class LockStep(Strategy):
     comparison: ClassVar[bool] = True
     batch: int = 1
     order_seed: int = 0
+    turn_batches: int = 1
+    """Batches of `batch` jobs per turn, run by a closed loop of `batch`: with more than one, the drain at the turn's
+    end (the faster arm's requests finishing at a lower batch) is a smaller share of the turn."""
 
     def __str__(self) -> str:
         """`lockstep@8`."""
         return f"{self.kind}@{self.batch}"
+
+    @property
+    def turn_jobs(self) -> int:
+        """Jobs per turn."""
+        return self.batch * max(1, self.turn_batches)
 
     def turns(self, jobs: Sequence[Job], names: Sequence[str]) -> list[Turn]:
         """(batch, arm) turns in the order they run: each batch's arms in their seeded order."""
         if self.batch < 1:
             raise ValueError(f"batch must be >= 1 (got {self.batch})")
         turns = []
-        for index, start in enumerate(range(0, len(jobs), self.batch)):
-            batch = tuple(jobs[start:start + self.batch])
+        for index, start in enumerate(range(0, len(jobs), self.turn_jobs)):
+            batch = tuple(jobs[start:start + self.turn_jobs])
             for name in seeded_order(self.order_seed, [job_key(job) for job in batch], names):
                 turns.append(Turn(name, batch, self.batch, batch=index))
         return turns
@@ -231,8 +239,11 @@ class LockStep(Strategy):
         """Every batch of the run (a worker's: the whole run's), each arm in turn."""
         turns = self.turns(work.jobs(work.whole if work.in_team else work.own), work.names)
         own = {sample.id for sample in work.own.samples}
-        connections = max([1, *(sum(job[0].id in own for job in turn.jobs) for turn in turns)])
-        return Plan(tuple(turns), connections, {"order_seed": self.order_seed, "batch": self.batch})
+        connections = max([1, *(min(self.batch, sum(job[0].id in own for job in turn.jobs)) for turn in turns)])
+        marker: Interleaving = {"order_seed": self.order_seed, "batch": self.batch}
+        if self.turn_jobs != self.batch:
+            marker["turn_jobs"] = self.turn_jobs
+        return Plan(tuple(turns), connections, marker)
 
     def split(self, workers: int) -> list[Strategy]:
         """Every worker runs the whole run's batches, sending its own jobs of each."""
@@ -241,6 +252,17 @@ class LockStep(Strategy):
     def title(self, names: Sequence[str]) -> str:
         """`interleaved a vs b`."""
         return "interleaved " + " vs ".join(names)
+
+
+LONG_TURN_BATCHES = 4
+"""Batches per lock-step turn where the load matters (tune): the drain at a turn's end, when the faster arm's last
+requests run at a lower batch, is then about an eighth of the turn rather than half of it."""
+
+
+def long_turns(batch: int, order_seed: int) -> LockStep:
+    """Lock-step turns of `LONG_TURN_BATCHES` batches at concurrency `batch` (one job a turn at concurrency 1,
+    where nothing drains)."""
+    return LockStep(batch, order_seed, LONG_TURN_BATCHES if batch > 1 else 1)
 
 
 @dataclass(frozen=True)
