@@ -197,7 +197,8 @@ def fit_prediction(parts: Iterable[ConfigParts]) -> Prediction:
     fit = step_cost_bend(measured, [float(config.step_cost or 0.0) for config in configs])
     if fit.bends:
         return Prediction(fit.why, measured=measured, residuals=fit.residuals)
-    return Prediction(None, tuple(float(value) for value in curve), fit.a, fit.b, measured, requests, fit.residuals)
+    return Prediction(None, tuple(float(value) for value in curve), fit.a, fit.b, measured, requests,
+                      residuals=fit.residuals)
 
 
 def _request_curves(configs: Sequence[ConfigParts], largest: int) -> tuple[tuple[float, ...], ...]:
