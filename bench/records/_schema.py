@@ -21,6 +21,10 @@ other's files. Format history (`schema_version`):
   comparisons name but do not refuse.
 - 5: the seeds are named for what they seed: `config.seed` (the arrival schedule's) is `config.arrival_seed`, and
   `interleaved.seed` (the compared arms' order) is `interleaved.order_seed`. The upgrade renames both keys.
+- 6: reasoning models (`bench.records._thinking`): per sample `thinking_tokens`, `answer_tokens`, `thinking_source`,
+  `answer_ttft_s`, `thinking_decode_t_s`, `answer_decode_t_s`, `chunk_segments`; `config.reasoning`.
+  Every 5 file is a valid 6 file: the upgrade only renumbers it; readers take its samples' split as unknown and
+  a missing `config.reasoning` as `auto` (older runs sent no thinking switch).
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -34,8 +38,9 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench._types import JsonObject
+from bench.records._thinking import THINKING_SCHEMA_VERSION
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = THINKING_SCHEMA_VERSION
 
 
 def finite(value: Any) -> Any:
