@@ -122,7 +122,10 @@ class Budget:
     empty: int
     samples: int
     longest_finished: int | None
-    """The most output tokens a sample of the row used when its thinking finished (None: none finished)."""
+    """The most output tokens a turn of the row's samples used when its thinking finished (None: none finished;
+    a sample of several turns counts its mean turn)."""
+    osl: int | None = None
+    """The arm's max_tokens."""
 
     @property
     def share(self) -> float:
@@ -161,8 +164,9 @@ class ThinkingRow:
             return None
         counts = ", ".join(f"{name} {arm.empty}/{arm.samples}" for name, arm in zip(
             ("baseline", "speculative"), self.budget, strict=True))
-        osl = f"osl {self.osl}" if self.osl else "the output budget"
-        return f"answers empty: {counts} (thinking used up {osl}); {fitting_osl(self.budget, self.osl)}"
+        osls = sorted({arm.osl for arm in self.budget if arm.empty and arm.osl})
+        osl = f"osl {'/'.join(map(str, osls))}" if osls else "the output budget"
+        return f"answers empty: {counts} (thinking used up {osl}); {fitting_osl(self.budget)}"
 
     def as_cells(self) -> JsonObject:
         """The row as JSON cells."""
@@ -180,23 +184,23 @@ class ThinkingRow:
         }
 
 
-def fitting_osl(budget: Sequence[Budget], osl: int | None) -> str:
-    """What output length would fit: a power of two above the longest output of a sample that finished thinking
-    (the observed thinking lengths), or, when none finished, that none did."""
+def fitting_osl(budget: Sequence[Budget]) -> str:
+    """What output length would fit: a power of two above the longest output of a turn that finished thinking
+    (the observed thinking lengths), or, when none finished beyond the budget that ran out, that none did."""
     longest = max((arm.longest_finished for arm in budget if arm.longest_finished is not None), default=None)
-    if longest is None or (osl is not None and longest <= osl):
-        floor = osl or 0
-        return (f"no sample finished thinking within osl {floor}: raise --osl well past it (SPEED-Bench uses 4096)"
-                if floor else "no sample finished thinking")
+    spent = max((arm.osl for arm in budget if arm.empty and arm.osl), default=0)
+    if longest is None or longest <= spent:
+        return (f"no sample finished thinking within osl {spent}: raise --osl well past it (SPEED-Bench uses 4096)"
+                if spent else "no sample finished thinking")
     fit = 1 << max(0, math.ceil(math.log2(longest)))
     return f"samples that finished used up to {longest} tokens: --osl {fit} fits them"
 
 
 def _budget(results: Sequence[SampleResult], osl: int | None) -> Budget:
     exhausted = [budget_exhausted(result, osl) for result in results]
-    finished = [result.completion_tokens for result, empty in zip(results, exhausted, strict=True)
-                if not empty and any(result.reasoning) and answer_text(result).strip()]
-    return Budget(sum(exhausted), len(results), max(finished) if finished else None)
+    finished = [math.ceil(result.completion_tokens / max(1, result.turns)) for result, empty in zip(
+        results, exhausted, strict=True) if not empty and any(result.reasoning) and answer_text(result).strip()]
+    return Budget(sum(exhausted), len(results), max(finished) if finished else None, osl)
 
 
 def _share(results: Iterable[SampleResult]) -> float | None:
@@ -231,7 +235,7 @@ def thinking_rows(baseline: Run, speculative: Run) -> tuple[ThinkingRow, ...]:
         return ()
     base_ok = {result.key: result for result in baseline.latest if result.ok}
     spec_ok = [result for result in speculative.latest if result.ok]
-    osl = baseline.settings.osl or speculative.settings.osl
+    osls = (baseline.settings.osl, speculative.settings.osl)
     pairs = [(base_ok[result.key], result) for result in spec_ok if result.key in base_ok]
     arms = {"baseline": list(base_ok.values()), "speculative": spec_ok}
     by_arm = {name: dict(each_category_of(results, lambda result: result.category)) for name, results in arms.items()}
@@ -249,7 +253,7 @@ def thinking_rows(baseline: Run, speculative: Run) -> tuple[ThinkingRow, ...]:
             answer_decode=_geomean([ratio for ratio, _ in answer]), answer_pairs=len(answer),
             steps_thinking=(steps[0][THINKING_CHUNK], steps[1][THINKING_CHUNK]),
             steps_answer=(steps[0][ANSWER_CHUNK], steps[1][ANSWER_CHUNK]),
-            budget=(_budget(base_rows, osl), _budget(spec_rows, osl)), osl=osl,
+            budget=(_budget(base_rows, osls[0]), _budget(spec_rows, osls[1])), osl=osls[1] or osls[0],
         ))
     return tuple(rows)
 
@@ -265,8 +269,9 @@ def budget_line(rows: Sequence[ThinkingRow]) -> str | None:
     samples = sum(arm.samples for arm in overall.budget)
     names = ", ".join(row.category for row in flagged if row.category != OVERALL)
     where = f" (over 5% in {names})" if names else ""
-    return (f"{empty} of {samples} answers empty: thinking used up osl {overall.osl}{where}; "
-            f"{fitting_osl(overall.budget, overall.osl)}")
+    osls = sorted({arm.osl for arm in overall.budget if arm.empty and arm.osl})
+    return (f"{empty} of {samples} answers empty: thinking used up osl {'/'.join(map(str, osls)) or 'n/a'}{where}; "
+            f"{fitting_osl(overall.budget)}")
 
 
 def reasoning_mismatch(first: Run, second: Run) -> tuple[str, str] | None:
