@@ -20,7 +20,7 @@ def test_a_schema_5_file_loads_with_its_split_unknown_and_no_thinking_switch(tmp
     old.write_text(json.dumps(data))
     run = load_run(old)
     assert all(result.thinking_tokens is None and result.chunk_segments is None for result in run.results)
-    assert recorded_reasoning(run.config) == "auto" and "reasoning" not in run.config
+    assert recorded_reasoning(run.config) == "auto" and run.config["reasoning"] == "auto"
     assert json.loads(dumps_run(run))["schema_version"] == SCHEMA_VERSION == 6
 
 
@@ -42,3 +42,16 @@ def test_a_split_of_the_wrong_type_is_refused(field: str, value: object) -> None
 def test_a_recorded_reasoning_setting_outside_on_off_auto_reads_as_auto() -> None:
     assert recorded_reasoning({"reasoning": "on"}) == "on"
     assert recorded_reasoning({"reasoning": "sideways"}) == "auto" and recorded_reasoning({}) == "auto"
+
+
+def test_a_journal_before_schema_6_resumes_as_a_run_that_sent_no_thinking_switch(tmp_path: Path) -> None:
+    from bench.records import RunIdentity, read_journal
+
+    journal = tmp_path / "r.json.jsonl"
+    journal.write_text(json.dumps({"type": "header", "schema_version": 5, "config": {"osl": 8}}) + "\n")
+    header, _ = read_journal(journal)
+    old = RunIdentity.of(header["config"])
+    assert not [item for item in old.resume_mismatches(RunIdentity.of({"osl": 8, "reasoning": "auto"}))
+                if item.key == "reasoning"]
+    assert [item.key for item in old.resume_mismatches(RunIdentity.of({"osl": 8, "reasoning": "on"}))
+            if item.key == "reasoning"] == ["reasoning"]

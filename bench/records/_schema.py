@@ -23,8 +23,8 @@ other's files. Format history (`schema_version`):
   `interleaved.seed` (the compared arms' order) is `interleaved.order_seed`. The upgrade renames both keys.
 - 6: reasoning models (`bench.records._thinking`): per sample `thinking_tokens`, `answer_tokens`, `thinking_source`,
   `answer_ttft_s`, `thinking_decode_t_s`, `answer_decode_t_s`, `chunk_segments`; `config.reasoning`.
-  Every 5 file is a valid 6 file: the upgrade only renumbers it; readers take its samples' split as unknown and
-  a missing `config.reasoning` as `auto` (older runs sent no thinking switch).
+  The upgrade sets a speedbench file's `config.reasoning` to `auto` (older runs sent no thinking switch; a file
+  of llama.cpp's `speed_bench.py` keeps its keys and reads as `auto`); their samples' split is unknown.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -38,7 +38,7 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench._types import JsonObject
-from bench.records._thinking import THINKING_SCHEMA_VERSION
+from bench.records._thinking import THINKING_SCHEMA_VERSION, upgraded_for_thinking
 
 SCHEMA_VERSION = THINKING_SCHEMA_VERSION
 
@@ -69,6 +69,8 @@ def upgrade(data: JsonObject, source: str) -> JsonObject:
         data["schema_version"] = 0
     if version < 5:
         data = _renamed(_renamed(data, "config", "seed", "arrival_seed"), "interleaved", "seed", "order_seed")
+    if 1 <= version < THINKING_SCHEMA_VERSION:
+        data = upgraded_for_thinking(data)
     return data
 
 

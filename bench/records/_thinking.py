@@ -9,7 +9,7 @@ thinking (`chunk_segments`: one letter per token-carrying chunk, `t` thinking, `
 
 from __future__ import annotations
 
-from bench._types import JsonMapping
+from bench._types import JsonMapping, JsonObject
 
 THINKING_SCHEMA_VERSION = 6
 """The run-file version that adds the thinking/answer split (renumber here if another bump lands first)."""
@@ -36,3 +36,12 @@ def recorded_reasoning(config: JsonMapping) -> str:
     """A run's thinking switch as recorded (`config.reasoning`); `auto` for a file before schema 6 (none sent)."""
     value = config.get("reasoning")
     return value if isinstance(value, str) and value in REASONING_SETTINGS else "auto"
+
+
+def upgraded_for_thinking(data: JsonObject) -> JsonObject:
+    """A speedbench run file or journal header older than schema 6, readable as one: its requests sent no thinking
+    switch (there was none), so its `config.reasoning` is `auto` (a resumed run's identity then matches)."""
+    config = data.get("config")
+    if isinstance(config, dict) and "reasoning" not in config:
+        return {**data, "config": {**config, "reasoning": "auto"}}
+    return data
