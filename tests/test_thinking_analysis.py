@@ -3,8 +3,16 @@ osl that fits, bursts, and runs without thinking left as they were."""
 
 from __future__ import annotations
 
-from bench.analysis import compare, segment_steps, step_starts, thinking_rows
-from bench.analysis._thinking import Budget, budget_exhausted, fitting_osl, thinking_tokens
+from bench.analysis import (
+    Budget,
+    budget_exhausted,
+    compare,
+    fitting_osl,
+    segment_steps,
+    step_starts,
+    thinking_rows,
+    thinking_tokens,
+)
 from bench.records import Run, SampleResult, summarize
 
 

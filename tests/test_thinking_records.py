@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._errors import BenchError
+from bench import BenchError
 from bench.records import SCHEMA_VERSION, SampleResult, dumps_run, load_run, recorded_reasoning, result_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
