@@ -72,3 +72,27 @@ def test_tokens_per_step_read_from_bursts_in_each_segment() -> None:
     assert segment_steps(result) == {"t": (6, 2), "a": (2, 2)}
     assert segment_steps(_sample("b", chunk_segments="ta", itl_s=())) is None  # gaps and chunks do not line up
     assert step_starts([0.005, 0.00001, 0.005]) == [True, False, True]
+
+
+def test_a_thinking_divergence_is_classified_when_the_margins_cover_thinking_and_answer() -> None:
+    from bench.analysis import lossless_check
+
+    # thinking "ab" + answer "c": three one-byte tokens; the baseline's margin at the second token is a near-tie
+    base = _sample("a", thinking="ab", answer="c", finish="stop", thought=2, tokens=3,
+                   token_margins=("1:2 1:0.01 1:3",))
+    spec = _sample("a", thinking="ax", answer="c", finish="stop", thought=2, tokens=3,
+                   token_margins=("1:2 1:0.5 1:3",))
+    row = lossless_check(_run(base), _run(spec), threshold=0.1)[-1]
+    assert [(item.segment, item.char, item.kind) for item in row.divergences] == [("thinking", 1, "near_tie")]
+    assert row.first_diff == "a thinking@char 1"
+    # margins of the answer alone (tags between, or thinking not covered): a thinking divergence is unclassified
+    base = _sample("a", thinking="ab", answer="c", finish="stop", thought=2, tokens=3, token_margins=("1:0.01",))
+    row = lossless_check(_run(base), _run(spec), threshold=0.1)[-1]
+    assert [item.kind for item in row.divergences] == ["unclassified"]
+    # an answer divergence after identical thinking is placed after the thinking's bytes
+    base = _sample("a", thinking="ab", answer="c", finish="stop", thought=2, tokens=3,
+                   token_margins=("1:2 1:3 1:0.02",))
+    spec = _sample("a", thinking="ab", answer="d", finish="stop", thought=2, tokens=3,
+                   token_margins=("1:2 1:3 1:0.02",))
+    row = lossless_check(_run(base), _run(spec), threshold=0.1)[-1]
+    assert [(item.segment, item.char, item.kind) for item in row.divergences] == [("answer", 0, "near_tie")]
