@@ -184,6 +184,8 @@ def test_a_loaded_run_writes_back_what_it_read(name: str) -> None:
         for section, old, new in (("config", "seed", "arrival_seed"), ("interleaved", "seed", "order_seed")):
             if isinstance(original.get(section), dict) and old in original[section]:
                 original[section][new] = original[section].pop(old)
+    if 1 <= original.get("schema_version", 0) < 7:  # speedbench files before 7 sent no thinking switch
+        original["config"].setdefault("reasoning", "auto")
     run = load_run(path)
     assert isinstance(run.meta, RunMeta) and run.info is run.meta
     assert all(isinstance(row, SummaryRow) for row in run.summary)
@@ -285,7 +287,8 @@ def test_a_file_before_version_5_names_its_seeds_for_what_they_seed(tmp_path: Pa
     header = {"type": "header", "schema_version": 3, "config": {"seed": 7}, "interleaved": {"seed": 1}}
     journal_path(old).write_text(json.dumps(header) + "\n")
     upgraded, _ = read_journal(journal_path(old))
-    assert upgraded["config"] == {"arrival_seed": 7} and upgraded["interleaved"] == {"order_seed": 1}
+    assert upgraded["config"] == {"arrival_seed": 7, "reasoning": "auto"}
+    assert upgraded["interleaved"] == {"order_seed": 1}
 
 
 def test_comparison_inputs_reads_every_results_folder_a_user_has(tmp_path: Path) -> None:

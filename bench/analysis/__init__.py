@@ -91,6 +91,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
         "cell_family", "crossover", "summarize_sweep", "sweep_cell",
     ),
+    "_thinking": (
+        "EMPTY_ANSWER_FLAG", "Budget", "ThinkingRow", "budget_exhausted", "budget_line", "fitting_osl",
+        "segment_steps", "step_starts", "thinking_rows", "thinking_tokens", "tokens_per_step",
+    ),
     "_traffic": (
         "DECODE_SPEEDUP_PAIRED", "DEFAULT_SLO_TARGET", "LATENCY_SPEEDUP_SCHEDULED", "TTFT_SPEEDUP_SCHEDULED",
         "PairedSpeedup", "RateLevel", "RateSweep", "SloCapacity", "TrafficComparison", "compare_traffic",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.analysis._thinking import longer_thinking, reasoning_mismatch
 from bench.records import (
     COMPARED_AS_ERROR,
     COMPARED_AS_WARNING,
@@ -195,6 +196,7 @@ def _check(
 
     _check_prompts(first, second, labels, differences, notes)
     _check_samples(first, second, labels, differences)
+    differences.extend(thinking_differences(first, second, labels))
 
     for name, getter in (("engine", _engine), ("model", _model), ("harness version", _harness)):
         a, b = getter(first), getter(second)
@@ -266,6 +268,20 @@ def _check_server_start(
         missing = labels[states.index(UNKNOWN)]
         notes.append(f"the {missing} run records no server state at its start (no /metrics, or an older file): "
                      "whether its server started fresh could not be checked")
+
+
+def thinking_differences(first: Run, second: Run, labels: tuple[str, str]) -> list[Difference]:
+    """Reasoning runs: another thinking switch (an error: thinking on against off measures other work) and a
+    second run that thinks over 10% longer on the same samples (another budget, template or sampling: named)."""
+    found = []
+    switches = reasoning_mismatch(first, second)
+    if switches is not None:
+        found.append(Difference("reasoning", switches[0], switches[1], ERROR, labels))
+    longer = longer_thinking(first, second)
+    if longer is not None:
+        found.append(Difference("thinking length (mean tokens over paired samples; another budget, template or "
+                                "sampling?)", f"{longer[0]:.0f}", f"{longer[1]:.0f}", WARNING, labels))
+    return found
 
 
 def _check_samples(first: Run, second: Run, labels: tuple[str, str], differences: list[Difference]) -> None:

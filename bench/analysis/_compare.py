@@ -36,6 +36,7 @@ from bench.analysis._reference import ReferenceRow, reference_rows
 from bench.analysis._sequential import look_estimate, verified_stop
 from bench.analysis._stratified import DEFAULT_WEIGHTS
 from bench.analysis._stream import StreamRow, stream_latency_stats
+from bench.analysis._thinking import ThinkingRow, thinking_rows
 from bench.analysis._variation import RepeatCv, SpeedupCv, repeat_cv, speedup_repeat_cv
 from bench.records import Acceptance, Run, SequentialStop, collector_paused
 
@@ -213,6 +214,9 @@ class Comparison:
     """Sampled until decided: the stopping rule and its looks, the last one the look every verdict is drawn at."""
     sequential_notes: tuple[str, ...] = ()
     """What a reader must know about that record: an interrupted test, runs that disagree, samples added since."""
+    thinking: tuple[ThinkingRow, ...] = ()
+    """Reasoning runs: per category thinking share, answer-only decode speedup, tokens per step per segment, empty
+    answers (descriptive, outside the verdict family); () when neither run carries thinking."""
 
     @property
     def has_stats(self) -> bool:
@@ -293,6 +297,7 @@ def compare(
         family=Family(HOLM_METHOD, family_size(rows), alpha, target_effect, overall_estimator(rows)),
         sequential=stop,
         sequential_notes=notes,
+        thinking=thinking_rows(baseline, speculative),
     )
 
 def paired_rows(

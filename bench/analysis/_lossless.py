@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -86,11 +86,21 @@ class Divergence:
     token: int | None
     margin: float | None
     kind: str
+    segment: str | None = None
+    """Reasoning runs: `thinking` or `answer`, where `char` indexes that segment's joined text (None: no thinking)."""
+
+    @property
+    def where(self) -> str:
+        """`thinking@char 812`, `answer@char 40`, or `@40` for a run without thinking."""
+        return f" {self.segment}@char {self.char}" if self.segment else f"@{self.char}"
 
     def as_cells(self) -> JsonObject:
-        """The divergence as JSON cells."""
-        return {"id": self.id, "repeat": self.repeat, "turn": self.turn, "char": self.char, "token": self.token,
-                "margin": self.margin, "kind": self.kind}
+        """The divergence as JSON cells (`segment` only in reasoning runs)."""
+        cells: JsonObject = {"id": self.id, "repeat": self.repeat, "turn": self.turn, "char": self.char,
+                             "token": self.token, "margin": self.margin, "kind": self.kind}
+        if self.segment is not None:
+            cells["segment"] = self.segment
+        return cells
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,24 +188,58 @@ def divergence(
     baseline: SampleResult, speculative: SampleResult, *, threshold: float = NEAR_TIE_MARGIN,
     resolution: Resolution | None = None,
 ) -> Divergence | None:
-    """Where two results' outputs first differ, the baseline's margin there and its kind; None when identical."""
-    offset = 0
-    for turn, (base_text, spec_text) in enumerate(zip(baseline.outputs, speculative.outputs, strict=False)):
-        index = first_difference(base_text, spec_text)
-        if index is None:
-            offset += len(base_text) + 2  # outputs are joined with "\n\n"
+    """Where two results' outputs first differ (in the thinking first, then the answer), the baseline's margin there
+    and its kind; None when identical."""
+    thought = any(baseline.reasoning) or any(speculative.reasoning)
+    segments = (("thinking", baseline.reasoning, speculative.reasoning),) if thought else ()
+    for segment, base_texts, spec_texts in (*segments, ("answer", baseline.outputs, speculative.outputs)):
+        found = _first_in_turns(base_texts, spec_texts)
+        if found is None:
             continue
-        token, margin = _divergence_token(baseline, speculative, turn, base_text[:index].encode("utf-8"))
+        turn, char, index = found
+        if turn is None:
+            return Divergence(baseline.id, baseline.repeat, min(len(base_texts), len(spec_texts)), char, None, None,
+                              "unclassified", segment if thought else None)
+        lead = _margin_lead(baseline, turn, segment)
+        token, margin = (None, None) if lead is None else _divergence_token(
+            baseline, speculative, turn, lead + base_texts[turn][:index].encode("utf-8"))
         if margin is None:
             kind = "unclassified"
         else:
             limit = max(threshold, resolution.margin_threshold(margin)) if resolution is not None else threshold
             kind = "near_tie" if margin < limit else "real"
-        return Divergence(baseline.id, baseline.repeat, turn, offset + index, token, margin, kind)
-    if len(baseline.outputs) != len(speculative.outputs):
-        return Divergence(baseline.id, baseline.repeat, min(len(baseline.outputs), len(speculative.outputs)), offset,
-                          None, None, "unclassified")
+        return Divergence(baseline.id, baseline.repeat, turn, char, token, margin, kind, segment if thought else None)
     return None
+
+
+def _first_in_turns(base: Sequence[str], spec: Sequence[str]) -> tuple[int | None, int, int] | None:
+    """(turn, index in the joined texts, index in the turn) of the first difference; turn None when the texts
+    agree but one side has more turns; None when identical."""
+    offset = 0
+    for turn, (base_text, spec_text) in enumerate(zip(base, spec, strict=False)):
+        index = first_difference(base_text, spec_text)
+        if index is None:
+            offset += len(base_text) + 2  # turns are joined with "\n\n"
+            continue
+        return turn, offset + index, index
+    if len(base) != len(spec) and (any(base) or any(spec)):
+        return None, offset, 0
+    return None
+
+
+def _margin_lead(result: SampleResult, turn: int, segment: str) -> bytes | None:
+    """What the turn's recorded margins cover before the segment's text (as placeholder bytes of that length), or
+    None when the segment's tokens cannot be placed. Margins span the thinking and then the answer only when they
+    cover exactly both texts' bytes (no template tags between them); otherwise they are the answer's."""
+    thinking = len(result.reasoning[turn].encode("utf-8")) if turn < len(result.reasoning) else 0
+    if not thinking or turn >= len(result.token_margins):
+        return b""
+    covered = sum(size for size, _ in decode_margins(result.token_margins[turn]))
+    answer = len(result.outputs[turn].encode("utf-8")) if turn < len(result.outputs) else 0
+    both = covered == thinking + answer
+    if segment == "answer":
+        return b"\0" * thinking if both else b""
+    return b"" if both else None
 
 
 def _divergence_token(
@@ -258,8 +302,10 @@ def lossless_check(
             category=category,
             compared=len(known),
             identical=int(known["identical"].astype(bool).sum()),
-            first_diff=", ".join(f"{sample}@{int(index)}"
-                                 for sample, index in zip(differing["id"], differing["first_diff"], strict=True)),
+            first_diff=", ".join(
+                f"{sample}@{int(index)}" if segment is None else f"{sample} {segment}@char {int(index)}"
+                for sample, index, segment in zip(differing["id"], differing["first_diff"], differing["diff_segment"],
+                                                  strict=True)),
             near_tie=sum(item.kind == "near_tie" for item in divergences),
             real=sum(item.kind == "real" for item in divergences),
             unclassified=sum(item.kind == "unclassified" for item in divergences),

@@ -14,7 +14,7 @@ from bench.analysis._stratified import stratified_log_mean
 from bench.records import Run
 
 _FRAME_COLUMNS = ("id", "repeat", "category", "ok", "latency_s", "pred_t_s", "server_decode_t_s", "draft_n",
-                  "accepted", "output")
+                  "accepted", "output", "thinking")
 
 
 def results_frame(run: Run) -> pd.DataFrame:
@@ -32,6 +32,7 @@ def results_frame(run: Run) -> pd.DataFrame:
         "draft_n": [r.draft_n for r in latest],
         "accepted": [r.draft_n_accepted for r in latest],
         "output": ["\n\n".join(r.outputs) if r.outputs else None for r in latest],
+        "thinking": ["\n\n".join(r.reasoning) if r.reasoning else "" for r in latest],
     }
     frame = pd.DataFrame(columns, columns=list(_FRAME_COLUMNS))
     # typed even when empty: an empty object-dtype "ok" column would index columns, not rows
@@ -62,17 +63,34 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
     merged["latency_speedup"] = merged["latency_s_base"] / merged["latency_s_spec"]
     identical = []
     first_diff = []
-    for out_base, out_spec in zip(merged["output_base"], merged["output_spec"], strict=True):
+    segments: list[str | None] = []
+    texts = ("output_base", "output_spec", "thinking_base", "thinking_spec")
+    for out_base, out_spec, thought_base, thought_spec in zip(*(merged[name] for name in texts), strict=True):
         if out_base is None or out_spec is None:
             identical.append(None)
             first_diff.append(None)
+            segments.append(None)
             continue
-        index = first_difference(out_base, out_spec)
+        index, segment = first_difference_in(thought_base, thought_spec, out_base, out_spec)
         identical.append(index is None)
         first_diff.append(index)
+        segments.append(segment)
     merged["identical"] = pd.array(identical, dtype="boolean")
     merged["first_diff"] = pd.array(first_diff, dtype="Int64")
+    merged["diff_segment"] = segments
     return merged
+
+
+def first_difference_in(thought_a: str, thought_b: str, answer_a: str, answer_b: str) -> tuple[int | None, str | None]:
+    """(index, segment) of the first difference, looked for in the thinking and then in the answer; the segment is
+    `thinking` or `answer` when either side thought, None when neither did (or nothing differs)."""
+    if thought_a or thought_b:
+        index = first_difference(thought_a, thought_b)
+        if index is not None:
+            return index, "thinking"
+        index = first_difference(answer_a, answer_b)
+        return index, "answer" if index is not None else None
+    return first_difference(answer_a, answer_b), None
 
 
 def require_pairs(paired: pd.DataFrame, baseline: Run, speculative: Run, min_pairs: int) -> None:

@@ -13,7 +13,7 @@ from bench.commands._common import (
     progress_display,
     worker_count,
 )
-from bench.commands._options import add_open_loop_options, add_seed_options
+from bench.commands._options import add_open_loop_options, add_reasoning_option, add_seed_options
 
 HELP = "baseline vs speculative on the embedded server (or two URLs)"
 
@@ -61,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "comparison (default: off, as the reference)")
     add_open_loop_options(parser)
     add_seed_options(parser, "arrival", "order")
+    add_reasoning_option(parser)
     parser.add_argument("--block-size", type=int, default=None,
                         help="requests per A/B block with --request-rate (default: ~5 s of arrivals, 4-30)")
     parser.add_argument("--workers", type=worker_count, default=None, metavar="N|auto", help=WORKERS_HELP)
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         logprobs=args.logprobs, engine=args.engine,
         stream=args.stream, request_rate=args.request_rate, arrival=args.arrival, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, block_size=args.block_size, slo=args.slo,
-        until_decided=args.until_decided, bench=args.bench, workers=args.workers,
+        until_decided=args.until_decided, bench=args.bench, workers=args.workers, reasoning=args.reasoning,
     )
     if args.trace:
         from bench._errors import BenchError

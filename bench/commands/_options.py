@@ -86,3 +86,11 @@ def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = Fals
                              "attainment and goodput (default: none)")
     parser.add_argument("--slo-target", type=float, default=0.9,
                         help="attainment a rate must reach, by its interval, to meet the SLOs (default: 0.9)")
+
+
+def add_reasoning_option(parser: argparse.ArgumentParser) -> None:
+    """`--reasoning on|off|auto`: the thinking switch of reasoning models, sent per engine and recorded."""
+    from bench.records import REASONING_SETTINGS, setting
+
+    item = setting("reasoning")
+    parser.add_argument(item.flag, choices=list(REASONING_SETTINGS), default=item.default, help=item.help)

@@ -13,7 +13,7 @@ from bench.commands._common import (
     progress_display,
     worker_count,
 )
-from bench.commands._options import add_open_loop_options, add_run_options, add_seed_options
+from bench.commands._options import add_open_loop_options, add_reasoning_option, add_run_options, add_seed_options
 
 HELP = "run a prompt set against one endpoint"
 
@@ -21,6 +21,7 @@ HELP = "run a prompt set against one endpoint"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `speedbench run`."""
     add_run_options(parser)
+    add_reasoning_option(parser)
     add_open_loop_options(parser)
     add_seed_options(parser, "arrival")
     parser.add_argument("--output", default=None, help="run file (JSON); default: results/<UTC time>-<label>.json")

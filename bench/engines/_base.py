@@ -39,6 +39,8 @@ class TurnStats:
     finish_reason: str | None = None
     model: str | None = None
     """The model the response says answered it (`model`), None when it names none."""
+    reasoning_tokens: int | None = None
+    """Output tokens the server says were thinking (`usage.completion_tokens_details.reasoning_tokens`)."""
 
 
 class ResponseError(Exception):
@@ -125,6 +127,7 @@ class ResponseFields(TypedDict):
     content: str
     reasoning: str
     finish_reason: str | None
+    reasoning_tokens: int | None
 
 
 def openai_fields(data: JsonMapping) -> ResponseFields:
@@ -152,6 +155,11 @@ def openai_fields(data: JsonMapping) -> ResponseFields:
     completion_tokens = usage_count(usage, "completion_tokens") or 0
     total_tokens = usage_count(usage, "total_tokens") or prompt_tokens + completion_tokens
     model = data.get("model")
+    details = usage.get("completion_tokens_details")
+    reasoning_tokens = usage_count(details, "reasoning_tokens") if isinstance(details, dict) else None
+    if reasoning_tokens is not None and completion_tokens and reasoning_tokens > completion_tokens:
+        raise ResponseError("bad_timings", f"usage.completion_tokens_details.reasoning_tokens ({reasoning_tokens}) "
+                            f"exceeds usage.completion_tokens ({completion_tokens})")
     return {
         "model": model[:200] if isinstance(model, str) and model else None,
         "prompt_tokens": prompt_tokens,
@@ -160,6 +168,7 @@ def openai_fields(data: JsonMapping) -> ResponseFields:
         "content": content,
         "reasoning": reasoning,
         "finish_reason": finish_reason,
+        "reasoning_tokens": reasoning_tokens,
     }
 
 
@@ -192,6 +201,14 @@ class Engine:
     def request_fields(self) -> JsonObject:
         """Extra request body fields this engine needs to report acceptance."""
         return {}
+
+    def reasoning_fields(self, setting: str) -> JsonObject:
+        """Request fields that switch a reasoning model's thinking `on` or `off` (`auto`: none): the chat template's
+        `enable_thinking`, which Qwen3-style templates read (vLLM, TensorRT-LLM and plain OpenAI-compatible servers
+        pass `chat_template_kwargs` to it)."""
+        if setting == "auto":
+            return {}
+        return {"chat_template_kwargs": {"enable_thinking": setting == "on"}}
 
     def warnings(self) -> list[str]:
         """What responses lacked or contradicted, once each, sorted."""

@@ -43,6 +43,14 @@ class LlamaCpp(Engine):
             cache_n=cache_n,
         ))
 
+    def reasoning_fields(self, setting: str) -> JsonObject:
+        """llama.cpp reads `chat_template_kwargs` (the template's `enable_thinking`) per request; with thinking on it
+        also asks for the thought apart (`reasoning_format` deepseek: `reasoning_content`)."""
+        fields = super().reasoning_fields(setting)
+        if setting == "on":
+            fields["reasoning_format"] = "deepseek"
+        return fields
+
     def _agree(self, usage_name: str, usage: int, timings_name: str, timings: int | None, figure: str) -> bool:
         """Whether a response's usage count and its timings' count agree (both given); a warning when not."""
         if not usage or timings is None or usage == timings:

@@ -16,6 +16,14 @@ class SGLang(Engine):
         """Ask SGLang for per-request speculative details."""
         return {"return_spec_tokens_details": True}
 
+    def reasoning_fields(self, setting: str) -> JsonObject:
+        """SGLang: the template's `enable_thinking` via `chat_template_kwargs`; with thinking on, the thought returned
+        apart (`separate_reasoning`)."""
+        fields = super().reasoning_fields(setting)
+        if setting == "on":
+            fields["separate_reasoning"] = True
+        return fields
+
     def parse(self, data: JsonMapping) -> TurnStats:
         """Read usage, text and `sglext.spec_tokens_details`."""
         fields = openai_fields(data)

@@ -94,6 +94,8 @@ class PipelineConfig:
     """SLO targets (`ttft=0.5,e2e=20`): adds paired attainment and goodput."""
     workers: int | None = None
     """Client processes, each sending both arms' requests for its slice of the samples (None: auto)."""
+    reasoning: str = "auto"
+    """The thinking switch both arms send (`--reasoning on|off|auto`)."""
 
     @property
     def slots(self) -> int:
@@ -158,7 +160,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
         concurrency=config.concurrency, label=side, tags=tags, logprobs=config.logprobs,
         stream=config.stream, request_rate=config.request_rate, arrival=config.arrival,
         burstiness=config.burstiness, max_concurrency=config.max_concurrency, arrival_seed=config.arrival_seed,
-        workers=workers, workers_auto=why,
+        workers=workers, workers_auto=why, reasoning=config.reasoning,
     )
 
 

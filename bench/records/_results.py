@@ -65,6 +65,21 @@ class SampleResult:
     server_state: str | None = None
     """How the server's drafter and prompt-cache state was set for this sample: "restart" (an embedded server
     restarted for this repeat or level), "kept" (the server ran on from earlier requests), None (not known)."""
+    # reasoning models (schema 7, bench.records._thinking): thinking and answer apart
+    thinking_tokens: int | None = None
+    """Output tokens spent thinking (None: not known, a file before schema 7 or no count available)."""
+    answer_tokens: int | None = None
+    """Output tokens of the answer (completion tokens minus thinking tokens)."""
+    thinking_source: str | None = None
+    """How the thinking count was known: usage, stream, tokenize or none (no thinking text)."""
+    answer_ttft_s: float | None = None
+    """Streamed: seconds from the request to the first answer chunk (the first turn's)."""
+    thinking_decode_t_s: float | None = None
+    """Streamed: the thinking segment's decode rate (tokens after its first chunk over its span)."""
+    answer_decode_t_s: float | None = None
+    """Streamed: the answer segment's decode rate (tokens after its first chunk over its span)."""
+    chunk_segments: str | None = None
+    """Streamed: per token-carrying chunk over all turns, `t` (thinking) or `a` (answer)."""
 
     @property
     def queue_wait_s(self) -> float | None:
@@ -108,6 +123,8 @@ _SCALAR_FIELDS: dict[str, type] = {
     "tpot_s": float, "scheduled_s": float, "sent_s": float, "chunk_tokens_source": str,
     "server_decode_t_s": float, "server_prompt_t_s": float, "batch": int, "server_state": str,
     "replaced_chars": int,
+    "thinking_tokens": int, "answer_tokens": int, "thinking_source": str, "answer_ttft_s": float,
+    "thinking_decode_t_s": float, "answer_decode_t_s": float, "chunk_segments": str,
 }
 
 

@@ -26,6 +26,10 @@ other's files. Format history (`schema_version`):
   It is derived from the results (send times and latencies), so an older file needs no change: its `load` is
   computed from its results when read (`Run.load`) and written with the file. A recorded `load` is dropped on
   read, whatever the version: it is recomputed, never trusted.
+- THINKING_SCHEMA_VERSION (7): reasoning models (`bench.records._thinking`): per sample `thinking_tokens`,
+  `answer_tokens`, `thinking_source`, `answer_ttft_s`, `thinking_decode_t_s`, `answer_decode_t_s`, `chunk_segments`;
+  `config.reasoning`. The upgrade sets a speedbench file's `config.reasoning` to `auto` (older runs sent no thinking
+  switch; a file of llama.cpp's `speed_bench.py` keeps its keys and reads as `auto`); their samples' split is unknown.
 
 Files of an older version are upgraded on load; unknown newer versions are refused.
 The journal (`<output>.jsonl`) holds a header line and one line per finished sample, appended
@@ -39,6 +43,7 @@ from typing import Any
 
 from bench._errors import BenchError
 from bench._types import JsonObject
+from bench.records._thinking import THINKING_SCHEMA_VERSION, upgraded_for_thinking
 
 # --- the `load` object: one block, so its version number can be renumbered alone ---
 LOAD_VERSION = 6
@@ -46,7 +51,7 @@ LOAD_KEY = "load"
 """The run file's achieved-load object; written from the samples, never read back as truth."""
 # --- end of the `load` block ---
 
-SCHEMA_VERSION = LOAD_VERSION
+SCHEMA_VERSION = THINKING_SCHEMA_VERSION
 
 
 def finite(value: Any) -> Any:
@@ -76,6 +81,8 @@ def upgrade(data: JsonObject, source: str) -> JsonObject:
     data = {key: value for key, value in data.items() if key != LOAD_KEY}
     if version < 5:
         data = _renamed(_renamed(data, "config", "seed", "arrival_seed"), "interleaved", "seed", "order_seed")
+    if 1 <= version < THINKING_SCHEMA_VERSION:
+        data = upgraded_for_thinking(data)
     return data
 
 

@@ -115,6 +115,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("chat_template_kwargs", "mapping", None,
             "JSON object passed through as chat_template_kwargs, e.g. reasoning switches (default: none sent)",
             WARNING),
+    Setting("reasoning", "text", "auto",
+            "thinking of reasoning models: on, off, or auto (nothing sent: the server's default)", RESUME_ONLY),
     Setting("category", "text", "all", "'all' or a comma-separated list of categories", WARNING),
     Setting("limit", "int", None, "at most this many samples per category (default: every sample)", WARNING,
             minimum=1),

@@ -25,6 +25,7 @@ from bench.render._stats import (
     stream_text,
 )
 from bench.render._tables import comparison_markdown, comparison_text, markdown_escape
+from bench.render._thinking import thinking_markdown, thinking_payload, thinking_text
 
 if TYPE_CHECKING:
     from bench.analysis import Comparison
@@ -244,6 +245,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("lossless check", text=lambda comparison: "\n" + lossless_text(comparison.lossless),
             markdown=lambda comparison: "\n### Lossless check\n\n" + lossless_markdown(comparison.lossless),
             payload=lambda comparison: {"lossless": [row.as_cells() for row in comparison.lossless]}),
+    Section("thinking and answer", text=thinking_text, markdown=thinking_markdown, payload=thinking_payload),
     Section("streaming latencies", text=_streaming_text, markdown=_streaming_markdown,
             payload=lambda comparison: {"streaming": {
                 name: [row.as_cells() for row in rows] for name, rows in comparison.streaming.items()}}),

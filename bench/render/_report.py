@@ -17,6 +17,7 @@ from bench.render._mermaid import speedup_chart, sweep_chart
 from bench.render._stats import ci_cell, details, lossless_markdown, stats_markdown, stream_markdown
 from bench.render._sweep import sweep_decision_text, sweep_markdown
 from bench.render._tables import comparison_text, format_value, markdown_escape
+from bench.render._thinking import thinking_markdown
 
 if TYPE_CHECKING:
     from bench.analysis import Comparison, Estimate, RateSweep, StatsRow, Sweep
@@ -153,7 +154,10 @@ def _decision_part(comparison: Comparison) -> str:
             decode = f"{ci_cell(row.decode.point, row.decode.low, row.decode.high)} " + outcome.get(
                 row.decode.verdict, row.decode.word)
         decode, latency = f"{decode} (sequential test, {level})", f"{latency} ({level})"
-    return f"decode {decode}, latency {latency} ({row.n} prompts{share})"
+    from bench.analysis import budget_line
+
+    budget = budget_line(comparison.thinking)
+    return f"decode {decode}, latency {latency} ({row.n} prompts{share})" + (f"; {budget}" if budget else "")
 
 
 def decision_text(comparisons: Sequence[Comparison]) -> str:
@@ -242,6 +246,7 @@ def _body(comparison: Comparison, *, level: int) -> str:
         parts.append(f"\n{head} Lossless check\n\nSpeculative completions byte-identical to the baseline's "
                      "(temperature 0); for the others, the sample and the index of the first differing character.\n\n")
         parts.append(lossless_markdown(comparison.lossless))
+        parts.append(thinking_markdown(comparison, head))
         for name, rows in comparison.streaming.items():
             if rows:
                 parts.append(f"\n{head} Streaming latencies ({name})\n\n" + stream_markdown(rows))

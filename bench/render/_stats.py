@@ -251,9 +251,10 @@ def details(summary: str, body: str) -> str:
 
 
 def _divergence_cell(item: Divergence) -> str:
-    """`math-005@93: near-tie 0.04`, `qa-004@40: real 2.31`, or `x@7: unclassified` (no log-probabilities)."""
+    """`math-005@93: near-tie 0.04`, `qa-004@40: real 2.31`, or `x@7: unclassified` (no log-probabilities); in a
+    reasoning run `qa-004 thinking@char 812: near-tie 0.04`."""
     kind = item.kind.replace("_", "-")
-    return f"{item.id}@{item.char}: {kind}" + (f" {item.margin:.2f}" if item.margin is not None else "")
+    return f"{item.id}{item.where}: {kind}" + (f" {item.margin:.2f}" if item.margin is not None else "")
 
 
 def _lossless_cells(rows: Sequence[LosslessRow]) -> list[dict[str, CellValue]]:

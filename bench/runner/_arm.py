@@ -279,6 +279,7 @@ async def connect_arm(arm: ArmRun, transport: Transport, stop: Stop) -> None:
             retries=config.retries,
             api=config.api,
             logprobs=config.logprobs,
+            reasoning=config.reasoning,
         )
         for base in arm.base_urls
     ]

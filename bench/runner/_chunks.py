@@ -128,6 +128,8 @@ class StreamChunks:
         self.evidence: list[tuple[str, int] | None] = []
         self.logprob_entries: list[tuple[int, float | None]] = []
         self.chunks = 0
+        self.thinking_chunks: list[int] = []
+        """Indexes (in `token_times`) of the chunks that carried thinking and no answer text."""
         self.done_at: float | None = None
         self.parsed_in_full = 0
         self.shapes_learnt = 0
@@ -183,6 +185,8 @@ class StreamChunks:
             self.logprob_entries.extend(logprob_entries(first_choice(chunk)))
         tokens = chunk_token_evidence(chunk) if text or thought or "usage" in chunk else None
         if text or thought:
+            if thought and not text:
+                self.thinking_chunks.append(len(self.token_times))
             self.token_times.append(at)
             self.chunk_chars.append(len(text) + len(thought))
             if tokens is not None and tokens[0] == "usage":
@@ -203,6 +207,16 @@ class StreamChunks:
         shape = _shape(data, chunk, text) if learn else None
         self._prefix, self._suffix = shape if shape is not None else (None, "")
         self.shapes_learnt += shape is not None
+
+
+    def segments(self) -> str:
+        """One letter per token-carrying chunk: `t` (thinking) or `a` (answer); "" when no chunk carried thinking."""
+        if not self.thinking_chunks:
+            return ""
+        letters = ["a"] * len(self.token_times)
+        for index in self.thinking_chunks:
+            letters[index] = "t"
+        return "".join(letters)
 
 
 def _shape(data: str, chunk: JsonObject, text: str) -> tuple[str, str] | None:

@@ -13,7 +13,7 @@ from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines import ENGINE_NAMES
-from bench.records import check_limits, default
+from bench.records import REASONING_SETTINGS, check_limits, default
 from bench.runner._arrivals import ARRIVAL_PROCESSES
 from bench.runner._limits import checked_number
 from bench.runner._loops import choose_loop
@@ -87,6 +87,8 @@ class RunConfig:
     label: str | None = default("label")
     per_sample_metrics: bool = default("per_sample_metrics")
     chat_template_kwargs: Mapping[str, JsonValue] | None = default("chat_template_kwargs")  # JSON as given
+    reasoning: str = default("reasoning")
+    """The thinking switch of reasoning models (`--reasoning on|off|auto`), sent as each engine reads it."""
     tags: Mapping[str, str] = field(default_factory=lambda: default("tags"))
     max_response_bytes: int = default("max_response_bytes")
     logprobs: bool = default("logprobs")
@@ -121,6 +123,8 @@ class RunConfig:
             raise BenchError(f"unknown --engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}")
         if self.api not in ("chat", "completions"):
             raise BenchError(f"unknown --api {self.api!r}; available: chat, completions")
+        if self.reasoning not in REASONING_SETTINGS:
+            raise BenchError(f"unknown --reasoning {self.reasoning!r}; available: {', '.join(REASONING_SETTINGS)}")
         self._validate_workers()
         choose_loop(self.loop)
         owned = [key for key in self.extra_inputs if key in RESERVED_FIELDS or (key == "model" and self.model)]

@@ -11,6 +11,7 @@ from bench.engines import Engine, TurnStats
 from bench.prompts import Sample
 from bench.records import SampleResult, valid_texts
 from bench.runner._metrics import server_rates
+from bench.runner._thinking import with_thinking
 from bench.runner._transport import Transport
 from bench.runner._turns import RequestSettings, SampleFailure, Turn, build_payload, send_turn
 
@@ -61,7 +62,10 @@ async def run_sample(
             sent_s=_since(turns[0].sent_at if turns and turns[0].sent_at else began, origin),
         )
     timing = {"scheduled_s": _since(scheduled_at, origin), "sent_s": _since(turns[0].sent_at or began, origin)}
-    return _aggregate(sample, turns, total_latency, repeat, timing)
+    result = _aggregate(sample, turns, total_latency, repeat, timing)
+    if not result.reasoning:
+        return result
+    return await with_thinking(result, turns, transport, engine, settings.endpoint)
 
 
 def _since(at: float | None, origin: float) -> float | None:

@@ -31,6 +31,8 @@ class RequestSettings:
     retries: int = 0
     api: str = "chat"
     logprobs: bool = False
+    reasoning: str = "auto"
+    """The thinking switch (`on`, `off`, `auto`: nothing sent), as the engine's `reasoning_fields` sends it."""
 
 
 @dataclass
@@ -48,6 +50,10 @@ class Turn:
     itl_token_s: list[float] = field(default_factory=list)
     sent_at: float | None = None
     margins: str | None = None
+    segments: str = ""
+    """Per token-carrying chunk of a stream, `t` (thinking) or `a` (answer)."""
+    token_times: list[float] = field(default_factory=list)
+    """Arrival times (perf_counter) of the stream's token-carrying chunks."""
 
 
 def build_payload(
@@ -67,7 +73,12 @@ def build_payload(
     if settings.logprobs:
         payload.update({"logprobs": TOP_LOGPROBS} if settings.api == "completions" else
                        {"logprobs": True, "top_logprobs": TOP_LOGPROBS})
+    switch = engine.reasoning_fields(settings.reasoning)
+    kwargs = settings.extra_inputs.get("chat_template_kwargs")
     payload.update(settings.extra_inputs)
+    payload.update(switch)
+    if isinstance(kwargs, dict) and "chat_template_kwargs" in switch:  # the template's other kwargs kept
+        payload["chat_template_kwargs"] = {**kwargs, **switch["chat_template_kwargs"]}
     payload["max_tokens"] = settings.osl
     return payload
 
@@ -135,6 +146,7 @@ async def _stream_turn(
     turn = Turn(
         stats=stats, latency_s=end - start, ttft_s=ttft, itl_s=itl, decode_span_s=span, chunk_tokens=counts,
         chunk_tokens_source=source, itl_token_s=per_token_itl(itl, counts), sent_at=start,
+        segments=parsed.segments(), token_times=token_times,
     )
     if settings.logprobs:
         turn.margins = encode_margins(parsed.logprob_entries)

@@ -56,6 +56,10 @@ class ChildConfig(TypedDict):
     parent_pid: int
     pdeathsig: bool
     """Whether to ask the kernel to kill the child when the spawning thread exits (only from the main thread)."""
+    chat_template: str | None
+    """A Jinja chat template replacing the model's (None: the model's own)."""
+    reasoning_format: str | None
+    """`deepseek` (thoughts in `reasoning_content`), `none`, `auto`; None: the server's default."""
 
 
 def build_params(cfg: ChildConfig) -> xllamacpp.CommonParams:
@@ -77,6 +81,12 @@ def build_params(cfg: ChildConfig) -> xllamacpp.CommonParams:
     p.cpuparams.n_threads = int(cfg["n_threads"])
     p.cpuparams_batch.n_threads = int(cfg["n_threads"])
     p.sampling.seed = int(cfg["seed"])
+    if cfg.get("chat_template"):
+        p.use_jinja = True
+        p.chat_template = cfg["chat_template"]
+    if cfg.get("reasoning_format"):
+        p.reasoning_format = getattr(xllamacpp.common_reasoning_format,
+                                     f"COMMON_REASONING_FORMAT_{str(cfg['reasoning_format']).upper()}")
 
     mode = cfg["mode"]
     n_max = int(cfg["draft_max"])

@@ -71,6 +71,10 @@ def model_path(value: str | os.PathLike[str] | None) -> Path:
         raise ServerError(str(exc)) from None
 
 
+REASONING_FORMATS = ("deepseek", "deepseek_legacy", "none", "auto")
+"""llama.cpp's `--reasoning-format` values: where the server puts a model's thoughts."""
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Settings of one embedded llama.cpp server."""
@@ -84,6 +88,8 @@ class ServerConfig:
     draft_max: int = 16  # n_max draft tokens (ngram / draft modes)
     port: int | None = None  # None -> a free port
     seed: int = 42
+    chat_template: str | None = None  # a Jinja chat template replacing the model's (None: the model's own)
+    reasoning_format: str | None = None  # where thoughts go: deepseek (reasoning_content), none, auto (None: default)
 
     def __post_init__(self) -> None:
         """Reject unknown modes and out-of-range numbers."""
@@ -95,6 +101,9 @@ class ServerConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.port is not None and not 0 < self.port < 65536:
             raise ValueError(f"port must be in 1..65535, got {self.port!r}")
+        if self.reasoning_format not in (None, *REASONING_FORMATS):
+            raise ValueError(f"unknown reasoning format {self.reasoning_format!r}; expected one of: "
+                             f"{', '.join(REASONING_FORMATS)}")
 
 
 def _check_gguf(path: Path, what: str) -> Path:
@@ -284,6 +293,7 @@ class EmbeddedServer(ServerProcess):
             draft_max=settings.draft_max, seed=settings.seed, host=HOST, port=port, parent_pid=os.getpid(),
             # PDEATHSIG fires when the spawning *thread* exits: only safe from the main thread.
             pdeathsig=threading.current_thread() is threading.main_thread(),
+            chat_template=settings.chat_template, reasoning_format=settings.reasoning_format,
         )
         argv = [sys.executable, "-P", str(_CHILD_SCRIPT), json.dumps(cfg), str(ready_path)]
         with log_path.open("wb") as log_fh:

@@ -1,0 +1,97 @@
+"""Reasoning models: a sample's output split into thinking and answer tokens, with the stream's timing of each."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bench.engines import Engine
+from bench.records import SOURCE_NONE, SOURCE_STREAM, SOURCE_TOKENIZE, SOURCE_USAGE, THINKING_CHUNK, SampleResult
+from bench.runner._transport import Transport, TransportError
+from bench.runner._turns import Turn
+
+_STRENGTH = {SOURCE_USAGE: 0, SOURCE_STREAM: 1, SOURCE_TOKENIZE: 2, SOURCE_NONE: -1}
+"""How a sample's source is named when its turns were counted differently: the least direct one."""
+
+
+def turn_thinking(turn: Turn) -> tuple[int | None, str]:
+    """(thinking tokens, how known) of one turn; None tokens when only the server's tokenizer can say."""
+    stats = turn.stats
+    if not stats.reasoning:
+        return 0, SOURCE_NONE
+    if stats.reasoning_tokens is not None:
+        return stats.reasoning_tokens, SOURCE_USAGE
+    if turn.segments and turn.chunk_tokens_source not in (None, "assumed") and len(turn.chunk_tokens) == len(
+            turn.segments):
+        return sum(count for count, kind in zip(turn.chunk_tokens, turn.segments, strict=True)
+                   if kind == THINKING_CHUNK), SOURCE_STREAM
+    return None, SOURCE_TOKENIZE
+
+
+async def tokenized_count(transport: Transport, engine: Engine, root: str, text: str) -> int | None:
+    """The tokens of `text` by the server's tokenize endpoint, None when the engine or the server has none."""
+    request = engine.tokenize_request(text)
+    if request is None:
+        return None
+    path, body = request
+    try:
+        response = await transport.post(root + path, json.dumps(body).encode())
+        return engine.token_count(json.loads(response.body)) if response.status == 200 else None
+    except (TransportError, ValueError):
+        return None
+
+
+async def with_thinking(
+    result: SampleResult, turns: Sequence[Turn], transport: Transport, engine: Engine, endpoint: str
+) -> SampleResult:
+    """The sample with its thinking/answer split (tokens, source) and, when streamed, each segment's timing.
+
+    A turn whose server gave no reasoning count and whose stream did not tell the thinking chunks apart is
+    tokenized through the server's tokenize endpoint (at the root of the request's `endpoint`) after the sample:
+    the timing is not touched."""
+    if not result.ok or not turns:
+        return result
+    root = endpoint.rsplit("/v1/", 1)[0] if "/v1/" in endpoint else None
+    counts: list[int] = []
+    sources: list[str] = []
+    for turn in turns:
+        tokens, source = turn_thinking(turn)
+        if tokens is None and root is not None:
+            tokens = await tokenized_count(transport, engine, root, turn.stats.reasoning)
+        if tokens is None:
+            return replace(result, **stream_timing(turns))
+        counts.append(min(tokens, turn.stats.completion_tokens) if turn.stats.completion_tokens else tokens)
+        sources.append(source)
+    thinking = sum(counts)
+    return replace(
+        result, thinking_tokens=thinking, answer_tokens=max(0, result.completion_tokens - thinking),
+        thinking_source=max(sources, key=_STRENGTH.__getitem__), **stream_timing(turns),
+    )
+
+
+def stream_timing(turns: Sequence[Turn]) -> dict[str, float | str | None]:
+    """Streamed turns that carried thinking: the time to the first answer chunk (the first turn's), each
+    segment's decode rate (tokens after the segment's first chunk over its span, summed over turns) and the
+    chunks' segment letters; nothing when no streamed turn carried thinking."""
+    if not any(turn.segments for turn in turns) or any(not turn.token_times for turn in turns):
+        return {}
+    first = turns[0]
+    answer_ttft = None
+    letters = first.segments or "a" * len(first.token_times)
+    if first.ttft_s is not None and "a" in letters:
+        start = first.token_times[0] - first.ttft_s
+        answer_ttft = round(first.token_times[letters.index("a")] - start, 6)
+    rates = {}
+    for kind, name in ((THINKING_CHUNK, "thinking_decode_t_s"), ("a", "answer_decode_t_s")):
+        tokens, span = 0, 0.0
+        for turn in turns:
+            kinds = turn.segments or "a" * len(turn.token_times)
+            picked = [(at, count) for at, count, letter in zip(turn.token_times, turn.chunk_tokens or [1] * len(
+                kinds), kinds, strict=False) if letter == kind]
+            if len(picked) >= 2:
+                tokens += sum(count for _, count in picked[1:])
+                span += picked[-1][0] - picked[0][0]
+        rates[name] = tokens / span if tokens and span > 0 else None
+    return {"answer_ttft_s": answer_ttft, **rates,
+            "chunk_segments": "".join(turn.segments or "a" * len(turn.token_times) for turn in turns)}
