@@ -10,6 +10,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
+from bench.commands._common import gate_threshold
 
 HELP = "track speedups across commits: add points, show series and change points, check for regressions, draw a page"
 
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             child.add_argument("--format", choices=["text", "markdown", "json"], default="text",
                                help="output format")
         if name == "check":
-            child.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
+            child.add_argument("--threshold", type=gate_threshold, default=DEFAULT_GATE_THRESHOLD,
                                help="smallest regression that fails (0.05 = 5%%)")
         if name == "html":
             child.add_argument("--out", required=True, help="the HTML file to write")
