@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,39 @@ def test_a_threshold_inside_0_1_still_gates(tmp_path: Path, capsys) -> None:
     history = _history(tmp_path, synthetic_points(30, step_at=15, seed=5))
     assert main(["history", "check", "--history", str(history), "--threshold", "0.05"]) == 1
     assert main(["history", "check", "--history", str(history), "--threshold", "0.5"]) == 0
+
+
+# ---------------------------------------------------------------- 11. secrets inside JSON options
+
+
+def test_secret_named_keys_of_json_options_are_masked_at_every_depth(tmp_path: Path, capsys) -> None:
+    from bench import forget_secrets
+    from tests.test_adversarial import _dataset, _fake, _main
+
+    long_secret, short_secret, nested_secret = "sk-extra-" + "3" * 20, "pw1", "tok-" + "9" * 16
+    extra = {"temperature": 0, "metadata": {"api_key": long_secret, "Password": short_secret,
+                                            "inner": [{"auth": {"value": nested_secret}}]}}
+    kwargs = {"enable_thinking": False, "x_token": "kw-" + "8" * 16}
+    try:
+        with _fake() as server:
+            code, out, err = _main(capsys, "run", "--url", server.url, "--dataset", str(_dataset(tmp_path, 2)),
+                                   "--osl", "8", "--extra-inputs", json.dumps(extra), "--chat-template-kwargs",
+                                   json.dumps(kwargs), "--output", str(tmp_path / "r.json"), "--quiet")
+            sent = server.state.requests[0]
+        assert code == 0, err
+        assert sent["metadata"]["api_key"] == long_secret  # the server is sent the values as given
+        assert sent["chat_template_kwargs"]["x_token"] == kwargs["x_token"]
+        code, out2, err2 = _main(capsys, "report", "--baseline", str(tmp_path / "r.json"), "--speculative",
+                                 str(tmp_path / "r.json"), "--out", str(tmp_path / "rep"), "--allow-mismatch")
+        assert code == 0, err2
+        texts = [out + err + out2 + err2] + [path.read_text(encoding="utf-8") for path in (
+            tmp_path / "r.json", tmp_path / "r.json.jsonl", tmp_path / "rep" / "report.md")]
+        for text in texts:
+            for secret in (long_secret, nested_secret, kwargs["x_token"], '"pw1"'):
+                assert secret not in text
+        config = json.loads((tmp_path / "r.json").read_text())["config"]
+        assert config["extra_inputs"]["metadata"]["Password"] == "***"
+        assert config["extra_inputs"]["metadata"]["inner"][0]["auth"] == "***"
+        assert config["extra_inputs"]["temperature"] == 0 and config["chat_template_kwargs"]["enable_thinking"] is False
+    finally:
+        forget_secrets()

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from bench._errors import BenchError
-from bench._redact import redact_tree
+from bench._redact import masked_by_key, redact_tree
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._journal import read_journal
 from bench.records._json import reference_json
@@ -94,7 +94,7 @@ class Run:
         payload.update(
             {
                 "schema_version": SCHEMA_VERSION,
-                "config": redact_tree(dict(self.config)),
+                "config": redact_tree(masked_options(self.config)),
                 "selected_samples": self.selected_samples,
                 "completed_samples": self.completed_samples,
                 "failed_samples": self.failed_samples,
@@ -103,6 +103,15 @@ class Run:
             }
         )
         return payload
+
+
+def masked_options(config: JsonMapping) -> JsonObject:
+    """A recorded config with every secret-named key of its JSON options masked, at any depth."""
+    data = dict(config)
+    for name in ("extra_inputs", "chat_template_kwargs"):
+        if isinstance(data.get(name), dict):
+            data[name] = masked_by_key(data[name])
+    return data
 
 
 def dumps_run(run: Run) -> str:
