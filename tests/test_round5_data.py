@@ -79,3 +79,29 @@ def test_secret_named_keys_of_json_options_are_masked_at_every_depth(tmp_path: P
         assert config["extra_inputs"]["temperature"] == 0 and config["chat_template_kwargs"]["enable_thinking"] is False
     finally:
         forget_secrets()
+
+
+# ---------------------------------------------------------------- 14. server-state snapshots
+
+
+@pytest.mark.parametrize(("accepted", "drafted"), [("900", "477"), ("-5", "477"), ("301", "-1")])
+def test_a_start_snapshot_that_contradicts_itself_is_withheld_like_live_counters(accepted: str, drafted: str) -> None:
+    from bench.engines import engine_by_name
+    from tests.test_server_start import LLAMACPP_WARM
+
+    engine = engine_by_name("llamacpp")
+    metrics = LLAMACPP_WARM.replace(" 301", " " + accepted).replace(" 477", " " + drafted)
+    assert engine.start_state(metrics, now_s=0.0) is None
+    assert engine.counters_contradicted
+    assert any("contradict" in note and "start" in note for note in engine.notes), engine.notes
+    assert engine_by_name("llamacpp").start_state(LLAMACPP_WARM, now_s=0.0) is not None  # a consistent one is kept
+
+
+def test_a_stored_start_snapshot_that_contradicts_itself_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    data = json.loads((SAMPLE / "speculative.json").read_text())
+    data["server_start"] = {"state": "drafter warm", "draft_tokens": 10, "accepted": 50, "drafts": 3}
+    edited = tmp_path / "speculative.json"
+    edited.write_text(json.dumps(data))
+    assert main(["compare", "--baseline", str(SAMPLE / "baseline.json"), "--speculative", str(edited)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "server_start" in line and "accepted" in line, line

@@ -23,7 +23,7 @@ from bench.records._journal import read_journal
 from bench.records._json import reference_json
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
 from bench.records._lock import open_no_follow
-from bench.records._meta import RunMeta, RunSettings
+from bench.records._meta import RunMeta, RunSettings, ServerStart
 from bench.records._results import (
     MAX_NUMBER,
     SampleResult,
@@ -157,6 +157,10 @@ def run_from_dict(data: JsonValue, source: str) -> Run:
     config = data.get("config") or {}
     if not isinstance(config, dict):
         raise BenchError(f"{source}: 'config' is not a JSON object")
+    start = ServerStart.from_mapping(data.get("server_start"))
+    if start is not None and start.problem():
+        raise BenchError(f"{source}: server_start contradicts itself ({start.problem()}): not a snapshot a server "
+                         "could report")
     selected = data.get("selected_samples", len(results))
     meta = {
         key: value
