@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from bench import BenchError
 from bench.cli import main
 from tests.test_history import SAMPLE, _history, synthetic_points
 
@@ -105,3 +109,61 @@ def test_a_stored_start_snapshot_that_contradicts_itself_is_refused_in_one_line(
     assert main(["compare", "--baseline", str(SAMPLE / "baseline.json"), "--speculative", str(edited)]) == 2
     line = _one_line(capsys.readouterr().err)
     assert "server_start" in line and "accepted" in line, line
+
+
+# ---------------------------------------------------------------- 8. inputs that are not regular files
+
+
+def _speedbench(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    """speedbench in a child process: a reader that blocks fails the test by its timeout instead of hanging it."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=Path(__file__).resolve().parents[1])
+
+
+def _planted(tmp_path: Path, kind: str, name: str) -> Path:
+    path = tmp_path / name
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_endless_device_as_a_run_file_is_one_line(tmp_path: Path, kind: str) -> None:
+    bad = _planted(tmp_path, kind, "speculative.json")
+    good = str(SAMPLE / "baseline.json")
+    for args in (["compare", "--baseline", good, "--speculative", str(bad)],
+                 ["regress", "--reference", good, "--candidate", str(bad)],
+                 ["merge", good, str(bad), "--output", str(tmp_path / "merged.json")]):
+        done = _speedbench(*args)
+        assert done.returncode == 2, done.stderr
+        line = _one_line(done.stderr)
+        assert "not a regular file" in line and str(bad) in line, line
+
+
+def test_a_fifo_as_a_journal_history_point_or_dataset_is_one_line(tmp_path: Path) -> None:
+    history = _history(tmp_path, synthetic_points(3))
+    point = next(history.rglob("*.json"))
+    point.unlink()
+    os.mkfifo(point)
+    dataset = _planted(tmp_path, "fifo", "prompts.jsonl")
+    journal = _planted(tmp_path, "fifo", "r.json.jsonl")
+    for args in (["history", "show", "--history", str(history)],
+                 ["compare", "--baseline", str(journal), "--speculative", str(journal)],
+                 ["run", "--url", "http://127.0.0.1:9", "--dataset", str(dataset), "--output",
+                  str(tmp_path / "out.json")]):
+        done = _speedbench(*args)
+        assert done.returncode == 2, done.stderr
+        assert "not a regular file" in _one_line(done.stderr), done.stderr
+
+
+def test_an_oversized_input_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    from bench import read_input
+
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2048)
+    with pytest.raises(BenchError) as caught:
+        read_input(big, limit=1024)
+    assert "2,048 bytes" in str(caught.value)
+    assert read_input(big, limit=4096) == b" " * 2048

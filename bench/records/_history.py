@@ -28,11 +28,15 @@ from typing import NamedTuple
 import numpy as np
 
 from bench._errors import BenchError
+from bench._inputs import read_input
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._lock import open_no_follow
 
 HISTORY_SCHEMA = "speedbench-history-point"
 HISTORY_SCHEMA_VERSION = 1
+
+MAX_POINT_BYTES = 16 * 2**20
+"""The largest history point file read: a point of thousands of categories is a few hundred KiB."""
 
 HISTORY_METRICS = ("decode", "latency", "accept_rate", "drafted_share")
 """The metrics a point records per category: decode and latency speedups, accept rate, drafted share."""
@@ -300,8 +304,7 @@ def load_history(history: str | os.PathLike[str]) -> list[HistoryPoint]:
     machines: dict[str, Machine] = {}
     for path in _point_files(str(root)):
         try:
-            with open(path, "rb") as handle:
-                data = json.loads(handle.read())
+            data = json.loads(read_input(path, limit=MAX_POINT_BYTES))
         except (OSError, ValueError) as exc:
             raise BenchError(f"{path}: not a readable JSON history point ({exc})") from None
         points.append(point_from_dict(data, path, machines))
@@ -314,7 +317,8 @@ def _point_files(root: str) -> list[str]:
     for machine in sorted(entry.path for entry in os.scandir(root) if entry.is_dir()):
         for workload in sorted(entry.path for entry in os.scandir(machine) if entry.is_dir()):
             found += sorted(entry.path for entry in os.scandir(workload)
-                            if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file())
+                            if entry.name.endswith(".json") and not entry.name.startswith(".")
+                            and not entry.is_dir(follow_symlinks=False))
     return found
 
 
@@ -323,5 +327,5 @@ def digest_files(files: Iterable[Path]) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
-        digest.update(path.read_bytes())
+        digest.update(read_input(path))
     return digest.hexdigest()

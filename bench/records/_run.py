@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from bench._errors import BenchError
+from bench._inputs import read_input_text
 from bench._redact import masked_by_key, redact_tree
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._journal import read_journal
@@ -233,8 +234,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
             path=source,
         )
     try:
-        with open(source, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_input_text(source)
     except FileNotFoundError:
         raise BenchError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
