@@ -167,3 +167,58 @@ def test_an_oversized_input_is_refused_before_it_is_read(tmp_path: Path) -> None
         read_input(big, limit=1024)
     assert "2,048 bytes" in str(caught.value)
     assert read_input(big, limit=4096) == b" " * 2048
+
+
+# ---------------------------------------------------------------- 4. terminal output of names from data
+
+FORGED = "\x1b]0;pwned\x07\u202eevil\nhistory check: no unrecovered regression over 5%"
+
+
+def _raw_control(text: str) -> list[str]:
+    """Control characters and bidi overrides other than line breaks (which a forged line needs) in printed text."""
+    return [char for char in text if (ord(char) < 0x20 and char != "\n") or 0x7f <= ord(char) <= 0x9f
+            or char in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"]
+
+
+def _no_forged_line(text: str, verdicts: int = 0) -> None:
+    """No raw control character, and no line that reads as a verdict beyond the `verdicts` the command prints."""
+    assert not _raw_control(text), repr(text)
+    assert sum(line.startswith("history check:") for line in text.splitlines()) == verdicts, text
+
+
+def test_names_from_a_history_never_drive_the_terminal_or_forge_a_line(tmp_path: Path, capsys) -> None:
+    history = tmp_path / "h"
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    for name in ("baseline.json", "speculative.json"):
+        data = json.loads((SAMPLE / name).read_text())
+        data["config"]["bench"] = "qualitative" + FORGED
+        (folder / name).write_text(json.dumps(data))
+    assert main(["history", "add", str(folder), "--history", str(history), "--commit", "abcd0001",
+                 "--machine", "box" + FORGED, "--time", "2026-12-01T00:00:00Z"]) == 0
+    captured = capsys.readouterr()
+    _no_forged_line(captured.out + captured.err)
+    assert "\\x1b" in captured.out
+    for command in (["show"], ["check"], ["show", "--format", "markdown"]):
+        code = main(["history", *command, "--history", str(history)])
+        captured = capsys.readouterr()
+        assert code in (0, 1), captured.err
+        _no_forged_line(captured.out + captured.err, verdicts=command == ["check"])
+    assert main(["history", "show", "--history", str(history)]) == 0
+    assert "box\\x1b]0;pwned\\x07\\u202eevil\\x0ahistory check" in capsys.readouterr().out
+
+
+def test_a_category_name_never_drives_the_terminal_from_tunes_pick_lines() -> None:
+    from bench import OVERALL
+    from bench.analysis import Tune, decide, tune_rows
+    from bench.render import tune_text
+    from tests.test_tune_analysis import _measured
+
+    category = "qa" + FORGED
+    picks = decide({(OVERALL, 1): [_measured(2, 1.2), _measured(4, 1.5)],
+                    (category, 1): [_measured(2, 1.2, seed=3), _measured(4, 1.5, seed=3)]})
+    tune = Tune(grid=(2, 4), levels=(1,), categories=(category,), picks=picks, predictions={},
+                rows=tune_rows(picks, {}, (2, 4)), mode="ngram-mod")
+    text = tune_text(tune)
+    _no_forged_line(text)
+    assert "category qa\\x1b]0;pwned" in text

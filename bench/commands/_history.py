@@ -87,11 +87,13 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 def _add(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.pipeline import add_to_history
 
+    from bench.render import terminal_lines
+
     for point, path, new in add_to_history(args.folders, args.history, commit=args.commit, branch=args.branch,
                                            machine=args.machine, time=args.time):
         said = "added" if new else "already there"
-        out(f"speedbench: {said}: {path} ({point.workload} at {point.commit[:12]}, machine "
-            f"{point.machine.fingerprint})\n")
+        out(terminal_lines([f"speedbench: {said}: {path} ({point.workload} at {point.commit[:12]}, machine "
+                            f"{point.machine.fingerprint})"]))
     return EXIT_OK
 
 

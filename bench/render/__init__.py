@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
-from bench.render._escape import markdown_escape, mermaid_text, terminal_text
+from bench.render._escape import markdown_escape, mermaid_text, terminal_lines, terminal_text
 from bench.render._gate import gate_markdown, gate_text
 from bench.render._history import (
     check_markdown,
@@ -136,6 +136,7 @@ __all__ = [
     "sweep_json",
     "sweep_markdown",
     "sweep_text",
+    "terminal_lines",
     "terminal_text",
     "text_table",
     "throughput_line",

@@ -6,13 +6,14 @@ A name comes from a dataset, a run file or a server, and is shown where users pa
   or a notification on its own (bare URLs, `www.` hosts, e-mail addresses, @-mentions, #123 issue
   references) is shown as inline code, which GitHub never autolinks;
 - Mermaid (`mermaid_text`): inside a quoted Mermaid text, no quote, backtick, `;`, `%%` or line break;
-- a terminal (`terminal_text`): control characters (ESC and OSC sequences included), C1 controls and
+- a terminal (`terminal_text`, `terminal_lines` for whole outputs): control characters (ESC and OSC sequences included), C1 controls and
   bidirectional overrides are shown escaped (`\\x1b`, `\\u202e`), never sent to the terminal raw.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*<>\[\]|~&!#]")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
@@ -66,6 +67,13 @@ _TERMINAL_UNSAFE_KEEP_LINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u20
 def _shown(match: re.Match[str]) -> str:
     code = ord(match.group(0))
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_lines(lines: Iterable[object]) -> str:
+    """Lines safe to write to a terminal, each ending in a line break: every line passes through `terminal_text`
+    whole, so a line break inside a name from data is shown escaped (`\\x0a`) and can never start a line of its own.
+    A rendered table is given as its lines (`table.splitlines()`), its cells already escaped."""
+    return "".join(terminal_text(line) + "\n" for line in lines)
 
 
 def terminal_text(text: object, *, keep_lines: bool = False) -> str:

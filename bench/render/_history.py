@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench._types import JsonObject
-from bench.render._escape import markdown_escape, terminal_text
+from bench.render._escape import markdown_escape, terminal_lines
 from bench.render._tables import markdown_table as _markdown_rows
 from bench.render._tables import text_table as _text_rows
 
@@ -63,10 +63,11 @@ def history_text(analysis: Any) -> str:
     lines = [f"history: {len(analysis.commits)} commits, {len(analysis.series)} series"]
     lines += [f"machine {machine.fingerprint}: {machine.name}; engine {machine.engine_build}; model {machine.model}"
               for machine in machines.values()]
-    lines += ["", text_table(_HEADERS, _series_rows(analysis)), ""]
+    lines += ["", *text_table(_HEADERS, _series_rows(analysis)).splitlines(), ""]
     changes = _change_rows(analysis)
-    lines += [text_table(_CHANGE_HEADERS, changes) if changes else "no change point", "", analysis.method]
-    return terminal_text("\n".join(lines), keep_lines=True) + "\n"
+    lines += [*(text_table(_CHANGE_HEADERS, changes).splitlines() if changes else ["no change point"]), "",
+              analysis.method]
+    return terminal_lines(lines)
 
 
 def history_markdown(analysis: Any) -> str:
@@ -123,9 +124,9 @@ def check_text(regressions: Sequence[Any], analysis: Any, threshold: float) -> s
         return (f"history check: no unrecovered regression over {threshold:.0%} "
                 f"({len(analysis.series)} series, {len(analysis.commits)} commits)\n{analysis.method}\n")
     lines = [f"history check: FAILED: {len(regressions)} proven regression(s) over {threshold:.0%} not recovered "
-             "at the newest commit", text_table(_CHECK_HEADERS, [_regression_cells(item) for item in regressions]),
-             analysis.method]
-    return terminal_text("\n".join(lines), keep_lines=True) + "\n"
+             "at the newest commit", *text_table(_CHECK_HEADERS, [_regression_cells(item) for item in regressions])
+             .splitlines(), analysis.method]
+    return terminal_lines(lines)
 
 
 def check_markdown(regressions: Sequence[Any], analysis: Any, threshold: float) -> str:
