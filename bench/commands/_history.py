@@ -86,7 +86,6 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 def _add(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.pipeline import add_to_history
-
     from bench.render import terminal_lines
 
     for point, path, new in add_to_history(args.folders, args.history, commit=args.commit, branch=args.branch,

@@ -6,8 +6,9 @@ A name comes from a dataset, a run file or a server, and is shown where users pa
   or a notification on its own (bare URLs, `www.` hosts, e-mail addresses, @-mentions, #123 issue
   references) is shown as inline code, which GitHub never autolinks;
 - Mermaid (`mermaid_text`): inside a quoted Mermaid text, no quote, backtick, `;`, `%%` or line break;
-- a terminal (`terminal_text`, `terminal_lines` for whole outputs): control characters (ESC and OSC sequences included), C1 controls and
-  bidirectional overrides are shown escaped (`\\x1b`, `\\u202e`), never sent to the terminal raw.
+- a terminal (`terminal_text`, `terminal_lines` for whole outputs): control characters (ESC and OSC sequences
+  included), C1 controls and bidirectional overrides are shown escaped (`\\x1b`, `\\u202e`), never sent to the
+  terminal raw.
 """
 
 from __future__ import annotations
