@@ -222,3 +222,77 @@ def test_a_category_name_never_drives_the_terminal_from_tunes_pick_lines() -> No
     text = tune_text(tune)
     _no_forged_line(text)
     assert "category qa\\x1b]0;pwned" in text
+
+
+# ---------------------------------------------------------------- 7. the stored summary and the run file's contents
+
+
+def _edited_speculative(tmp_path: Path, edit) -> Path:
+    data = json.loads((SAMPLE / "speculative.json").read_text())
+    edit(data)
+    path = tmp_path / "speculative.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _refused(tmp_path: Path, capsys, edit, *words: str) -> None:
+    edited = _edited_speculative(tmp_path, edit)
+    for args in (["compare", "--baseline", str(SAMPLE / "baseline.json"), "--speculative", str(edited)],
+                 ["regress", "--reference", str(SAMPLE / "baseline.json"), "--candidate", str(edited)]):
+        assert main(args) == 2
+        line = _one_line(capsys.readouterr().err)
+        assert str(edited) in line and all(word in line for word in words), line
+
+
+def _scale_summary(data: dict) -> None:
+    for row in data["summary"]:
+        if row["avg_pred_t_s"]:
+            row["avg_pred_t_s"] *= 1.5  # a faster speculative table than its samples show
+
+
+def _drop_summary_row(data: dict) -> None:
+    data["summary"] = [row for row in data["summary"] if row["category"] != data["results"][0]["category"]]
+
+
+@pytest.mark.parametrize("edit", [_scale_summary, _drop_summary_row])
+def test_the_summary_is_recomputed_from_the_samples_and_an_edited_one_said(tmp_path: Path, capsys, edit) -> None:
+    from bench.analysis import compare_runs
+    from bench.records import load_run, summarize
+
+    edited = load_run(_edited_speculative(tmp_path, edit))
+    honest = load_run(SAMPLE / "speculative.json")
+    def by_category(rows) -> dict:
+        return {row["category"]: dict(row) for row in rows}
+
+    assert by_category(edited.summary) == by_category(summarize(honest.latest))
+    baseline = load_run(SAMPLE / "baseline.json")
+    assert by_category(compare_runs(baseline, edited)) == by_category(compare_runs(baseline, honest))
+    assert any("stored summary did not match" in warning for warning in edited.info.warnings)
+    assert not any("summary" in warning for warning in honest.info.warnings)
+
+
+def _duplicate(data: dict) -> None:
+    data["results"].append(dict(data["results"][0]))
+
+
+def _negative(data: dict) -> None:
+    data["results"][0]["completion_tokens"] = -40
+
+
+def _over_accepted(data: dict) -> None:
+    drafted = next(result for result in data["results"] if result["ok"] and result.get("draft_n"))
+    drafted["draft_n_accepted"] = drafted["draft_n"] + 5
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (_duplicate, ("twice",)), (_negative, ("completion_tokens", "negative")), (_over_accepted, ("accepted",)),
+])
+def test_impossible_run_file_contents_are_refused_in_one_line(tmp_path: Path, capsys, edit, words) -> None:
+    _refused(tmp_path, capsys, edit, *words)
+
+
+def test_the_sample_run_files_and_a_summary_left_unedited_load() -> None:
+    from bench.records import load_run
+
+    for name in ("baseline.json", "speculative.json"):
+        assert load_run(SAMPLE / name).results

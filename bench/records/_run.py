@@ -12,10 +12,11 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+from bench._constants import OVERALL
 from bench._errors import BenchError
 from bench._inputs import read_input_text
 from bench._redact import masked_by_key, redact_tree
@@ -34,7 +35,7 @@ from bench.records._results import (
     result_from_dict,
 )
 from bench.records._schema import SCHEMA_VERSION, upgrade
-from bench.records._summary import SummaryRow, summarize
+from bench.records._summary import SUMMARY_KEYS, SummaryRow, summarize
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,9 @@ def run_from_dict(data: JsonValue, source: str) -> Run:
     if not isinstance(results_raw, list):
         raise BenchError(f"{source}: 'results' is not a list")
     results = tuple(result_from_dict(item, source) for item in results_raw)
+    differs = None
+    if results:
+        summary, differs = summary_from_results(summary, results, source)
     config = data.get("config") or {}
     if not isinstance(config, dict):
         raise BenchError(f"{source}: 'config' is not a JSON object")
@@ -168,6 +172,10 @@ def run_from_dict(data: JsonValue, source: str) -> Run:
         for key, value in data.items()
         if key not in {"config", "selected_samples", "completed_samples", "failed_samples", "summary", "results"}
     }
+    if differs:
+        warnings = meta.get("warnings") if isinstance(meta.get("warnings"), list) else []
+        meta["warnings"] = [*warnings, f"the stored summary did not match the samples ({differs}): every summary "
+                                       "row is recomputed from the samples"]
     return Run(
         config=config,
         selected_samples=int(selected) if isinstance(selected, int) else len(results),
@@ -196,6 +204,47 @@ def check_summary_row(row: JsonMapping, source: str) -> None:
         if value is not None and not -MAX_NUMBER < value < MAX_NUMBER and value == value and abs(value) != math.inf:
             raise BenchError(f"{source}: summary row {row['category']!r} field {key!r} is out of range "
                              f"(beyond +-{MAX_NUMBER:g})")
+
+
+def summary_from_results(
+    summary: list[JsonMapping], results: tuple[SampleResult, ...], source: str
+) -> tuple[list[SummaryRow], str | None]:
+    """The summary its results give (in the stored rows' order, other tools' keys kept), and what of the stored
+    one differed (None when it matches). The reference table is read from the summary: recomputed, an edited one
+    can never contradict the statistics beside it. Samples recorded twice are refused."""
+    keys = set()
+    for result in results:
+        if result.key in keys:
+            raise BenchError(f"{source}: sample {result.id!r} (repeat {result.repeat}) is recorded twice")
+        keys.add(result.key)
+    stored = {str(row.get("category")): row for row in summary}
+    computed = summarize(results, [category for category in stored if category != OVERALL])
+    differs = None
+    for row in computed:
+        given = stored.get(row.category)
+        if given is None:
+            differs = differs or f"it has no row for category {row.category!r}"
+            continue
+        for key in SUMMARY_NUMBERS:
+            if key in given and not _same_number(given[key], row[key]):
+                differs = differs or f"row {row.category!r} {key} {given[key]!r}, its results {row[key]!r}"
+    rows = []
+    for row in computed:
+        given = stored.get(row.category)
+        extra = {key: value for key, value in given.items() if key not in SUMMARY_KEYS} if given is not None else {}
+        written = frozenset(SUMMARY_KEYS).intersection(given) if given is not None else frozenset(SUMMARY_KEYS)
+        rows.append(replace(row, extra=extra, written=written | {"category"}))
+    return rows, differs
+
+
+def _same_number(given: JsonValue, expected: JsonValue) -> bool:
+    """Whether a stored summary figure is the one recomputed (NaN or null as unknown, rounding forgiven)."""
+    unknown = (None,)
+    if isinstance(given, float) and not math.isfinite(given):
+        given = None
+    if given in unknown or expected in unknown:
+        return given in unknown and expected in unknown
+    return math.isclose(float(given), float(expected), rel_tol=1e-9, abs_tol=1e-9)
 
 
 @contextlib.contextmanager
