@@ -296,3 +296,97 @@ def test_the_sample_run_files_and_a_summary_left_unedited_load() -> None:
 
     for name in ("baseline.json", "speculative.json"):
         assert load_run(SAMPLE / name).results
+
+
+# ---------------------------------------------------------------- 5. history files read as run files are
+
+
+def _added_history(tmp_path: Path, commits: int = 3) -> Path:
+    history = tmp_path / "h"
+    for index in range(commits):
+        assert main(["history", "add", str(SAMPLE), "--history", str(history), "--commit", f"abcd{index:04d}",
+                     "--time", f"2026-12-0{index + 1}T00:00:00Z"]) == 0
+    return history
+
+
+def _readers(history: Path, tmp_path: Path) -> list[list[str]]:
+    return [["history", "show", "--history", str(history)], ["history", "check", "--history", str(history)],
+            ["history", "html", "--history", str(history), "--out", str(tmp_path / "page.html")],
+            ["regress", "--history", str(history), "--candidate", str(SAMPLE)]]
+
+
+def _set_estimate(value: str):
+    def edit(text: str) -> str:
+        data = json.loads(text)
+        data["rows"]["estimate"][0] = "@@"
+        return json.dumps(data).replace('"@@"', value)
+    return edit
+
+
+def _nested(text: str) -> str:
+    data = json.loads(text)
+    data["rows"]["category"][0] = "@@"
+    return json.dumps(data).replace('"@@"', "[" * 100_000 + "]" * 100_000)
+
+
+def _field(name: str, value: object, column: bool = False):
+    def edit(text: str) -> str:
+        data = json.loads(text)
+        if column:
+            data["rows"][name][0] = value
+        else:
+            data[name] = value
+        return json.dumps(data)
+    return edit
+
+
+def _narrow_interval(text: str) -> str:
+    data = json.loads(text)
+    rows = data["rows"]
+    index = next(i for i, se in enumerate(rows["log_se"]) if se)
+    rows["low"][index] = rows["estimate"][index] * 0.999  # an interval far narrower than its precision says
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (_set_estimate("Infinity"), ("Infinity",)), (_set_estimate("1e300"), ("estimate",)),
+    (_set_estimate("-1.5"), ("estimate",)), (_field("n", 10**400, column=True), ("n",)),
+    (_field("df", -3, column=True), ("df",)), (_nested, ("nested",)), (_field("time", "zzzz"), ("time",)),
+    (_field("time", "2026-02-30T00:00:00Z"), ("time",)), (_narrow_interval, ("interval",)),
+])
+def test_an_edited_history_point_is_refused_in_one_line_by_every_reader(tmp_path: Path, capsys, edit, words) -> None:
+    history = _added_history(tmp_path)
+    target = sorted(history.rglob("*.json"))[1]
+    target.write_text(edit(target.read_text()))
+    capsys.readouterr()
+    for args in _readers(history, tmp_path):
+        assert _exit_code(args) == 2, args
+        line = _one_line(capsys.readouterr().err)
+        assert target.name in line and all(word in line for word in words), line
+
+
+def test_a_points_time_is_read_as_utc_so_an_offset_cannot_reorder_the_commits(tmp_path: Path) -> None:
+    from bench.records import load_history
+
+    history = _added_history(tmp_path, commits=2)
+    target = sorted(history.rglob("*.json"))[0]
+    target.write_text(_field("time", "2026-12-01T09:00:00+09:00")(target.read_text()))
+    times = {point.commit: point.time for point in load_history(history)}
+    assert times["abcd0000"] == "2026-12-01T00:00:00+00:00"
+
+
+@pytest.mark.parametrize("level", ["machine", "workload"])
+def test_a_history_folder_replaced_by_a_link_is_never_written_through(tmp_path: Path, capsys, level: str) -> None:
+    history = _added_history(tmp_path, commits=1)
+    point = next(history.rglob("*.json"))
+    folder = point.parent if level == "workload" else point.parent.parent
+    elsewhere = tmp_path / "elsewhere"
+    folder.rename(elsewhere)
+    folder.symlink_to(elsewhere)
+    before = sorted(path.name for path in elsewhere.rglob("*"))
+    assert main(["history", "add", str(SAMPLE), "--history", str(history), "--commit", "abcd9999",
+                 "--time", "2026-12-09T00:00:00Z"]) == 2
+    assert "symbolic link" in _one_line(capsys.readouterr().err)
+    assert sorted(path.name for path in elsewhere.rglob("*")) == before
+    assert main(["history", "show", "--history", str(history)]) == 2
+    assert "symbolic link" in _one_line(capsys.readouterr().err)
