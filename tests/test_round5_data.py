@@ -390,3 +390,39 @@ def test_a_history_folder_replaced_by_a_link_is_never_written_through(tmp_path: 
     assert sorted(path.name for path in elsewhere.rglob("*")) == before
     assert main(["history", "show", "--history", str(history)]) == 2
     assert "symbolic link" in _one_line(capsys.readouterr().err)
+
+
+# ---------------------------------------------------------------- 9. the notebook
+
+
+def test_the_notebook_shows_names_as_text_never_as_html(tmp_path: Path, monkeypatch) -> None:
+    from tests.test_notebook import _execute
+
+    folder = tmp_path / "<img src=x onerror=alert(1)>"
+    folder.mkdir()
+    for name in ("baseline.json", "speculative.json"):
+        (folder / name).write_bytes((SAMPLE / name).read_bytes())
+    outputs, failed = _execute(monkeypatch, results=str(folder))
+    assert not failed
+    from markdown_it import MarkdownIt
+
+    shown = [output["data"]["text/markdown"] for output in outputs if "text/markdown" in output.get("data", {})]
+    rendered = [MarkdownIt("commonmark").render(text) for text in shown]  # raw HTML on, as Jupyter renders it
+    assert rendered and not any("<img" in text for text in rendered), rendered
+    html = [output["data"]["text/html"] for output in outputs if "text/html" in output.get("data", {})]
+    assert not any("<img" in text for text in html)
+
+
+def test_the_notebook_says_an_osl_mismatch_in_one_line(tmp_path: Path, monkeypatch) -> None:
+    from tests.test_notebook import _execute
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "baseline.json").write_bytes((SAMPLE / "baseline.json").read_bytes())
+    data = json.loads((SAMPLE / "speculative.json").read_text())
+    data["config"]["osl"] = 17
+    (folder / "speculative.json").write_text(json.dumps(data))
+    outputs, failed = _execute(monkeypatch, results=str(folder))
+    (error,) = [output for output in outputs if output.get("output_type") == "error"]
+    assert failed and error["ename"] == "BenchError"
+    assert len(error["traceback"]) == 1 and "osl" in error["traceback"][0], error["traceback"]
