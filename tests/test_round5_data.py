@@ -426,3 +426,57 @@ def test_the_notebook_says_an_osl_mismatch_in_one_line(tmp_path: Path, monkeypat
     (error,) = [output for output in outputs if output.get("output_type") == "error"]
     assert failed and error["ename"] == "BenchError"
     assert len(error["traceback"]) == 1 and "osl" in error["traceback"][0], error["traceback"]
+
+
+# ---------------------------------------------------------------- 10. Mermaid: long names and bidi overrides
+
+LONG = "a category named at length by a dataset that never expected a chart " * 2
+
+
+def _axis_labels(chart: str) -> list[str]:
+    import re
+
+    axis = next(line for line in chart.splitlines() if line.strip().startswith("x-axis"))
+    return re.findall(r'"([^"]*)"', axis)[1:]
+
+
+@pytest.mark.parametrize("latency", [True, False])
+def test_long_category_names_keep_every_chart_label_short_and_distinct(latency: bool) -> None:
+    from bench.render import MAX_AXIS_LABEL, speedup_chart
+
+    names = ["coding", LONG + "one", LONG + "two", "math"]
+    chart = speedup_chart("t", names, [1.2, 1.3, 1.1, 1.0], [1.1, 1.2, 1.0, 0.9] if latency else [None] * 4)
+    labels = _axis_labels(chart)
+    assert len(labels) == 4 * (1 + latency) and len(set(labels)) == len(labels), labels
+    assert all(len(label) <= MAX_AXIS_LABEL for label in labels), labels
+    assert labels[0].startswith("coding") and labels[-1].startswith("math")
+    assert "cut to" in chart  # the legend says names were shortened
+
+
+def test_bidi_overrides_never_reach_a_chart_or_the_history_page(tmp_path: Path) -> None:
+    from bench.analysis import analyse_history
+    from bench.records import HistoryPoint, point_table
+    from bench.render import history_html, speedup_chart
+
+    bidi = "qa\u202egnidoc\u2066x\u2069\u200f"
+    chart = speedup_chart(bidi, [bidi, "b"], [1.2, 1.3], [1.1, 1.2])
+    assert not _raw_control(chart), repr(chart)
+    points = synthetic_points(6)
+    points = [HistoryPoint(point.commit, point.branch, point.time, point.added_at, point.workload + bidi,
+                           point.machine, "", point.source_digest, "", point_table(
+                               [row._replace(category=bidi) if row.category == "math" else row
+                                for row in point.rows])) for point in points]
+    page = history_html(analyse_history(points), title="t" + bidi)
+    assert not [char for char in _raw_control(page) if char not in "\t\r"], repr(_raw_control(page))
+    assert "\\u202e" in page
+
+
+def test_the_real_mermaid_parser_reads_charts_of_long_and_bidi_names() -> None:
+    from bench.render import speedup_chart
+    from tests.test_mermaid import _bodies, real_parse
+
+    charts = [speedup_chart("t", ["coding", LONG + "one", LONG + "two"], [1.2, 1.3, 1.1], [1.1, 1.2, 1.0]),
+              speedup_chart("q\u202eb", ["qa\u202egnidoc", LONG], [1.2, 1.3], [None, None])]
+    bodies = [body for chart in charts for body in _bodies(chart)]
+    assert len(bodies) == 2
+    assert all(not kind.startswith("error") for kind in real_parse(bodies)), real_parse(bodies)

@@ -21,7 +21,7 @@ from bench.render._history import (
     history_text,
     trend_line,
 )
-from bench.render._mermaid import speedup_chart, sweep_chart
+from bench.render._mermaid import MAX_AXIS_LABEL, speedup_chart, sweep_chart
 from bench.render._stats import (
     STREAM_DEFINITIONS,
     ci_cell,
@@ -80,6 +80,7 @@ _LAZY = {
 __all__ = [
     "COMPARISON_COLUMNS",
     "FEW_SAMPLES",
+    "MAX_AXIS_LABEL",
     "STREAM_DEFINITIONS",
     "SUMMARY_COLUMNS",
     "Column",
