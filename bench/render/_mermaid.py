@@ -53,7 +53,7 @@ def _axis_around_one(values: Sequence[float]) -> tuple[float, float]:
     return max(0.0, math.floor((low - pad) * 20) / 20), math.ceil((high + pad) * 20) / 20
 
 
-MAX_AXIS_LABEL = 32
+MAX_AXIS_LABEL = 40
 """The longest axis label a chart shows: Mermaid's renderer drops every label of an axis whose labels do not fit
 (a category name of about 70 characters hides them all), so longer category names are cut (the tables beside the
 chart name them in full)."""
