@@ -31,6 +31,7 @@ _EXPORTS = {
     "load_run": "bench.records",
     "lossless_check": "bench.analysis",
     "paired_stats": "bench.analysis",
+    "read_input": "bench._inputs",
     "redact": "bench._redact",
     "redact_url": "bench._redact",
     "register_secret": "bench._redact",

@@ -9,6 +9,8 @@ stdout and stderr. What is masked:
   forms: no run of `SECRET_RUN` or more of its characters survives, so a secret cut by a truncation
   elsewhere leaks no prefix either;
 - URL userinfo (`user:password@`);
+- in the JSON options (`--extra-inputs`, `--chat-template-kwargs`), the value of every secret-named key at any
+  depth (`masked_by_key`; its values are also registered, `key_secrets`);
 - the value of any `name: value` / `name=value` / `"name": "value"` whose name says it is a secret
   (it ends in key, token, secret, password, cookie, signature or credential, or starts with auth),
   and bearer/basic credentials.
@@ -235,6 +237,33 @@ def command_secrets(argv: Iterable[str]) -> list[str]:
         if value and not value.startswith("-"):
             found.append(value)
     return found
+
+
+def _secret_key(key: object) -> bool:
+    """Whether a JSON key names a secret (`api_key`, `Password`, `auth`, `x_token`: the header rule)."""
+    return isinstance(key, str) and SENSITIVE_HEADER.match(key.strip()) is not None
+
+
+def key_secrets(value: Any, *, under_secret: bool = False) -> list[str]:
+    """Every scalar under a secret-named key of a JSON value, at any depth, as text: to register as secrets."""
+    if isinstance(value, dict):
+        return [found for key, item in value.items()
+                for found in key_secrets(item, under_secret=under_secret or _secret_key(key))]
+    if isinstance(value, list | tuple):
+        return [found for item in value for found in key_secrets(item, under_secret=under_secret)]
+    if under_secret and value is not None and not isinstance(value, bool):
+        return [str(value)]
+    return []
+
+
+def masked_by_key(value: Any) -> Any:
+    """A JSON value with the value of every secret-named key, at any depth, replaced by the mask (whatever its
+    type or length: a secret too short to register is masked here too)."""
+    if isinstance(value, dict):
+        return {key: MASK if _secret_key(key) else masked_by_key(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked_by_key(item) for item in value]
+    return value
 
 
 def redact_tree(value: Any) -> Any:

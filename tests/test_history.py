@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.analysis import analyse_history, open_regressions, recent_trend
+from bench.analysis import analyse_history, open_regressions, recent_trend, t_quantile
 from bench.cli import main
 from bench.records import HistoryPoint, Machine, PointRow, load_history, point_table, write_points
 from bench.render import history_html, history_json, trend_line
@@ -35,10 +35,12 @@ def synthetic_points(commits: int, *, step_at: int | None = None, step: float = 
             mean, se = float(samples.mean()), float(samples.std(ddof=1) / 2.0)
             logs.append(mean)
             ses.append(se)
-            rows.append(PointRow(name, "decode", math.exp(mean), math.exp(mean - 2 * se), math.exp(mean + 2 * se), se,
+            half = t_quantile(0.975, 3.0) * se  # the interval a point file's precision implies
+            rows.append(PointRow(name, "decode", math.exp(mean), math.exp(mean - half), math.exp(mean + half), se,
                                  3.0, 4))
         mean, se = float(np.mean(logs)), math.sqrt(sum(value * value for value in ses)) / len(ses)
-        rows.append(PointRow("overall", "decode", math.exp(mean), math.exp(mean - 2 * se), math.exp(mean + 2 * se),
+        half = t_quantile(0.975, 15.0) * se
+        rows.append(PointRow("overall", "decode", math.exp(mean), math.exp(mean - half), math.exp(mean + half),
                              se, 15.0, 16))
         when = f"2026-11-{1 + index // 24:02d}T{index % 24:02d}:00:00+00:00"
         points.append(HistoryPoint(f"c{index:04d}aa", "main", when, when, "qualitative:ngram-mod", MACHINE, "",

@@ -422,7 +422,8 @@ def _assert_escaped(markdown: str, charts: int) -> list[str]:
         labels = re.findall(r'"([^"]*)"', block)
         assert not [label for label in labels if "<" in label or ">" in label], block  # no markup in any label
         shown = "\u2039img src=x onerror=alert(1)\u203a'] bar [9"
-        assert [label for label in labels if label.split(": ")[0] == shown], block  # the name is there, not obeyed
+        assert [label for label in labels  # the name is there (cut to the axis' label length), not obeyed
+                if shown.startswith(label.split(": ")[0].removesuffix("\u2026")) and len(label) > 10], block
         for line in block.splitlines():
             assert line.count('"') % 2 == 0, line  # no label closed early
             assert not line.strip().startswith("bar [9"), block  # nothing the name held became a line

@@ -56,6 +56,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "HistoryAnalysis", "Regression", "Series", "SeriesPoint", "Trend", "WindowReference", "analyse_history",
         "build_series", "history_gate", "history_rows", "open_regressions", "recent_trend", "window_references",
     ),
+    "_history_intervals": ("checked_intervals", "expected_interval"),
     "_intervals": (
         "SPEED_VERDICT_WORDS", "LogMean",
         "accept_rate_log_mean", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums", "crossed_log_mean",

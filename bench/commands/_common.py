@@ -47,6 +47,17 @@ def bounded_number(option: str) -> Callable[[str], float]:
     return parse
 
 
+def gate_threshold(text: str) -> float:
+    """An argparse type for a gate threshold: a finite fraction strictly between 0 and 1 (0.05 = 5%)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value < 1.0:  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"{text!r}: a threshold lies between 0 and 1 (0.05 = 5%)")
+    return value
+
+
 def header_pair(value: str) -> tuple[str, str]:
     """A `K:V` header argument."""
     if ":" not in value:

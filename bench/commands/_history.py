@@ -10,6 +10,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
+from bench.commands._common import gate_threshold
 
 HELP = "track speedups across commits: add points, show series and change points, check for regressions, draw a page"
 
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             child.add_argument("--format", choices=["text", "markdown", "json"], default="text",
                                help="output format")
         if name == "check":
-            child.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
+            child.add_argument("--threshold", type=gate_threshold, default=DEFAULT_GATE_THRESHOLD,
                                help="smallest regression that fails (0.05 = 5%%)")
         if name == "html":
             child.add_argument("--out", required=True, help="the HTML file to write")
@@ -85,12 +86,13 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
 
 def _add(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.pipeline import add_to_history
+    from bench.render import terminal_lines
 
     for point, path, new in add_to_history(args.folders, args.history, commit=args.commit, branch=args.branch,
                                            machine=args.machine, time=args.time):
         said = "added" if new else "already there"
-        out(f"speedbench: {said}: {path} ({point.workload} at {point.commit[:12]}, machine "
-            f"{point.machine.fingerprint})\n")
+        out(terminal_lines([f"speedbench: {said}: {path} ({point.workload} at {point.commit[:12]}, machine "
+                            f"{point.machine.fingerprint})"]))
     return EXIT_OK
 
 

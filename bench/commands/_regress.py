@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
+from bench.commands._common import gate_threshold
 
 HELP = "CI gate: exit 1 on a significant regression over the threshold, or on lost samples, categories or levels"
 
@@ -23,10 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=int, default=20,
                         help="with --history: the last N commits of each series (since its last change point)")
     parser.add_argument("--candidate", required=True, help="comparison folder, run file or sweep folder")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_GATE_THRESHOLD,
+    parser.add_argument("--threshold", type=gate_threshold, default=DEFAULT_GATE_THRESHOLD,
                       help="default for every metric (0.05 = 5%%)")
     for metric in ("decode", "latency", "accept"):
-        parser.add_argument(f"--threshold-{metric}", type=float, default=None,
+        parser.add_argument(f"--threshold-{metric}", type=gate_threshold, default=None,
                           help=f"threshold of the {metric} metric (default: --threshold)")
     parser.add_argument("--allow-mismatch", action="store_true",
                       help="gate runs whose prompts, osl, concurrency or dataset differ (the differences are printed)")

@@ -300,6 +300,12 @@ class Engine:
             drafts=counters.get("drafts"), draft_tokens=counters.get("draft_tokens"), accepted=counters.get("accepted"),
             process_started=started, uptime_s=max(0.0, now_s - started) if started else None,
         )
+        problem = start.problem()
+        if problem:  # withheld like a contradiction read during the run: neither the state nor the counters hold
+            self.counters_contradicted = True
+            self.notes.add(f"server /metrics counters at the run's start contradict themselves ({problem}): its "
+                           "starting state and acceptance from its counters are withheld")
+            return None
         return start if any(getattr(start, name) is not None for name in ServerStart.__slots__) else None
 
     def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:

@@ -44,7 +44,11 @@ def gate_thresholds(default: float, *, decode: float | None, latency: float | No
         "decode_speedup": decode, "decode_rate": decode, "latency_speedup": latency, "latency": latency,
         "accept_rate": accept,
     }
-    return {key: (value if value is not None else default) for key, value in thresholds.items()}
+    chosen = {key: (value if value is not None else default) for key, value in thresholds.items()}
+    for value in chosen.values():
+        if not 0.0 < value < 1.0:  # NaN fails both comparisons
+            raise BenchError(f"threshold {value!r}: a threshold lies between 0 and 1 (0.05 = 5%)")
+    return chosen
 
 
 def run_gate(job: GateJob) -> Gate:

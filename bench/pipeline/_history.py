@@ -161,6 +161,6 @@ def add_to_history(folders: Sequence[str], history: str, *, commit: str | None =
 
 def load_history_analysis(history: str, *, alpha: float = 0.05, branch: str | None = None) -> HistoryAnalysis:
     """A history folder's points, analysed (its series and their change points)."""
-    from bench.analysis import analyse_history
+    from bench.analysis import analyse_history, checked_intervals
 
-    return analyse_history(load_history(history), alpha=alpha, branch=branch)
+    return analyse_history(checked_intervals(load_history(history)), alpha=alpha, branch=branch)

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench._constants import EXIT_INTERRUPTED
 from bench._errors import BenchError
+from bench._inputs import read_input_text
 from bench.analysis import (
     DEFAULT_SLO_TARGET,
     RateSweep,
@@ -179,7 +180,7 @@ def _recorded_slo(root: Path) -> tuple[Slo | None, float]:
     if not path.exists():
         return None, DEFAULT_SLO_TARGET
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_input_text(path))
     except (OSError, ValueError) as exc:
         raise BenchError(f"{path}: unreadable ({exc})") from exc
     target = data.get("target", DEFAULT_SLO_TARGET) if isinstance(data, dict) else DEFAULT_SLO_TARGET

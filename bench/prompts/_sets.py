@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._errors import BenchError
+from bench._inputs import check_regular, open_input, read_input_text
 from bench._types import JsonMapping, JsonValue
 
 HUB_DATASET = "nvidia/SPEED-Bench"
@@ -200,7 +202,7 @@ def _parse_row(text: str, where: str) -> JsonValue:
 
 def _read_jsonl(path: Path) -> list[JsonValue]:
     rows = []
-    with open(path, encoding="utf-8") as handle:
+    with io.TextIOWrapper(open_input(path), encoding="utf-8") as handle:
         number = 0
         while line := handle.readline(MAX_ROW_BYTES + 1):
             number += 1
@@ -222,8 +224,7 @@ def read_rows(path: Path) -> list[JsonValue]:
         if suffix == ".json":
             if path.stat().st_size > MAX_ROW_BYTES * 4:
                 raise BenchError(f"{path}: larger than {MAX_ROW_BYTES * 4} bytes; give large datasets as .jsonl")
-            with open(path, encoding="utf-8") as handle:
-                data = json.loads(handle.read())
+            data = json.loads(read_input_text(path, limit=MAX_ROW_BYTES * 4))
             if isinstance(data, dict):
                 data = data.get("rows", data.get("data"))
             if not isinstance(data, list):
@@ -231,6 +232,8 @@ def read_rows(path: Path) -> list[JsonValue]:
             return data
         if suffix == ".parquet":
             import pandas as pd
+
+            check_regular(path)
 
             frame = pd.read_parquet(path)
             rows = frame.to_dict(orient="records")

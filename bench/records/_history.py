@@ -15,6 +15,7 @@ Format history (`schema_version` of a point file):
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import math
@@ -28,11 +29,15 @@ from typing import NamedTuple
 import numpy as np
 
 from bench._errors import BenchError
+from bench._inputs import read_input
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._lock import open_no_follow
 
 HISTORY_SCHEMA = "speedbench-history-point"
 HISTORY_SCHEMA_VERSION = 1
+
+MAX_POINT_BYTES = 16 * 2**20
+"""The largest history point file read: a point of thousands of categories is a few hundred KiB."""
 
 HISTORY_METRICS = ("decode", "latency", "accept_rate", "drafted_share")
 """The metrics a point records per category: decode and latency speedups, accept rate, drafted share."""
@@ -166,8 +171,32 @@ def _table(columns: JsonValue) -> PointTable:
     labels = [tuple(columns[name]) for name in ROW_COLUMNS[:2]]
     if not set(map(type, labels[0] + labels[1])) <= {str}:
         raise ValueError("category and metric must be strings")
+    for name in _NUMBERS:
+        for value in columns[name]:
+            _check_number(name, value)
     numbers = np.array([columns[name] for name in _NUMBERS[:-1]], dtype=float).reshape(len(_NUMBERS) - 1, count)
     return PointTable(*labels, *numbers, np.asarray(columns["n"], dtype=int))
+
+
+_LIMITS = {"estimate": (0.0, 1e6), "low": (0.0, 1e6), "high": (0.0, 1e6), "log_se": (0.0, 100.0),
+           "df": (0.0, 1e9), "n": (0, 10**9)}
+"""Each number's range in a point: a speedup or a rate is not negative and far below a million, a log standard
+error below 100, degrees of freedom and sample counts below a billion."""
+
+
+def _check_number(name: str, value: object) -> None:
+    """A point's number as a point file may hold it (null, or a finite number in its column's range), else
+    ValueError naming it."""
+    if value is None:
+        return
+    low, high = _LIMITS[name]
+    integer = name == "n"
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+        raise ValueError(f"{name} {str(value)[:40]!r} is not {'an integer' if integer else 'a number'}")
+    if isinstance(value, int) and len(str(abs(value))) > 15:
+        raise ValueError(f"{name} is an integer of {len(str(abs(value)))} digits")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{name} {value!r} is out of range ({low:g} to {high:g})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,15 +266,30 @@ def point_from_dict(data: JsonValue, source: str, machines: dict[str, Machine] |
     try:
         table = _table(data["rows"])
         source_info = data.get("source") or {}
+        time = utc_time(data["time"], "time")
         return HistoryPoint(
-            commit=check_commit(str(data["commit"])), branch=data.get("branch"), time=str(data["time"]),
-            added_at=str(data.get("added_at") or data["time"]), workload=str(data["workload"]),
+            commit=check_commit(str(data["commit"])), branch=data.get("branch"), time=time,
+            added_at=utc_time(data.get("added_at") or data["time"], "added_at"), workload=str(data["workload"]),
             machine=_machine(data["machine"], source, machines), source_folder=str(source_info.get("folder", "")),
             source_digest=str(source_info.get("digest", "")), harness=str(data.get("harness", "")), table=table,
             path=source,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BenchError(f"{source}: malformed history point ({exc})") from None
+
+
+def utc_time(text: object, name: str) -> str:
+    """An ISO 8601 time as UTC seconds (`2026-12-01T00:00:00+00:00`); ValueError naming it when it is not one. A
+    time without a zone is UTC. Points are ordered by it, so every reader sees the same order."""
+    if not isinstance(text, str) or len(text) > 64:
+        raise ValueError(f"{name} {str(text)[:40]!r} is not an ISO 8601 time")
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{name} {text!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).replace(microsecond=0).isoformat()
 
 
 def _machine(data: JsonValue, source: str, machines: dict[str, Machine] | None) -> Machine:
@@ -273,8 +317,9 @@ def write_points(history: str | os.PathLike[str], points: Sequence[HistoryPoint]
     planned = []
     for point in points:
         target = root / point.relative_path()
-        if target.is_symlink():
-            raise BenchError(f"{target}: is a symbolic link; speedbench does not write through one")
+        for path in (target.parent.parent, target.parent, target):
+            if path.is_symlink():
+                raise BenchError(f"{path}: is a symbolic link; speedbench does not write through one")
         planned.append((point, target, target.exists()))
     written = []
     for point, target, exists in planned:
@@ -300,21 +345,36 @@ def load_history(history: str | os.PathLike[str]) -> list[HistoryPoint]:
     machines: dict[str, Machine] = {}
     for path in _point_files(str(root)):
         try:
-            with open(path, "rb") as handle:
-                data = json.loads(handle.read())
+            data = json.loads(read_input(path, limit=MAX_POINT_BYTES), parse_constant=_no_constant)
+        except RecursionError:
+            raise BenchError(f"{path}: not a history point (JSON nested too deeply to read)") from None
         except (OSError, ValueError) as exc:
-            raise BenchError(f"{path}: not a readable JSON history point ({exc})") from None
+            raise BenchError(f"{path}: not a readable JSON history point ({str(exc)[:160]})") from None
         points.append(point_from_dict(data, path, machines))
     return points
+
+
+def _folder(entry: os.DirEntry[str]) -> bool:
+    """Whether a history's entry is a machine or workload folder; a link to one is refused (a one-line BenchError):
+    a history is written only inside its own folder, and read as written."""
+    if entry.is_symlink():
+        raise BenchError(f"{entry.path}: is a symbolic link; a history's folders are never links")
+    return entry.is_dir(follow_symlinks=False)
+
+
+def _no_constant(name: str) -> None:
+    """JSON's non-standard constants (Infinity, NaN) are no number a point file holds."""
+    raise ValueError(f"{name} is not a number a history point holds")
 
 
 def _point_files(root: str) -> list[str]:
     """Every `<root>/<machine>/<workload>/*.json`, sorted (temporary files of an unfinished write left out)."""
     found = []
-    for machine in sorted(entry.path for entry in os.scandir(root) if entry.is_dir()):
-        for workload in sorted(entry.path for entry in os.scandir(machine) if entry.is_dir()):
+    for machine in sorted(entry.path for entry in os.scandir(root) if _folder(entry)):
+        for workload in sorted(entry.path for entry in os.scandir(machine) if _folder(entry)):
             found += sorted(entry.path for entry in os.scandir(workload)
-                            if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file())
+                            if entry.name.endswith(".json") and not entry.name.startswith(".")
+                            and not entry.is_dir(follow_symlinks=False))
     return found
 
 
@@ -323,5 +383,5 @@ def digest_files(files: Iterable[Path]) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
-        digest.update(path.read_bytes())
+        digest.update(read_input(path))
     return digest.hexdigest()

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from bench._errors import BenchError
+from bench._inputs import read_input_text
 from bench._redact import redact_tree
 from bench._types import JsonMapping, JsonObject
 from bench.records._lock import open_no_follow
@@ -98,8 +99,7 @@ def read_journal(path: str | os.PathLike[str]) -> tuple[JsonObject, list[SampleR
     """Read a journal; a torn last line (from a crash mid-write) is ignored, other damage is an error."""
     source = str(path)
     try:
-        with open(source, encoding="utf-8") as handle:
-            lines = handle.read().split("\n")
+        lines = read_input_text(source).split("\n")
     except FileNotFoundError:
         raise BenchError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -184,6 +184,17 @@ class ServerStart:
         uptime = f", up {self.uptime_s:.0f} s" if self.uptime_s is not None else ""
         return f"{state}: {', '.join(parts) or 'prompts processed'} before the run{uptime}"
 
+    def problem(self) -> str | None:
+        """What is impossible about the snapshot (a negative counter, more tokens accepted than drafted), or None:
+        the same contradictions that withhold the counters read during a run."""
+        negative = [name for name in ("generated_tokens", "prompt_tokens", "cached_prompt_tokens", "drafts",
+                                      "draft_tokens", "accepted") if (getattr(self, name) or 0) < 0]
+        if negative:
+            return f"{', '.join(negative)} negative"
+        if self.accepted is not None and self.draft_tokens is not None and self.accepted > self.draft_tokens:
+            return f"{self.accepted:g} tokens accepted of {self.draft_tokens:g} drafted"
+        return None
+
     @classmethod
     def from_mapping(cls, data: JsonValue) -> ServerStart | None:
         """Read a run file's `server_start` object; None when absent (an older file: the state is unknown)."""

@@ -281,7 +281,25 @@ def _settled(values: FieldValues, data: JsonMapping, source: str) -> FieldValues
         values["replaced_chars"] = (values.get("replaced_chars") or 0) + replaced
     values.setdefault("turns", 1)
     values.setdefault("latency_s", 0.0)
+    _check_counts(values, data, source)
     return values
+
+
+_COUNTS = ("turns", "prompt_tokens", "completion_tokens", "total_tokens", "draft_n", "draft_n_accepted", "cache_n",
+           "retries", "replaced_chars")
+"""A result's counts: none is negative, as the live path refuses a server's negative token counts."""
+
+
+def _check_counts(values: FieldValues, data: JsonMapping, source: str) -> None:
+    """Refuse a result no server run could have written: a negative count, more tokens accepted than drafted."""
+    for name in _COUNTS:
+        value = values.get(name)
+        if value is not None and value < 0:
+            raise BenchError(f"{source}: result {data['id']!r} field {name!r} is negative ({_short(value)})")
+    accepted, drafted = values.get("draft_n_accepted") or 0, values.get("draft_n") or 0
+    if accepted > drafted:
+        raise BenchError(f"{source}: result {data['id']!r} has {_short(accepted)} draft tokens accepted of "
+                         f"{_short(drafted)} drafted")
 
 
 def _build(values: FieldValues) -> SampleResult:

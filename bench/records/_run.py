@@ -11,20 +11,22 @@ import gc
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench._redact import redact_tree
+from bench._inputs import read_input_text
+from bench._redact import masked_by_key, redact_tree
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._in_flight import Load, run_load
 from bench.records._journal import read_journal
 from bench.records._json import reference_json
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
 from bench.records._lock import open_no_follow
-from bench.records._meta import RunMeta, RunSettings
+from bench.records._meta import RunMeta, RunSettings, ServerStart
 from bench.records._results import (
     MAX_NUMBER,
     SampleResult,
@@ -34,7 +36,7 @@ from bench.records._results import (
     result_from_dict,
 )
 from bench.records._schema import LOAD_KEY, SCHEMA_VERSION, upgrade
-from bench.records._summary import SummaryRow, summarize
+from bench.records._summary import SUMMARY_KEYS, SummaryRow, summarize
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ class Run:
         payload.update(
             {
                 "schema_version": SCHEMA_VERSION,
-                "config": redact_tree(dict(self.config)),
+                "config": redact_tree(masked_options(self.config)),
                 "selected_samples": self.selected_samples,
                 "completed_samples": self.completed_samples,
                 "failed_samples": self.failed_samples,
@@ -111,6 +113,15 @@ class Run:
             }
         )
         return payload
+
+
+def masked_options(config: JsonMapping) -> JsonObject:
+    """A recorded config with every secret-named key of its JSON options masked, at any depth."""
+    data = dict(config)
+    for name in ("extra_inputs", "chat_template_kwargs"):
+        if isinstance(data.get(name), dict):
+            data[name] = masked_by_key(data[name])
+    return data
 
 
 def dumps_run(run: Run) -> str:
@@ -153,15 +164,26 @@ def run_from_dict(data: JsonValue, source: str) -> Run:
     if not isinstance(results_raw, list):
         raise BenchError(f"{source}: 'results' is not a list")
     results = tuple(result_from_dict(item, source) for item in results_raw)
+    differs = None
+    if results:
+        summary, differs = summary_from_results(summary, results, source)
     config = data.get("config") or {}
     if not isinstance(config, dict):
         raise BenchError(f"{source}: 'config' is not a JSON object")
+    start = ServerStart.from_mapping(data.get("server_start"))
+    if start is not None and start.problem():
+        raise BenchError(f"{source}: server_start contradicts itself ({start.problem()}): not a snapshot a server "
+                         "could report")
     selected = data.get("selected_samples", len(results))
     meta = {
         key: value
         for key, value in data.items()
         if key not in {"config", "selected_samples", "completed_samples", "failed_samples", "summary", "results"}
     }
+    if differs:
+        warnings = meta.get("warnings") if isinstance(meta.get("warnings"), list) else []
+        meta["warnings"] = [*warnings, f"the stored summary did not match the samples ({differs}): every summary "
+                                       "row is recomputed from the samples"]
     return Run(
         config=config,
         selected_samples=int(selected) if isinstance(selected, int) else len(results),
@@ -190,6 +212,85 @@ def check_summary_row(row: JsonMapping, source: str) -> None:
         if value is not None and not -MAX_NUMBER < value < MAX_NUMBER and value == value and abs(value) != math.inf:
             raise BenchError(f"{source}: summary row {row['category']!r} field {key!r} is out of range "
                              f"(beyond +-{MAX_NUMBER:g})")
+
+
+def summary_from_results(
+    summary: list[JsonMapping], results: tuple[SampleResult, ...], source: str
+) -> tuple[list[JsonMapping], str | None]:
+    """The summary its results give, and what of the stored one differed (None when it matches). The reference
+    table is read from the summary: checked against the samples, an edited one can never contradict the statistics
+    beside it. A matching summary is kept as written (its bytes unchanged); one that differs is recomputed (other
+    tools' keys kept). Samples recorded twice are refused."""
+    stored = {str(row.get("category")): row for row in summary}
+    order = [category for category in stored if category != OVERALL]
+    differs = _summary_difference(stored, _quick_rows(results, order, source))
+    if differs is None:
+        return summary, None
+    rows: list[JsonMapping] = []
+    for row in summarize(results, order):
+        given = stored.get(row.category)
+        extra = {key: value for key, value in given.items() if key not in SUMMARY_KEYS} if given is not None else {}
+        written = frozenset(SUMMARY_KEYS).intersection(given) if given is not None else frozenset(SUMMARY_KEYS)
+        rows.append(replace(row, extra=extra, written=written | {"category"}))
+    return rows, differs
+
+
+def _quick_rows(results: tuple[SampleResult, ...], order: list[str], source: str) -> dict[str, dict[str, float]]:
+    """Each category's summary figures (and overall's) in one pass, with exactly rounded sums (`math.fsum`): within
+    an ulp of `summarize`'s means, at a tenth of its cost on a large run; a sample recorded twice is refused."""
+    keys: set[tuple[str, int]] = set()
+    columns: dict[str, dict[str, list[float]]] = {category: {} for category in order}
+    for result in results:
+        if result.key in keys:
+            raise BenchError(f"{source}: sample {result.id!r} (repeat {result.repeat}) is recorded twice")
+        keys.add(result.key)
+        for category in (result.category, OVERALL):
+            own = columns.setdefault(category, {})
+            if not result.ok:
+                own.setdefault("failed", []).append(1.0)
+                continue
+            for name, value in (("requests", 1.0), ("turns", result.turns), ("avg_latency", result.latency_s),
+                                ("avg_prompt_t_s", result.prompt_per_second),
+                                ("avg_pred_t_s", result.predicted_per_second), ("draft_n", result.draft_n),
+                                ("accepted", result.draft_n_accepted)):
+                if value is not None:
+                    own.setdefault(name, []).append(float(value))
+    columns.setdefault(OVERALL, {})
+    rows = {}
+    for category, own in columns.items():
+        sums = {name: math.fsum(values) for name, values in own.items()}
+        means = {name: (sums[name] / len(own[name]) if own.get(name) else None)
+                 for name in ("avg_latency", "avg_prompt_t_s", "avg_pred_t_s")}
+        drafted, accepted = sums.get("draft_n", 0.0), sums.get("accepted", 0.0)
+        rows[category] = {"requests": sums.get("requests", 0.0), "turns": sums.get("turns", 0.0),
+                          "failed": sums.get("failed", 0.0), **means, "draft_n": drafted, "accepted": accepted,
+                          "accept_rate": accepted / drafted if drafted > 0 else None}
+    return rows
+
+
+def _summary_difference(stored: Mapping[str, JsonMapping], computed: Mapping[str, Mapping[str, float | None]]
+                        ) -> str | None:
+    """The first way the stored summary differs from the one its samples give, or None."""
+    for category, figures in computed.items():
+        given = stored.get(category)
+        if given is None:
+            if figures["requests"] or figures["failed"]:
+                return f"it has no row for category {category!r}"
+            continue
+        for key in SUMMARY_NUMBERS:
+            if key in given and not _same_number(given[key], figures[key]):
+                return f"row {category!r} {key} {given[key]!r}, its results {figures[key]!r}"
+    return None
+
+
+def _same_number(given: JsonValue, expected: JsonValue) -> bool:
+    """Whether a stored summary figure is the one recomputed (NaN or null as unknown, rounding forgiven)."""
+    unknown = (None,)
+    if isinstance(given, float) and not math.isfinite(given):
+        given = None
+    if given in unknown or expected in unknown:
+        return given in unknown and expected in unknown
+    return math.isclose(float(given), float(expected), rel_tol=1e-9, abs_tol=1e-9)
 
 
 @contextlib.contextmanager
@@ -228,8 +329,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
             path=source,
         )
     try:
-        with open(source, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_input_text(source)
     except FileNotFoundError:
         raise BenchError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._console import CONSOLE_LINES, console_text, note_lines
-from bench.render._escape import markdown_escape, mermaid_text, terminal_text
+from bench.render._escape import markdown_escape, mermaid_text, terminal_lines, terminal_text
 from bench.render._gate import gate_markdown, gate_text
 from bench.render._history import (
     check_markdown,
@@ -22,7 +22,7 @@ from bench.render._history import (
     history_text,
     trend_line,
 )
-from bench.render._mermaid import speedup_chart, sweep_chart
+from bench.render._mermaid import MAX_AXIS_LABEL, speedup_chart, sweep_chart
 from bench.render._stats import (
     STREAM_DEFINITIONS,
     ci_cell,
@@ -84,6 +84,7 @@ __all__ = [
     "COMPARISON_COLUMNS",
     "CONSOLE_LINES",
     "FEW_SAMPLES",
+    "MAX_AXIS_LABEL",
     "STREAM_DEFINITIONS",
     "SUMMARY_COLUMNS",
     "Column",
@@ -144,6 +145,7 @@ __all__ = [
     "sweep_json",
     "sweep_markdown",
     "sweep_text",
+    "terminal_lines",
     "terminal_text",
     "text_table",
     "throughput_line",

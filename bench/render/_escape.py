@@ -5,14 +5,17 @@ A name comes from a dataset, a run file or a server, and is shown where users pa
 - Markdown (`markdown_escape`): markup, links and HTML are escaped; what GitHub would turn into a link
   or a notification on its own (bare URLs, `www.` hosts, e-mail addresses, @-mentions, #123 issue
   references) is shown as inline code, which GitHub never autolinks;
-- Mermaid (`mermaid_text`): inside a quoted Mermaid text, no quote, backtick, `;`, `%%` or line break;
-- a terminal (`terminal_text`): control characters (ESC and OSC sequences included), C1 controls and
-  bidirectional overrides are shown escaped (`\\x1b`, `\\u202e`), never sent to the terminal raw.
+- Mermaid (`mermaid_text`): inside a quoted Mermaid text, no quote, backtick, `;`, `%%`, line break or bidi
+  override; `short_labels` keeps axis labels short enough that the renderer draws them;
+- a terminal (`terminal_text`, `terminal_lines` for whole outputs): control characters (ESC and OSC sequences
+  included), C1 controls and bidirectional overrides are shown escaped (`\\x1b`, `\\u202e`), never sent to the
+  terminal raw.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*<>\[\]|~&!#]")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
@@ -54,9 +57,28 @@ def mermaid_text(value: object) -> str:
     text = str(value).replace('"', "'").replace("`", "'").replace(";", ",").replace("<", "\u2039").replace(
         ">", "\u203a")
     text = re.sub(r"%+", "%", text)
-    text = re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", text)
+    text = re.sub("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+", " ", text)
     text = " ".join(text.split())
     return text or "(unnamed)"
+
+
+def short_labels(names: Sequence[object], limit: int) -> list[str]:
+    """Names as Mermaid texts (`mermaid_text`) of at most `limit` characters: a longer one is cut and ends in an
+    ellipsis, and names that cutting made equal are told apart by a number (`...2`)."""
+    shown: list[str] = []
+    seen: set[str] = set()
+    for name in names:
+        text = mermaid_text(name)
+        if len(text) > limit:
+            text = text[:limit - 1].rstrip() + "\u2026"
+        candidate, number = text, 2
+        while candidate in seen:
+            tail = f"\u2026{number}"
+            candidate = text[:limit - len(tail)].rstrip("\u2026").rstrip() + tail
+            number += 1
+        seen.add(candidate)
+        shown.append(candidate)
+    return shown
 
 
 _TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -66,6 +88,13 @@ _TERMINAL_UNSAFE_KEEP_LINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u20
 def _shown(match: re.Match[str]) -> str:
     code = ord(match.group(0))
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_lines(lines: Iterable[object]) -> str:
+    """Lines safe to write to a terminal, each ending in a line break: every line passes through `terminal_text`
+    whole, so a line break inside a name from data is shown escaped (`\\x0a`) and can never start a line of its own.
+    A rendered table is given as its lines (`table.splitlines()`), its cells already escaped."""
+    return "".join(terminal_text(line) + "\n" for line in lines)
 
 
 def terminal_text(text: object, *, keep_lines: bool = False) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench._types import JsonObject
-from bench.render._escape import markdown_escape, terminal_text
+from bench.render._escape import markdown_escape, terminal_lines, terminal_text
 from bench.render._tables import markdown_table as _markdown_rows
 from bench.render._tables import text_table as _text_rows
 
@@ -63,10 +63,11 @@ def history_text(analysis: Any) -> str:
     lines = [f"history: {len(analysis.commits)} commits, {len(analysis.series)} series"]
     lines += [f"machine {machine.fingerprint}: {machine.name}; engine {machine.engine_build}; model {machine.model}"
               for machine in machines.values()]
-    lines += ["", text_table(_HEADERS, _series_rows(analysis)), ""]
+    lines += ["", *text_table(_HEADERS, _series_rows(analysis)).splitlines(), ""]
     changes = _change_rows(analysis)
-    lines += [text_table(_CHANGE_HEADERS, changes) if changes else "no change point", "", analysis.method]
-    return terminal_text("\n".join(lines), keep_lines=True) + "\n"
+    lines += [*(text_table(_CHANGE_HEADERS, changes).splitlines() if changes else ["no change point"]), "",
+              analysis.method]
+    return terminal_lines(lines)
 
 
 def history_markdown(analysis: Any) -> str:
@@ -123,9 +124,9 @@ def check_text(regressions: Sequence[Any], analysis: Any, threshold: float) -> s
         return (f"history check: no unrecovered regression over {threshold:.0%} "
                 f"({len(analysis.series)} series, {len(analysis.commits)} commits)\n{analysis.method}\n")
     lines = [f"history check: FAILED: {len(regressions)} proven regression(s) over {threshold:.0%} not recovered "
-             "at the newest commit", text_table(_CHECK_HEADERS, [_regression_cells(item) for item in regressions]),
-             analysis.method]
-    return terminal_text("\n".join(lines), keep_lines=True) + "\n"
+             "at the newest commit", *text_table(_CHECK_HEADERS, [_regression_cells(item) for item in regressions])
+             .splitlines(), analysis.method]
+    return terminal_lines(lines)
 
 
 def check_markdown(regressions: Sequence[Any], analysis: Any, threshold: float) -> str:
@@ -167,6 +168,12 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;paddi
 """
 
 
+def _page_text(value: object) -> str:
+    """A name or figure as the page's text: HTML escaped, and control characters and bidirectional overrides shown
+    escaped (`\\u202e`) as on a terminal, so a name can neither inject markup nor reorder the text around it."""
+    return html.escape(terminal_text(value))
+
+
 def _chart(series: Any, width: int, height: int, title: str) -> str:
     """One series as an inline SVG: the 95% band, the estimates, and each change point as a dashed line."""
     points = series.points
@@ -191,32 +198,32 @@ def _chart(series: Any, width: int, height: int, title: str) -> str:
              for i, point in reversed(list(enumerate(points)))]
     line = " ".join(f"{x(i):.1f},{y(point.estimate):.1f}" for i, point in enumerate(points))
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{html.escape(title)}" class="chart">',
-             f'<text x="{pad_left}" y="12">{html.escape(title)}</text>',
+             f'aria-label="{_page_text(title)}" class="chart">',
+             f'<text x="{pad_left}" y="12">{_page_text(title)}</text>',
              f'<line class="axis" x1="{pad_left}" y1="{height - pad_bottom}" x2="{width - pad_right}" '
              f'y2="{height - pad_bottom}"/>',
-             f'<text x="2" y="{y(top) + 4:.1f}">{html.escape(_value(series.metric, top))}</text>',
-             f'<text x="2" y="{y(bottom):.1f}">{html.escape(_value(series.metric, bottom))}</text>',
+             f'<text x="2" y="{y(top) + 4:.1f}">{_page_text(_value(series.metric, top))}</text>',
+             f'<text x="2" y="{y(bottom):.1f}">{_page_text(_value(series.metric, bottom))}</text>',
              f'<polygon class="band" points="{" ".join(upper + lower)}"/>',
              f'<polyline class="line" points="{line}"/>']
     if count <= 120:
         parts += [f'<circle class="dot" cx="{x(i):.1f}" cy="{y(point.estimate):.1f}" r="2"><title>'
-                  f'{html.escape(point.commit[:12])}: {html.escape(_value(series.metric, point.estimate))}</title>'
+                  f'{_page_text(point.commit[:12])}: {_page_text(_value(series.metric, point.estimate))}</title>'
                   "</circle>" for i, point in enumerate(points)]
     for change in series.change_points:
         middle = (x(change.index - 1) + x(change.index)) / 2
         parts.append(f'<line class="{change.direction}" x1="{middle:.1f}" y1="{pad_top}" x2="{middle:.1f}" '
                      f'y2="{height - pad_bottom}"><title>{change.direction} {change.change:+.1%} at '
-                     f"{html.escape(change.commit[:12])}</title></line>")
-    parts.append(f'<text x="{pad_left}" y="{height - 4}">{html.escape(points[0].commit[:8])}</text>')
+                     f"{_page_text(change.commit[:12])}</title></line>")
+    parts.append(f'<text x="{pad_left}" y="{height - 4}">{_page_text(points[0].commit[:8])}</text>')
     parts.append(f'<text x="{width - pad_right}" y="{height - 4}" text-anchor="end">'
-                 f"{html.escape(points[-1].commit[:8])}</text></svg>")
+                 f"{_page_text(points[-1].commit[:8])}</text></svg>")
     return "".join(parts)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{_page_text(cell)}</th>" for cell in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_page_text(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -225,10 +232,10 @@ def history_html(analysis: Any, *, title: str = "speedbench history") -> str:
     category, the change points with their commit ranges, and the machine and model of the series."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>",
+             f"<title>{_page_text(title)}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>{_page_text(title)}</h1>",
              f'<p class="meta">{len(analysis.commits)} commits, {len(analysis.series)} series. '
-             f"{html.escape(analysis.method)}</p>"]
+             f"{_page_text(analysis.method)}</p>"]
     if not analysis.series:
         parts.append("<p>No points yet.</p></body></html>")
         return "\n".join(parts)
@@ -237,10 +244,10 @@ def history_html(analysis: Any, *, title: str = "speedbench history") -> str:
         groups.setdefault((series.machine.fingerprint, series.workload), []).append(series)
     for (_, workload), members in groups.items():
         machine = members[0].machine
-        parts.append(f"<section><h2>{html.escape(workload)}</h2>")
-        parts.append(f'<p class="meta">machine {html.escape(machine.name)} ({html.escape(machine.fingerprint)}, '
-                     f"{machine.cores} cores); engine {html.escape(machine.engine_build)}; model "
-                     f"{html.escape(machine.model)} (digest {html.escape(machine.model_digest)})</p>")
+        parts.append(f"<section><h2>{_page_text(workload)}</h2>")
+        parts.append(f'<p class="meta">machine {_page_text(machine.name)} ({_page_text(machine.fingerprint)}, '
+                     f"{machine.cores} cores); engine {_page_text(machine.engine_build)}; model "
+                     f"{_page_text(machine.model)} (digest {_page_text(machine.model_digest)})</p>")
         overall = [series for series in members if series.primary]
         parts.append('<div class="grid">' + "".join(
             f'<div class="small">{_chart(series, 560, 200, f"overall {series.metric.label}")}</div>'

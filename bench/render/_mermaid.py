@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from bench.render._escape import markdown_escape, mermaid_text
+from bench.render._escape import markdown_escape, mermaid_text, short_labels
 
 DECODE_NAME = "decode speedup"
 LATENCY_NAME = "latency speedup"
@@ -51,6 +51,13 @@ def _axis_around_one(values: Sequence[float]) -> tuple[float, float]:
     low, high = min([1.0, *values]), max([1.0, *values])
     pad = max(0.02, (high - low) * 0.1)
     return max(0.0, math.floor((low - pad) * 20) / 20), math.ceil((high + pad) * 20) / 20
+
+
+MAX_AXIS_LABEL = 40
+"""The longest axis label a chart shows: Mermaid's renderer drops every label of an axis whose labels do not fit
+(a category name of about 70 characters hides them all), so longer category names are cut (the tables beside the
+chart name them in full)."""
+_METRIC_SUFFIX = len(": latency")
 
 
 def _sentence(text: str) -> str:
@@ -129,9 +136,12 @@ def speedup_chart(
     if not kept:
         return note + "\n"
     series: list[tuple[str, str, Sequence[float]]] = []
-    labels = [categories[index] for index in kept]
-    if has_decode and has_latency:  # a row per category and metric: bars side by side, no line between categories
-        labels = [f"{categories[index]}: {metric}" for index in kept for metric in ("decode", "latency")]
+    both = has_decode and has_latency
+    names = short_labels([categories[index] for index in kept], MAX_AXIS_LABEL - (_METRIC_SUFFIX if both else 0))
+    cut = [index for index, name in zip(kept, names, strict=True) if name != mermaid_text(categories[index])]
+    labels = names
+    if both:  # a row per category and metric: bars side by side, no line between categories
+        labels = [f"{name}: {metric}" for name in names for metric in ("decode", "latency")]
         series.append(("bar", DECODE_NAME, [value for index in kept for value in (decode_values[index] or 0.0, 0.0)]))
         series.append(("bar", LATENCY_NAME, [value for index in kept
                                              for value in (0.0, latency_values[index] or 0.0)]))
@@ -140,7 +150,11 @@ def speedup_chart(
     else:
         series.append(("bar", LATENCY_NAME, [latency_values[index] or 0.0 for index in kept]))
     block, legend = _block(title, "category", labels, series, horizontal=True)
-    legend = _sentence(f"{legend}; speculative vs baseline")
+    legend += "; speculative vs baseline"
+    if cut:
+        legend += (f"; {len(cut)} category name(s) cut to {MAX_AXIS_LABEL} characters in the chart, named in full "
+                   "in the tables")
+    legend = _sentence(legend)
     return block + "\n" + legend + ("\n\n" + note if note else "") + "\n"
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.render._escape import terminal_lines
 from bench.render._tables import CellValue, Column, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
@@ -104,8 +105,8 @@ LEGEND = ("measured: geometric-mean decode speedup over the configuration's own 
 
 def tune_text(tune: Tune) -> str:
     """The tune as text: decision, deployment, model, the table of every configuration, the prediction checks."""
-    head = "".join(f"{line}\n" for line in ["Tune: which draft length to ship", *decision_lines(tune), "",
-                                                 *_deploy_lines(tune), *_model_lines(tune)])
+    head = terminal_lines(["Tune: which draft length to ship", *decision_lines(tune), "", *_deploy_lines(tune),
+                           *_model_lines(tune)])
     checks = [{"draft_max": c.draft_max, "concurrency": c.concurrency, "predicted": c.predicted,
                "measured": c.measured, "error": c.error} for c in tune.checks]
     text = head + f"\n{LEGEND}\n" + text_table(_cells(tune), TUNE_COLUMNS)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._errors import BenchError
+from bench._inputs import read_input_text
 
 ARRIVAL_PROCESSES = ("poisson", "gamma", "constant")
 """The generated arrival processes (`--arrival`); a trace file is the fourth source."""
@@ -114,7 +115,7 @@ def load_trace(path: str | Path) -> ArrivalSchedule:
         if path.stat().st_size > MAX_TRACE_BYTES:
             raise BenchError(f"--trace {path}: larger than {MAX_TRACE_BYTES // 2**20} MiB; no trace of arrivals "
                              "needs that")
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path, limit=MAX_TRACE_BYTES)
     except FileNotFoundError:
         raise BenchError(f"--trace: no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlsplit
 
 from bench._errors import BenchError
-from bench._redact import SENSITIVE_HEADER, redact, redact_url, url_secrets
+from bench._redact import SENSITIVE_HEADER, key_secrets, masked_by_key, redact, redact_url, url_secrets
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines import ENGINE_NAMES
 from bench.records import REASONING_SETTINGS, check_limits, default
@@ -189,6 +189,7 @@ class RunConfig:
             if SENSITIVE_HEADER.match(name):
                 found.append(value)
                 found.append(value.split(None, 1)[-1])  # the token of "Bearer <token>"
+        found += key_secrets(self.extra_inputs) + key_secrets(self.chat_template_kwargs or {})
         return [value for value in found if value]
 
     def request_headers(self) -> dict[str, str]:
@@ -209,10 +210,10 @@ class RunConfig:
         data.pop("loop")  # the client's environment, recorded under `machine.event_loop`
         data["url"] = redact_url(self.url)
         data["headers"] = sorted(data["headers"])
-        data["extra_inputs"] = dict(self.extra_inputs)
+        data["extra_inputs"] = masked_by_key(dict(self.extra_inputs))
         data["tags"] = dict(self.tags)
         if self.chat_template_kwargs is not None:
-            data["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+            data["chat_template_kwargs"] = masked_by_key(dict(self.chat_template_kwargs))
         return data
 
 

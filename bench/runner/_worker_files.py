@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench._inputs import read_input_text
 from bench._types import JsonObject, JsonValue
 from bench.prompts import PromptSet, Shard
 from bench.records import (
@@ -75,7 +76,7 @@ def mark_folder(folder: Path, outputs: Mapping[str, str], configs: Mapping[str, 
 def _marker(folder: Path) -> WorkersMarker | None:
     """The folder's marker, or None when it has none or it cannot be read."""
     try:
-        return WorkersMarker.from_mapping(json.loads((folder / MARKER).read_text(encoding="utf-8")))
+        return WorkersMarker.from_mapping(json.loads(read_input_text(folder / MARKER)))
     except (OSError, ValueError):
         return None
 
