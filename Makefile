@@ -113,7 +113,7 @@ test-llama-server: $(STAMP)
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
 		--category $(CATEGORY) --bench $(BENCH) $(if $(DECIDE),--until-decided) \
-		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
+		$(if $(MODEL),--server-model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream)
 
 # Where speculation stops paying: two ngram-mod draft lengths against the baseline at concurrency 1, 2 and 4.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from bench.analysis import (
 )
 from bench.pipeline._arms import arm_config
 from bench.pipeline._rounds import Rounds
+from bench.pipeline._servers import ended_on_signals
 from bench.prompts import load_prompts
 from bench.records import (
     BASELINE,
@@ -111,19 +111,6 @@ def arm_name(draft_max: int) -> str:
 def config_folder(folder: Path, level: int, draft_max: int) -> Path:
     """Where one configuration's comparison lives: `c<C>/draft_max-<K>/`."""
     return folder / f"c{level}" / arm_name(draft_max)
-
-
-@contextlib.contextmanager
-def _ended_on_sigterm() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C while tuning, so every started server's process group is ended on the way out."""
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -280,7 +267,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
     notes: list[str] = []
     budget = None if config.full_grid else default_budget(config.grid)
     failed = 0
-    with _ended_on_sigterm():
+    with ended_on_signals():
         try:
             for level in config.levels:
                 measured = comparisons.setdefault(level, {})

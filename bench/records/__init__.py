@@ -45,6 +45,7 @@ from bench.records._layout import (
     default_run_file,
     folder_rate,
     has_journal,
+    is_comparison_folder,
     is_rate_sweep_layout,
     is_sweep_folder,
     journal_path,
@@ -82,6 +83,7 @@ from bench.records._meta import (
     start_state,
 )
 from bench.records._names import MAX_LABEL_LENGTH, file_label
+from bench.records._pairs import PairsRecord, is_pairs_folder, read_pairs_file, write_pairs_file
 from bench.records._results import (
     SampleResult,
     decode_margins,
@@ -151,6 +153,7 @@ __all__ = [
     "Machine",
     "MachineInfo",
     "Mismatch",
+    "PairsRecord",
     "PointRow",
     "PointTable",
     "RecordedSettings",
@@ -184,6 +187,8 @@ __all__ = [
     "finite",
     "folder_rate",
     "has_journal",
+    "is_comparison_folder",
+    "is_pairs_folder",
     "is_rate_sweep_layout",
     "is_sweep_folder",
     "journal_path",
@@ -208,6 +213,7 @@ __all__ = [
     "rate_folder",
     "rate_sweep_files",
     "read_journal",
+    "read_pairs_file",
     "reference_json",
     "report_file",
     "result_from_dict",
@@ -231,6 +237,7 @@ __all__ = [
     "valid_text",
     "valid_texts",
     "workload_folders",
+    "write_pairs_file",
     "write_points",
     "write_text_file",
 ]
