@@ -93,8 +93,8 @@ def _read_table(table: Mapping[str, Any], options: dict[str, argparse.Action], w
         if key == "name" and pair:
             continue
         if key == "api_key":
-            raise BenchError(f"{where}key 'api_key': never put a key in the file; name its environment variable "
-                             "with api_key_env")
+            raise BenchError(f"{where}the file may not hold a key (found 'api_key' there); name the environment "
+                             "variable that holds it with api_key_env")
         if key == KEY_ENV:
             if not isinstance(value, str) or not value:
                 raise BenchError(f"{where}key {KEY_ENV!r}: expected the name of an environment variable")

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
-from bench._redact import redact_url
+from bench._redact import redact, redact_url
 from bench.analysis import Comparison
 from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.pipeline._job import ComparisonJob, ServerSide
@@ -133,7 +133,9 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
 
     job, settings = config.job, config.job.settings
     tags = {"mode": mode}
-    if server is not None and not isinstance(server, CommandServer):  # an embedded server describes itself
+    if isinstance(server, CommandServer):  # identified by its command (the port is new on every start)
+        tags.update(server="command", command=redact(" ".join(server.template.split())))
+    elif server is not None:  # an embedded server describes itself
         tags.update(server_tags(server))
     workers, why = choose_workers(job.workers, concurrency=settings.concurrency, request_rate=settings.request_rate,
                                   open_loop=settings.request_rate is not None,

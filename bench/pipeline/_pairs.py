@@ -23,6 +23,7 @@ from bench.records import (
     new_results_folder,
     read_pairs_file,
     run_file,
+    runs_complete,
     write_pairs_file,
 )
 from bench.runner import Progress, left_workers
@@ -49,9 +50,8 @@ class PairsConfig:
 
 
 def _finished(folder: Path) -> bool:
-    """Whether a pair's folder holds a finished comparison (both run files, no journal or worker files left)."""
-    return (is_comparison_folder(folder) and not has_journal(folder)
-            and not any(left_workers(run_file(folder, arm)) for arm in (BASELINE, SPECULATIVE)))
+    """Whether a pair's folder holds a finished comparison (both run files with every sample in)."""
+    return runs_complete(folder, (BASELINE, SPECULATIVE))
 
 
 def _interrupted(folder: Path) -> bool:

@@ -158,7 +158,7 @@ def latest_results_folder(results_dir: str | os.PathLike[str]) -> Path | None:
         path for path in Path(results_dir).glob("*")
         if path.is_dir() and path.name != SAMPLE_FOLDER
         and (is_comparison_folder(path) or workload_folders(path) or is_sweep_folder(path)
-             or is_rate_sweep_layout(path))
+             or is_rate_sweep_layout(path) or (path / PAIRS_FILE).is_file())
     )
     return folders[-1] if folders else None
 

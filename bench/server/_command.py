@@ -83,6 +83,7 @@ class CommandServer:
         if api_key is not None:
             values["api_key"] = api_key
             register_secrets([api_key])
+        self.template = template
         self.argv = fill_command(template, port=self.port, **values)
         register_secrets(command_secrets(self.argv))
         self.api_key = api_key
