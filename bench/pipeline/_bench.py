@@ -16,10 +16,10 @@ from bench._errors import BenchError
 from bench._redact import redact, redact_url
 from bench.analysis import Comparison
 from bench.pipeline._artefacts import write_comparison, write_traffic
-from bench.pipeline._job import ComparisonJob, ServerSide
+from bench.pipeline._job import ComparisonJob, ServerSide, settings_prompts
 from bench.pipeline._rounds import Rounds
 from bench.pipeline._servers import check_command, command_server, ended_on_signals
-from bench.prompts import PromptSet, load_prompts
+from bench.prompts import PromptSet
 from bench.records import (
     BASELINE,
     FRESH,
@@ -40,7 +40,6 @@ from bench.runner import (
     Progress,
     RunConfig,
     RunOptions,
-    RunSettings,
     choose_workers,
     left_workers,
     normalize_base_url,
@@ -145,14 +144,6 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
                                    workers_auto=why)
 
 
-def _prompts(settings: RunSettings, **changes: Any) -> PromptSet:
-    """The prompt set the run settings name (with `changes`: another limit, say)."""
-    values = {"bench": settings.bench, "category": settings.category, "limit": settings.limit, **changes}
-    if settings.revision is not None:
-        values["revision"] = settings.revision
-    return load_prompts(settings.dataset, **values)
-
-
 def _report_death(side: str, server: EngineServer | None, out: Callable[[str], Any]) -> bool:
     """Whether the side's embedded server died; if so print its last log lines."""
     died = server is not None and not server.is_running()
@@ -226,14 +217,14 @@ def _until_decided(
     job = config.job
     sides = job.sides()
     limit = job.settings.limit or 1
-    everything = _prompts(job.settings)
+    everything = settings_prompts(job.settings)
     state = Rounds()
     with contextlib.ExitStack() as stack:
         endpoints = {side: stack.enter_context(_endpoint(side, server_side, mode, job, folder, out))
                      for side, server_side, mode in sides}
 
         def run_round(k: int) -> tuple[Run, Run]:
-            prompts = _prompts(job.settings, limit=k)
+            prompts = settings_prompts(job.settings, limit=k)
             fresh = dataclasses.replace(prompts, samples=tuple(
                 sample for sample in prompts.samples if sample.id not in state.seen(BASELINE)))
             rounds = round_folder(folder, k)
@@ -350,7 +341,7 @@ def check_pipeline(config: PipelineConfig) -> None:
     """Every option, prompt set and embedded model checked and every given URL probed, before anything starts."""
     validate(config)
     for bench in workloads(config):
-        _prompts(config.job.settings, bench=bench)
+        settings_prompts(config.job.settings, bench=bench)
     check_servers(config)
     probe_urls(config)
 
@@ -405,7 +396,7 @@ def _run_workload(
     """One workload: both runs (interleaved by default), the comparison, statistics, lossless check and plots
     in its folder; (exit code, comparison or None when stopped)."""
     job = config.job
-    prompts = _prompts(job.settings)
+    prompts = settings_prompts(job.settings)
     if folder is None:
         folder = _results_folder(config)
     folder.mkdir(parents=True, exist_ok=True)

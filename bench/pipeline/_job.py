@@ -8,6 +8,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
 from bench._errors import BenchError
+from bench.prompts import PromptSet, load_prompts
 from bench.runner import RUN_SETTING_NAMES, RunSettings
 
 EMBEDDED_ENGINES = ("llamacpp", "vllm")
@@ -109,3 +110,11 @@ def job_field_names() -> set[str]:
     return (set(RUN_SETTING_NAMES) | own | {"base_url", "base_cmd", "spec_url", "spec_cmd", "server_model", "spec",
                                             "draft", "threads", "draft_max", "ready_timeout"})
 
+
+
+def settings_prompts(settings: RunSettings, **changes: Any) -> PromptSet:
+    """The prompt set the run settings name: dataset, revision, prompt set, categories, limit (`changes` win)."""
+    values = {"bench": settings.bench, "category": settings.category, "limit": settings.limit, **changes}
+    if settings.revision is not None:
+        values.setdefault("revision", settings.revision)
+    return load_prompts(settings.dataset, **values)
