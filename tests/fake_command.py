@@ -13,7 +13,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakeserver import FakeServer, FakeState  # noqa: E402
+from tests.fakeserver import FakeServer, FakeState
 
 
 class KeyedFakeServer(FakeServer):

@@ -52,7 +52,7 @@ PAIR = 'name = "a"\nbase_url = "http://127.0.0.1:1"\nspec_url = "http://127.0.0.
     ("", 'name = "a"\nbase_url = "http://127.0.0.1:1"', "pair 'a': key 'spec_url' or 'spec_cmd'"),
     ("", PAIR + '\nresults_dir = "x"', "pair 'a': key 'results_dir': is the whole file's"),
     ("", 'name = "../up"\nbase_url = "u"\nspec_url = "v"', "pair 1: key 'name'"),
-    ('api_key_env = "SPEEDBENCH_SURELY_UNSET_9"\n', PAIR, "environment variable 'SPEEDBENCH_SURELY_UNSET_9' is not set"),
+    ('api_key_env = "SPEEDBENCH_UNSET_9"\n', PAIR, "environment variable 'SPEEDBENCH_UNSET_9' is not set"),
     ("", PAIR + '\nbase_cmd = "srv --port {port}"', "keys 'base_url' and 'base_cmd'"),
     ("", PAIR + "\nosl = 0", "pair 'a': --osl must be >= 1"),
 ])
@@ -153,3 +153,15 @@ def test_two_pairs_from_commands_with_a_key_one_report_resumable(tmp_path: Path,
     (folder / "report.md").unlink()
     assert main(["report", "--latest", str(tmp_path / "results")]) == 0
     assert _tables((folder / "report.md").read_text(encoding="utf-8")) == tables
+
+
+def test_the_example_file_reads_as_three_dspark_pairs_on_speed_bench(monkeypatch) -> None:
+    monkeypatch.setenv("LLAMA_API_KEY", KEY)
+    pairs = read_pairs(parse(["--config", str(ROOT / "examples" / "dspark-three-pairs.toml")]), pipeline_config,
+                       add_arguments)
+    assert len(pairs.pairs) == 3 and pairs.label == "dspark-three-pairs"
+    for pair in pairs.pairs:
+        job = pair.config.job
+        assert (job.settings.dataset, job.settings.osl, job.settings.api_key) == ("speed-bench", 4096, KEY)
+        assert job.base.command and "--spec-type draft-dspark" in job.spec.command
+        assert "{port}" in job.spec.command and "{api_key}" in job.spec.command
