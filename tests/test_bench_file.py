@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser, main
-from bench.commands._bench import add_arguments, pipeline_config
-from bench.commands._bench_file import read_pairs
+from bench.commands import COMMANDS, read_pairs
 from bench.records import load_run, read_pairs_file
 
 ROOT = Path(__file__).resolve().parents[1]
+add_arguments, pipeline_config = COMMANDS["bench"].add_arguments, COMMANDS["bench"].pipeline_config
 KEY = "pairs-secret-5f0c2a91"
 ENV = "SPEEDBENCH_TEST_PAIRS_KEY"
 

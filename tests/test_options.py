@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 
 from bench.cli import build_parser
-from bench.commands._options import add_run_settings_options, given_options, run_settings, track_given_options
+from bench.commands import add_run_settings_options, given_options, run_settings, track_given_options
 from bench.records import setting
 from bench.runner import RUN_SETTING_NAMES, RunConfig, RunSettings
 

@@ -4,7 +4,7 @@ runs several pairs, one report."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bench._constants import DEFAULT_THRESHOLD
@@ -76,23 +76,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     track_given_options(parser)
 
 
-def pipeline_config(values: Mapping[str, Any]) -> PipelineConfig:
+def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
     """The pipeline of `bench`'s option values (parsed, or a config file's pair merged with the command line)."""
     from bench._errors import BenchError
     from bench.pipeline import PipelineConfig
 
-    if values.get("trace"):
+    if args.trace:
         raise BenchError("bench --trace is not supported: use --request-rate (run replays traces)")
-    if values.get("slo"):
+    if args.slo:
         from bench.analysis import parse_slo
 
-        parse_slo(values["slo"])  # a malformed --slo fails before a server starts
-    settings = run_settings(argparse.Namespace(**values))
+        parse_slo(args.slo)  # a malformed --slo fails before a server starts
+    settings = run_settings(args)
     own = ("base_url", "base_cmd", "spec_url", "spec_cmd", "server_model", "spec", "draft", "threads", "draft_max",
            "ready_timeout", "results_dir", "label", "resume", "threshold", "order_seed", "workers", "block_size",
            "slo", "until_decided")
-    return PipelineConfig.build(interleave=not values["sequential"], title=values.get("title"),
-                                **settings.values(), **{key: values[key] for key in own})
+    return PipelineConfig.build(interleave=not args.sequential, title=args.title,
+                                **settings.values(), **{key: getattr(args, key) for key in own})
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -105,4 +105,4 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
         return run_pairs(pairs, out=out, progress=progress_display(args.quiet))
     from bench.pipeline import run_pipeline
 
-    return run_pipeline(pipeline_config(vars(args)), out=out, progress=progress_display(args.quiet))
+    return run_pipeline(pipeline_config(args), out=out, progress=progress_display(args.quiet))

@@ -9,14 +9,16 @@ command line override the file. Every fault is one line naming the key and the p
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from bench._errors import BenchError
+from bench._types import JsonObject
 from bench.commands._common import json_object
 from bench.commands._options import given_options
 
@@ -28,6 +30,11 @@ NOT_IN_FILE = frozenset({"help", "config", "resume", "quiet", "given_options", "
 FILE_ONLY = ("results_dir", "label", "title")
 """Keys of the whole file that a pair cannot override."""
 KEY_ENV = "api_key_env"
+TomlValue: TypeAlias = "str | int | float | bool | list[TomlValue] | TomlTable | dt.date | dt.time | dt.datetime"
+"""A value `tomllib` reads."""
+TomlTable: TypeAlias = "dict[str, TomlValue]"
+OptionValue: TypeAlias = "str | int | float | bool | JsonObject | list[tuple[str, str]] | None"
+"""An option's value as its own parsing gives it: text, a number, a flag, a JSON object, header pairs."""
 PAIR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A pair's name: its results folder's name, so letters, digits, `.`, `_` and `-` only."""
 
@@ -58,7 +65,7 @@ def _kind(action: argparse.Action) -> str:
     return "a number or a string"
 
 
-def _converted(action: argparse.Action, value: Any) -> Any:
+def _converted(action: argparse.Action, value: TomlValue) -> OptionValue:
     """A file's value as the option's own parsing gives it; ValueError (its message) when it cannot be."""
     if _is_flag(action):
         if not isinstance(value, bool):
@@ -83,10 +90,10 @@ def _converted(action: argparse.Action, value: Any) -> Any:
     return result
 
 
-def _read_table(table: Mapping[str, Any], options: dict[str, argparse.Action], where: str,
-                *, pair: bool) -> dict[str, Any]:
+def _read_table(table: TomlTable, options: dict[str, argparse.Action], where: str,
+                *, pair: bool) -> dict[str, OptionValue]:
     """A table's keys checked and converted (`where` prefixes every fault)."""
-    values: dict[str, Any] = {}
+    values: dict[str, OptionValue] = {}
     for key, value in table.items():
         if key == "pair" and not pair:
             continue
@@ -112,7 +119,7 @@ def _read_table(table: Mapping[str, Any], options: dict[str, argparse.Action], w
     return values
 
 
-def read_pairs(args: argparse.Namespace, build: Callable[[Mapping[str, Any]], PipelineConfig],
+def read_pairs(args: argparse.Namespace, build: Callable[[argparse.Namespace], PipelineConfig],
                add_arguments: Callable[[argparse.ArgumentParser], None]) -> PairsConfig:
     """The pairs of `args.config`, each a pipeline built by `build` from the file's keys, its pair's and the
     command line's given options (in that order of strength); `add_arguments` declares the keys (bench's options)."""
@@ -156,7 +163,7 @@ def read_pairs(args: argparse.Namespace, build: Callable[[Mapping[str, Any]], Pi
             if key_env not in os.environ:
                 raise BenchError(f"{where}key {KEY_ENV!r}: the environment variable {key_env!r} is not set")
             merged["api_key"] = os.environ[key_env]
-        values = {**vars(args), **merged, **command_line, "resume": None}
+        values = argparse.Namespace(**{**vars(args), **merged, **command_line, "resume": None})
         try:
             pairs.append(Pair(name, build(values)))
         except BenchError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from bench.analysis import Comparison
 from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.pipeline._job import ComparisonJob, ServerSide, settings_prompts
 from bench.pipeline._rounds import Rounds
-from bench.pipeline._servers import check_command, command_server, ended_on_signals
+from bench.pipeline._servers import check_command, check_embedded, command_values, ended_on_signals, side_endpoint
 from bench.prompts import PromptSet
 from bench.records import (
     BASELINE,
@@ -48,7 +48,7 @@ from bench.runner import (
 )
 
 if TYPE_CHECKING:
-    from bench.server import EngineServer, ServerRequest
+    from bench.server import EngineServer
 
 
 @dataclass(frozen=True)
@@ -68,62 +68,6 @@ class PipelineConfig:
     def build(cls, *, interleave: bool = True, title: str | None = None, **values: Any) -> PipelineConfig:
         """A pipeline from flat names (`ComparisonJob.build`'s)."""
         return cls(ComparisonJob.build(**values), interleave, title)
-
-
-def _server_request(mode: str, job: ComparisonJob) -> ServerRequest:
-    """What a comparison asks of the embedded server for `mode`."""
-    from bench.server import ServerRequest
-
-    return ServerRequest(engine=job.embedded_engine, mode=mode, model=job.server.model, draft=job.server.draft,
-                         threads=job.server.threads, slots=job.slots, ctx_per_slot=8192,
-                         draft_max=job.server.draft_max if mode != "baseline" else None)
-
-
-def _command_values(job: ComparisonJob, mode: str) -> dict[str, Any]:
-    """The placeholders a side's command gets: `{concurrency}` always, `{draft_max}` where given (speculative)."""
-    values: dict[str, Any] = {"concurrency": job.slots}
-    if job.server.draft_max is not None and mode != "baseline":
-        values["draft_max"] = job.server.draft_max
-    return values
-
-
-@contextlib.contextmanager
-def _endpoint(side: str, server_side: ServerSide, mode: str, job: ComparisonJob, folder: Path,
-              out: Callable[[str], Any]) -> Iterator[tuple[str, Any]]:
-    """Yield (url, server or None): the given URL, the user's command started fresh, or an embedded server."""
-    if server_side.url:
-        yield server_side.url, None
-        return
-    if server_side.command:
-        with command_server(server_side.command, side, folder, ready_timeout=job.server.ready_timeout,
-                            api_key=job.settings.api_key, out=out, **_command_values(job, mode)) as server:
-            yield server.url, server
-        return
-    from bench.server import ServerError, engine_display_name, make_server
-
-    try:
-        server = make_server(_server_request(mode, job))
-        out(f"speedbench: starting embedded {engine_display_name(job.embedded_engine)} server ({mode})\n")
-        server.start()
-    except (ServerError, ValueError) as exc:
-        raise BenchError(str(exc)) from None
-    try:
-        yield server.url, server
-    finally:
-        server.stop()
-
-
-def check_servers(config: PipelineConfig) -> None:
-    """Validate modes and model files of the servers to embed, before anything runs."""
-    from bench.server import ServerError, make_server
-
-    for _, side, mode in config.job.sides():
-        if not side.embedded:
-            continue
-        try:
-            make_server(_server_request(mode, config.job)).check_models()
-        except (ServerError, ValueError) as exc:
-            raise BenchError(str(exc)) from None
 
 
 def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: Any) -> RunConfig:
@@ -164,7 +108,7 @@ def _one_side(
 ) -> tuple[Run, bool, bool]:
     """Run one side alone (sequential mode); return (run, interrupted, server died)."""
     output = run_file(folder, side)
-    with _endpoint(side, server_side, mode, config.job, folder, out) as (endpoint, server):
+    with side_endpoint(side, server_side, mode, config.job, folder, out) as (endpoint, server):
         run_config = _run_config(side, endpoint, mode, config, server)
         runs, interrupted = run_arms(prompts, [Arm(side, run_config, output,
                                                    server_state="restart" if server is not None else None)],
@@ -183,7 +127,7 @@ def _both_sides(
     with contextlib.ExitStack() as stack:
         arms, servers = [], {}
         for side, server_side, mode in sides:
-            endpoint, server = stack.enter_context(_endpoint(side, server_side, mode, job, folder, out))
+            endpoint, server = stack.enter_context(side_endpoint(side, server_side, mode, job, folder, out))
             servers[side] = server
             # a started server is fresh for this comparison: its drafter and prompt cache hold nothing earlier
             arms.append(Arm(side, _run_config(side, endpoint, mode, config, server), run_file(folder, side),
@@ -220,7 +164,7 @@ def _until_decided(
     everything = settings_prompts(job.settings)
     state = Rounds()
     with contextlib.ExitStack() as stack:
-        endpoints = {side: stack.enter_context(_endpoint(side, server_side, mode, job, folder, out))
+        endpoints = {side: stack.enter_context(side_endpoint(side, server_side, mode, job, folder, out))
                      for side, server_side, mode in sides}
 
         def run_round(k: int) -> tuple[Run, Run]:
@@ -307,10 +251,8 @@ def validate(config: PipelineConfig) -> None:
     for name, side, mode in job.sides():
         if side.command is not None:
             flag = "--base-cmd" if name == BASELINE else "--spec-cmd"
-            values = _command_values(job, mode)
-            if job.settings.api_key is not None:
-                values["api_key"] = job.settings.api_key
-            check_command(side.command, flag, **values)
+            key = {"api_key": job.settings.api_key} if job.settings.api_key is not None else {}
+            check_command(side.command, flag, **command_values(job, mode), **key)
     if job.resume is not None:
         _results_folder(config)  # a folder with no interrupted comparison is refused here, before anything runs
     for bench in workloads(config):
@@ -342,7 +284,7 @@ def check_pipeline(config: PipelineConfig) -> None:
     validate(config)
     for bench in workloads(config):
         settings_prompts(config.job.settings, bench=bench)
-    check_servers(config)
+    check_embedded(config.job)
     probe_urls(config)
 
 

@@ -8,9 +8,13 @@ import contextlib
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench._errors import BenchError
+from bench.pipeline._job import ComparisonJob, ServerSide
+
+if TYPE_CHECKING:
+    from bench.server import ServerRequest
 
 LOG_NAMES = {"baseline": "baseline.log", "speculative": "spec.log"}
 """The file that keeps a command's output, per side."""
@@ -59,3 +63,59 @@ def command_server(template: str, side: str, where: Path, *, ready_timeout: floa
         yield server
     finally:
         server.stop()
+
+
+def _server_request(mode: str, job: ComparisonJob) -> ServerRequest:
+    """What a comparison asks of the embedded server for `mode`."""
+    from bench.server import ServerRequest
+
+    return ServerRequest(engine=job.embedded_engine, mode=mode, model=job.server.model, draft=job.server.draft,
+                         threads=job.server.threads, slots=job.slots, ctx_per_slot=8192,
+                         draft_max=job.server.draft_max if mode != "baseline" else None)
+
+
+def command_values(job: ComparisonJob, mode: str) -> dict[str, int]:
+    """The placeholders a side's command gets: `{concurrency}` always, `{draft_max}` where given (speculative)."""
+    values = {"concurrency": job.slots}
+    if job.server.draft_max is not None and mode != "baseline":
+        values["draft_max"] = job.server.draft_max
+    return values
+
+
+@contextlib.contextmanager
+def side_endpoint(side: str, server_side: ServerSide, mode: str, job: ComparisonJob, folder: Path,
+              out: Callable[[str], Any]) -> Iterator[tuple[str, Any]]:
+    """Yield (url, server or None): the given URL, the user's command started fresh, or an embedded server."""
+    if server_side.url:
+        yield server_side.url, None
+        return
+    if server_side.command:
+        with command_server(server_side.command, side, folder, ready_timeout=job.server.ready_timeout,
+                            api_key=job.settings.api_key, out=out, **command_values(job, mode)) as server:
+            yield server.url, server
+        return
+    from bench.server import ServerError, engine_display_name, make_server
+
+    try:
+        server = make_server(_server_request(mode, job))
+        out(f"speedbench: starting embedded {engine_display_name(job.embedded_engine)} server ({mode})\n")
+        server.start()
+    except (ServerError, ValueError) as exc:
+        raise BenchError(str(exc)) from None
+    try:
+        yield server.url, server
+    finally:
+        server.stop()
+
+
+def check_embedded(job: ComparisonJob) -> None:
+    """Validate modes and model files of the servers to embed, before anything runs."""
+    from bench.server import ServerError, make_server
+
+    for _, side, mode in job.sides():
+        if not side.embedded:
+            continue
+        try:
+            make_server(_server_request(mode, job)).check_models()
+        except (ServerError, ValueError) as exc:
+            raise BenchError(str(exc)) from None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Self
 
 from bench._types import JsonMapping, JsonValue
-from bench.records import default
+from bench.records import SettingValue, default
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,13 @@ class RunSettings:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any], **fixed: Any) -> RunSettings:
+    def from_values(cls, values: Mapping[str, SettingValue], **fixed: SettingValue) -> Self:
         """Settings from named values (parsed options, a config file's keys): each one's value where given, then
         `fixed`; names that are no setting are ignored."""
         known = {item.name for item in fields(cls)} - set(fixed)
         return cls(**{key: value for key, value in values.items() if key in known}, **fixed)
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, SettingValue]:
         """The settings by name (to build a `RunConfig` or a changed copy)."""
         return {item.name: getattr(self, item.name) for item in fields(RunSettings)}
 
