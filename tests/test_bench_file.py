@@ -165,3 +165,28 @@ def test_the_example_file_reads_as_three_dspark_pairs_on_speed_bench(monkeypatch
         assert (job.settings.dataset, job.settings.osl, job.settings.api_key) == ("speed-bench", 4096, KEY)
         assert job.base.command and "--spec-type draft-dspark" in job.spec.command
         assert "{port}" in job.spec.command and "{api_key}" in job.spec.command
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_server_command_that_never_answers_is_one_line_and_exit_2_leaving_no_process(tmp_path: Path,
+                                                                                        capsys) -> None:
+    marker = f"never-ready-{tmp_path.name}"
+    silent = shlex.join([sys.executable, "-c", "import time; time.sleep(60)", marker]) + " {port}"
+    code = main(["bench", "--base-cmd", silent, "--spec-cmd", silent, "--ready-timeout", "1", "--limit", "1",
+                 "--category", "qa", "--results-dir", str(tmp_path / "results"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "the baseline server: server command did not answer" in err
+    assert _processes_with(marker) == []
+    assert list((tmp_path / "results").rglob("baseline.log"))

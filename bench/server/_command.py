@@ -45,14 +45,24 @@ def _signal_group(group: int, sig: int) -> None:
         _LIVE.discard(group)
 
 
-def _end_with_parent() -> None:
-    """In the child before exec: the kernel sends it SIGTERM when speedbench dies (Linux; elsewhere nothing)."""
+def _prctl() -> Any:
+    """libc's prctl, looked up before any fork (None where there is none)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+_PRCTL = _prctl()
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent() -> None:
+    """In the child before exec: the kernel sends it SIGTERM when speedbench dies (Linux; elsewhere nothing)."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
