@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ready-timeout", type=float, default=120.0,
                         help="seconds a command's server has to answer /health or /v1/models")
     parser.add_argument("--until-decided", action="store_true",
-                        help="each configuration samples rounds until its overall verdict is decided (needs --limit)")
+                        help="each configuration samples rounds until its overall verdict is decided (at most --limit)")
     parser.add_argument("--full-grid", action="store_true",
                         help="measure every draft length (default: the model-guided budget where the model holds)")
     parser.add_argument("--tie-margin", type=float, default=DEFAULT_THRESHOLD,

@@ -16,7 +16,7 @@ from bench._errors import BenchError
 from bench._redact import redact, redact_url
 from bench.analysis import Comparison
 from bench.pipeline._artefacts import write_comparison, write_traffic
-from bench.pipeline._job import ComparisonJob, ServerSide, settings_prompts
+from bench.pipeline._job import ComparisonJob, ServerSide, most_rounds, settings_prompts
 from bench.pipeline._rounds import Rounds
 from bench.pipeline._servers import check_command, check_embedded, command_values, ended_on_signals, side_endpoint
 from bench.prompts import PromptSet
@@ -160,8 +160,8 @@ def _until_decided(
 
     job = config.job
     sides = job.sides()
-    limit = job.settings.limit or 1
     everything = settings_prompts(job.settings)
+    limit = most_rounds(job.settings, everything)
     state = Rounds()
     with contextlib.ExitStack() as stack:
         endpoints = {side: stack.enter_context(side_endpoint(side, server_side, mode, job, folder, out))
@@ -246,8 +246,6 @@ def validate(config: PipelineConfig) -> None:
         raise BenchError("--resume continues one workload's folder: give its --bench and that folder")
     if job.until_decided and (job.resume is not None or not config.interleave):
         raise BenchError("--until-decided runs interleaved rounds in a new folder: drop --resume and --sequential")
-    if job.until_decided and job.settings.limit is None:
-        raise BenchError("--until-decided needs --limit: the most rounds it may run")
     for name, side, mode in job.sides():
         if side.command is not None:
             flag = "--base-cmd" if name == BASELINE else "--spec-cmd"

@@ -118,3 +118,14 @@ def settings_prompts(settings: RunSettings, **changes: Any) -> PromptSet:
     if settings.revision is not None:
         values.setdefault("revision", settings.revision)
     return load_prompts(settings.dataset, **values)
+
+
+def most_rounds(settings: RunSettings, prompts: PromptSet) -> int:
+    """How many rounds of one sample per category sampling until decided may run: `--limit`, else the largest
+    category's sample count."""
+    if settings.limit is not None:
+        return settings.limit
+    sizes: dict[str, int] = {}
+    for sample in prompts.samples:
+        sizes[sample.category] = sizes.get(sample.category, 0) + 1
+    return max(sizes.values(), default=1)

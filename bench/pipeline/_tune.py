@@ -30,7 +30,7 @@ from bench.analysis import (
     scope_prediction,
     summarize_tune,
 )
-from bench.pipeline._job import ComparisonJob, settings_prompts
+from bench.pipeline._job import ComparisonJob, most_rounds, settings_prompts
 from bench.pipeline._rounds import Rounds
 from bench.pipeline._servers import LOG_NAMES, ended_on_signals
 from bench.records import (
@@ -178,8 +178,8 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dic
     """Rounds of one sample per category (each round's files under `rounds/k/`) until the overall verdict against
     the baseline is decided or `limit` rounds ran; both run files carry the sequential record."""
     job = config.job
-    limit = job.settings.limit or 1
     everything = settings_prompts(job.settings)
+    limit = most_rounds(job.settings, everything)
     state = Rounds()
 
     def run_round(k: int) -> tuple[Run, Run]:
@@ -248,8 +248,6 @@ def validate(config: TuneConfig) -> None:
             raise BenchError(str(exc)) from None
     if not 0 < config.tie_margin < 1 or not 0 < job.threshold < 1:
         raise BenchError("--tie-margin and --threshold must be between 0 and 1")
-    if job.until_decided and job.settings.limit is None:
-        raise BenchError("--until-decided needs --limit: the most rounds it may run")
     if spec_cmd is None:
         from bench.server import speculative_modes
 
