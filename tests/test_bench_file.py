@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +193,27 @@ def test_a_server_command_that_never_answers_is_one_line_and_exit_2_leaving_no_p
     assert "the baseline server: server command did not answer" in err
     assert _processes_with(marker) == []
     assert list((tmp_path / "results").rglob("baseline.log"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_bench_ends_both_command_servers(tmp_path: Path, sig: int) -> None:
+    marker = f"sig-{sig}-{tmp_path.name}"
+    slow = fake_command("--delay", "0.5")
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "bench", "bench", "--base-cmd", slow, "--spec-cmd", slow, "--api-key", marker,
+         "--category", "qa", "--limit", "5", "--osl", "8", "--results-dir", str(tmp_path / "results"), "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if "interleaving" in line:
+            break
+    assert len(_processes_with(marker)) >= 3, seen  # speedbench and its two servers
+    process.send_signal(sig)
+    rest, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, "".join(seen) + rest
+    assert "interrupted" in rest
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(marker) == []

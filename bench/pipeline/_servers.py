@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,9 @@ def ended_on_signals() -> Iterator[None]:
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
