@@ -326,7 +326,7 @@ def run_comparison(config: PipelineConfig, *, out: Callable[[str], Any], progres
     if comparisons:
         from bench.render import write_report
 
-        out(f"speedbench: wrote {write_report(comparisons, top)}\n")
+        out(f"speedbench: wrote {write_report(comparisons, top, title=config.title)}\n")
     return code, comparisons
 
 
