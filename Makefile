@@ -115,7 +115,7 @@ test-llama-server: $(STAMP)
 bench: $(STAMP) $(if $(filter vllm,$(ENGINE)),$(VLLM_STAMP))
 	$(BIN)/speedbench bench --engine $(ENGINE) --limit $(LIMIT) --osl $(OSL) --spec $(SPEC) --threads $(THREADS) \
 		--category $(CATEGORY) --bench $(BENCH) $(if $(DECIDE),--until-decided) \
-		$(if $(MODEL),--model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
+		$(if $(MODEL),--server-model $(MODEL)) $(if $(DRAFT),--draft $(DRAFT)) \
 		$(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(SPEC_URL),--spec-url $(SPEC_URL)) $(if $(STREAM),--stream) \
 		$(if $(VERBOSE),--verbose)
 
@@ -125,7 +125,7 @@ SWEEP_SPEC   ?= ngram-mod:draft_max=8,ngram-mod:draft_max=16
 SWEEP_OSL    ?= 64
 sweep: $(STAMP)
 	$(BIN)/speedbench sweep --concurrency $(SWEEP_LEVELS) --spec $(SWEEP_SPEC) --limit 5 --osl $(SWEEP_OSL) \
-		--category coding,qa,math,summarization --threads $(THREADS) $(if $(MODEL),--model $(MODEL))
+		--category coding,qa,math,summarization --threads $(THREADS) $(if $(MODEL),--server-model $(MODEL))
 
 # The newest results folder's report: a `make bench` comparison or a `make sweep`, whichever ran last.
 report: $(STAMP)

@@ -94,7 +94,7 @@ def bench_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base.start()
     spec.start()
     try:
-        code = run_pipeline(PipelineConfig(limit=5, osl=4, base_url=base.url, spec_url=spec.url,
+        code = run_pipeline(PipelineConfig.build(limit=5, osl=4, base_url=base.url, spec_url=spec.url,
                                            results_dir=str(results), bench="qualitative,throughput_1k"),
                             out=lambda _: None, progress=SilentProgress())
     finally:

@@ -728,7 +728,7 @@ def test_a_full_endpoint_url_is_normalised(given: str) -> None:
 
 def test_bench_resume_continues_an_interrupted_comparison(tmp_path: Path) -> None:
     with _fake() as base, _fake(FakeState(drafting=True)) as spec:
-        config = PipelineConfig(limit=2, osl=8, base_url=base.url, spec_url=spec.url,
+        config = PipelineConfig.build(limit=2, osl=8, base_url=base.url, spec_url=spec.url,
                                 results_dir=str(tmp_path), label="ab")
         assert run_pipeline(config, out=lambda text: None, progress=SilentProgress()) == 0
         (folder,) = tmp_path.iterdir()
@@ -740,7 +740,7 @@ def test_bench_resume_continues_an_interrupted_comparison(tmp_path: Path) -> Non
         (folder / "speculative.json").unlink()
         (folder / "comparison.txt").unlink()
         sent_base, sent_spec = len(base.state.requests), len(spec.state.requests)
-        resumed = PipelineConfig(limit=2, osl=8, base_url=base.url, spec_url=spec.url,
+        resumed = PipelineConfig.build(limit=2, osl=8, base_url=base.url, spec_url=spec.url,
                                  results_dir=str(tmp_path), label="ab", resume=str(folder))
         assert run_pipeline(resumed, out=lambda text: None, progress=SilentProgress()) == 0
         assert len(base.state.requests) == sent_base  # the finished baseline sent nothing again
@@ -1270,7 +1270,7 @@ def test_a_label_never_writes_outside_the_results_folder(
                              "8", "--label", "x/../../../../LABELPWN", "--quiet")
         assert code == 0, err
         with _fake(FakeState(drafting=True)) as spec:
-            config = PipelineConfig(limit=1, osl=8, base_url=server.url, spec_url=spec.url,
+            config = PipelineConfig.build(limit=1, osl=8, base_url=server.url, spec_url=spec.url,
                                     results_dir=str(work / "results"), label="y/../../../../X")
             assert run_pipeline(config, out=lambda text: None, progress=SilentProgress()) == 0
     written = [path for path in tmp_path.rglob("*") if path.is_file() and "prompts.jsonl" not in path.name]

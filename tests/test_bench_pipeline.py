@@ -67,7 +67,7 @@ def test_an_unreachable_server_is_one_line_naming_its_url_and_the_cause(tmp_path
 def test_two_workloads_run_in_turn_and_end_with_one_decision_over_both(tmp_path: Path) -> None:
     lines: list[str] = []
     with _serving(FakeState()) as base, _serving(FakeState(drafting=True)) as spec:
-        code = run_pipeline(PipelineConfig(limit=1, osl=4, base_url=base.url, spec_url=spec.url,
+        code = run_pipeline(PipelineConfig.build(limit=1, osl=4, base_url=base.url, spec_url=spec.url,
                                            results_dir=str(tmp_path), bench="qualitative,throughput_1k"),
                             out=lines.append, progress=SilentProgress())
     printed = "".join(lines)
@@ -91,7 +91,7 @@ def test_an_external_server_that_was_not_fresh_is_named_with_how_to_start_a_fres
     lines: list[str] = []
     warm = FakeState(drafting=True, drafts=40, draft_tokens=160, accepted=90)  # a drafter that served before
     with _serving(FakeState()) as base, _serving(warm) as spec:
-        code = run_pipeline(PipelineConfig(limit=1, osl=4, base_url=base.url, spec_url=spec.url, category="qa",
+        code = run_pipeline(PipelineConfig.build(limit=1, osl=4, base_url=base.url, spec_url=spec.url, category="qa",
                                            results_dir=str(tmp_path)), out=lines.append, progress=SilentProgress())
     printed = "".join(lines)
     assert code == 0, printed

@@ -19,8 +19,8 @@ def _bench(tmp_path: Path, *, verbose: bool) -> str:
     base.start()
     spec.start()
     try:
-        code = run_pipeline(PipelineConfig(limit=2, osl=4, base_url=base.url, spec_url=spec.url,
-                                           results_dir=str(tmp_path), bench="grounded,qualitative"),
+        code = run_pipeline(PipelineConfig.build(limit=2, osl=4, base_url=base.url, spec_url=spec.url,
+                                                 results_dir=str(tmp_path), bench="grounded,qualitative"),
                             out=lines.append, progress=SilentProgress(), verbose=verbose)
     finally:
         base.stop()

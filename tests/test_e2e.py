@@ -102,7 +102,7 @@ def test_baseline_and_ngram_mod_runs_compare(real_runs: tuple[Path, Run, Run], t
 def test_pipeline_writes_results_folder(tmp_path: Path) -> None:
     lines: list[str] = []
     code = run_pipeline(
-        PipelineConfig(limit=1, osl=16, category="coding,qa", results_dir=str(tmp_path)),
+        PipelineConfig.build(limit=1, osl=16, category="coding,qa", results_dir=str(tmp_path)),
         out=lines.append, progress=SilentProgress(),
     )
     assert code == 0, "".join(lines)
@@ -114,7 +114,7 @@ def test_pipeline_writes_results_folder(tmp_path: Path) -> None:
 
 
 def test_missing_model_is_a_clear_error_before_anything_runs(tmp_path: Path, capsys) -> None:
-    code = main(["bench", "--model", str(tmp_path / "nope.gguf"), "--results-dir", str(tmp_path / "r")])
+    code = main(["bench", "--server-model", str(tmp_path / "nope.gguf"), "--results-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "model file not found" in err and len(err.strip().splitlines()) == 1
     assert sys.exc_info() == (None, None, None)
@@ -132,7 +132,7 @@ def test_a_server_that_dies_mid_run_keeps_results_and_shows_its_log(tmp_path: Pa
 
     monkeypatch.setattr(EmbeddedServer, "start", start_then_die)
     lines: list[str] = []
-    code = run_pipeline(PipelineConfig(limit=4, osl=48, category="coding", results_dir=str(tmp_path)),
+    code = run_pipeline(PipelineConfig.build(limit=4, osl=48, category="coding", results_dir=str(tmp_path)),
                         out=lines.append, progress=SilentProgress())
     text = "".join(lines)
     assert code == 1, text

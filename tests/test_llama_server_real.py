@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import LLAMACPP_DRAFT_MODEL_TYPES, llamacpp_flags
-from bench.cli import build_parser, main
+from bench.cli import main
 from bench.engines import LlamaCpp
 from bench.records import load_run
 from bench.server import CommandServer, default_model_path
@@ -238,7 +238,7 @@ def runnable(template: str, binary: Path, model: Path) -> str:
         elif word.endswith(".gguf"):
             out.append(str(model))
         else:
-            out.append(word.replace("{draft_max}", "4").replace("{concurrency}", "1"))
+            out.append(word.replace("{draft_max}", "4").replace("{concurrency}", "1").replace("{api_key}", API_KEY))
     if "--port" not in out:
         out += ["--port", "{port}"]
     return shlex.join(out).replace("'{port}'", "{port}")
@@ -267,16 +267,6 @@ def test_the_docs_llama_server_commands_start_a_server(binary: Path, model: Path
             server.stop()
 
 
-def skip_without_bench_options(*options: str) -> None:
-    """Skip when `speedbench bench` lacks one of the options the test drives (the comparison job's own servers,
-    run settings and config file)."""
-    sub = next(action for action in build_parser()._actions if action.dest == "command")
-    known = {flag for action in sub.choices["bench"]._actions for flag in action.option_strings}
-    missing = [option for option in options if option not in known]
-    if missing:
-        pytest.skip(f"this speedbench's `bench` has no {' '.join(missing)} yet")
-
-
 def _pair_tables(report: str) -> list[str]:
     """The fenced SpeedBench tables of a report, in order."""
     return re.findall(r"^(`{3,})\n(Comparison: baseline=.*?)^\1$", report, flags=re.MULTILINE | re.DOTALL)
@@ -285,7 +275,6 @@ def _pair_tables(report: str) -> list[str]:
 def test_bench_config_three_pairs_tables_equal_the_reference(binary: Path, model: Path, dataset: Path,
                                                              tmp_path: Path, reference_compare, monkeypatch,
                                                              no_server_left) -> None:
-    skip_without_bench_options("--config")
     monkeypatch.setenv(KEY_ENV, API_KEY)
     base = command(binary, model)
     pairs = {
@@ -320,7 +309,6 @@ def test_bench_config_three_pairs_tables_equal_the_reference(binary: Path, model
 
 def test_bench_with_the_api_key_on_two_running_servers_decides_interleaved(
         binary: Path, model: Path, dataset: Path, tmp_path: Path, no_server_left) -> None:
-    skip_without_bench_options("--api-key", "--dataset", "--chat-template-kwargs")
     base = started(command(binary, model), tmp_path / "baseline.log")
     spec = started(command(binary, model, "--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "8"),
                    tmp_path / "spec.log")
@@ -342,7 +330,6 @@ def test_bench_with_the_api_key_on_two_running_servers_decides_interleaved(
 
 def test_bench_from_server_commands_leaves_no_process(binary: Path, model: Path, dataset: Path, tmp_path: Path,
                                                       monkeypatch, no_server_left) -> None:
-    skip_without_bench_options("--base-cmd", "--spec-cmd", "--api-key", "--dataset")
     assert main(["bench", "--base-cmd", command(binary, model), "--spec-cmd",
                  command(binary, model, "--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "8"),
                  "--api-key", API_KEY, "--dataset", str(dataset), "--category", CATEGORIES, "--limit", "1",

@@ -172,8 +172,9 @@ def test_pipeline_with_a_failing_speculative_server_exits_1_and_keeps_the_table(
     bad.start()
     lines: list[str] = []
     try:
-        code = run_pipeline(PipelineConfig(limit=1, osl=4, category="qa,math", base_url=good.url, spec_url=bad.url,
-                                           results_dir=str(tmp_path)), out=lines.append, progress=SilentProgress())
+        config = PipelineConfig.build(limit=1, osl=4, category="qa,math", base_url=good.url, spec_url=bad.url,
+                                      results_dir=str(tmp_path))
+        code = run_pipeline(config, out=lines.append, progress=SilentProgress())
     finally:
         good.stop()
         bad.stop()

@@ -6,6 +6,8 @@
 from types import ModuleType
 
 from bench.commands import _bench, _compare, _history, _merge, _regress, _report, _run, _serve, _sweep, _tune
+from bench.commands._bench_file import read_pairs
+from bench.commands._options import add_run_settings_options, given_options, run_settings, track_given_options
 
 COMMANDS: dict[str, ModuleType] = {
     "run": _run,
@@ -21,4 +23,4 @@ COMMANDS: dict[str, ModuleType] = {
 }
 """Every `speedbench` subcommand by name, in the order `--help` lists them."""
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "add_run_settings_options", "given_options", "read_pairs", "run_settings", "track_given_options"]

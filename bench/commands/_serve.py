@@ -9,7 +9,7 @@ from typing import Any
 
 from bench._constants import EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
-from bench.commands._common import MODEL_HELP
+from bench.commands._common import SERVER_MODEL_HELP
 
 HELP = "serve a GGUF with the embedded llama.cpp server"
 
@@ -17,7 +17,7 @@ HELP = "serve a GGUF with the embedded llama.cpp server"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `speedbench serve`."""
     parser.add_argument("--mode", default="baseline", help="baseline, ngram-mod, ngram-simple or draft")
-    parser.add_argument("--model", default=None, help=MODEL_HELP)
+    parser.add_argument("--model", default=None, help=SERVER_MODEL_HELP)
     parser.add_argument("--draft-model", default=None, help="draft GGUF for --mode draft (default: the model)")
     parser.add_argument("--port", type=int, default=None, help="port (default: a free one)")
     parser.add_argument("--threads", type=int, default=1, help="server CPU threads")

@@ -12,7 +12,13 @@ from typing import Any
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "_artefacts": ("write_comparison", "write_traffic"),
-    "_bench": ("PipelineConfig", "check_servers", "probe_urls", "run_pipeline", "validate", "workloads"),
+    "_bench": (
+        "PipelineConfig", "check_pipeline", "probe_urls", "run_comparison", "run_pipeline", "validate",
+        "workloads",
+    ),
+    "_job": ("ComparisonJob", "ServerSettings", "ServerSide"),
+    "_pairs": ("Pair", "PairsConfig", "pair_comparisons", "run_pairs"),
+    "_servers": ("check_command", "check_embedded", "command_server", "ended_on_signals", "side_endpoint"),
     "_gate": ("GateJob", "gate_thresholds", "run_gate", "speculation_change"),
     "_history": (
         "CommitContext", "add_to_history", "commit_context", "history_points", "load_history_analysis", "workload_name",

@@ -5,20 +5,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import socket
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
-from bench._redact import redact_url
+from bench._redact import redact, redact_url
 from bench.analysis import Comparison
-from bench.pipeline._arms import arm_config
 from bench.pipeline._artefacts import write_comparison, write_traffic
+from bench.pipeline._job import ComparisonJob, ServerSide, most_rounds, settings_prompts
 from bench.pipeline._rounds import Rounds
-from bench.prompts import PromptSet, load_prompts
+from bench.pipeline._servers import check_command, check_embedded, command_values, ended_on_signals, side_endpoint
+from bench.prompts import PromptSet
 from bench.records import (
     BASELINE,
     FRESH,
@@ -47,121 +48,44 @@ from bench.runner import (
 )
 
 if TYPE_CHECKING:
-    from bench.server import EngineServer, ServerRequest
+    from bench.server import EngineServer
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """What `make bench` runs: sample count, output length, speculative mode, model, or external URLs.
+    """What `bench` runs: one comparison job (run settings, both servers, the comparison's own fields), whether the
+    arms are interleaved and the report's title.
 
     `interleave` (default) keeps both servers up and sends each sample to both back to back in a seeded random
-    order; `logprobs` asks both for top-2 log-probabilities so each lossless divergence gets its margin;
-    `stream` streams both sides, so the comparison carries the streaming latencies.
+    order.
     """
 
-    limit: int = 2
-    osl: int = 64
-    spec: str = "ngram-mod"
-    model: str | None = None
-    draft: str | None = None
-    base_url: str | None = None
-    spec_url: str | None = None
-    category: str = "all"
-    threads: int = 1
-    results_dir: str = "results"
-    label: str | None = None
-    concurrency: int = 1
-    threshold: float = DEFAULT_THRESHOLD
-    resume: str | None = None
+    job: ComparisonJob = field(default_factory=ComparisonJob)
     interleave: bool = True
-    arrival_seed: int = 0
-    """Seeds the open loop's arrival schedule (both arms get the same)."""
-    order_seed: int = 0
-    """Seeds the order in which the arms take their turns."""
-    logprobs: bool = True
-    stream: bool = False
-    until_decided: bool = False  # rounds of one sample per category until the overall decode verdict is decided
-    engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
-    bench: str = "qualitative"  # the prompt set; a comma-separated list runs each workload in turn
-    request_rate: float | None = None
-    """Open loop: both arms get the same seeded arrivals at this rate, in alternating blocks (None: closed loop)."""
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-    block_size: int | None = None
-    """Requests per A/B block of an open-loop comparison (None: about 5 s of arrivals, 4-30 requests)."""
-    slo: str | None = None
-    """SLO targets (`ttft=0.5,e2e=20`): adds paired attainment and goodput."""
-    workers: int | None = None
-    """Client processes, each sending both arms' requests for its slice of the samples (None: auto)."""
-    reasoning: str = "auto"
-    """The thinking switch both arms send (`--reasoning on|off|auto`)."""
+    title: str | None = None
 
-    @property
-    def slots(self) -> int:
-        """Server slots: the cap of an open loop, else the concurrency."""
-        return self.max_concurrency or self.concurrency
+    @classmethod
+    def build(cls, *, interleave: bool = True, title: str | None = None, **values: Any) -> PipelineConfig:
+        """A pipeline from flat names (`ComparisonJob.build`'s)."""
+        return cls(ComparisonJob.build(**values), interleave, title)
 
 
-def _server_request(mode: str, config: PipelineConfig) -> ServerRequest:
-    """What `make bench` asks of the embedded server for `mode`."""
-    from bench.server import ServerRequest
+def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: Any) -> RunConfig:
+    """The run config of one side: its endpoint, the run settings and tags describing its server."""
+    from bench.server import CommandServer, server_tags
 
-    return ServerRequest(engine=config.engine, mode=mode, model=config.model, draft=config.draft,
-                         threads=config.threads, slots=config.slots, ctx_per_slot=8192)
-
-
-@contextlib.contextmanager
-def _endpoint(url: str | None, mode: str, config: PipelineConfig,
-              out: Callable[[str], Any]) -> Iterator[tuple[str, EngineServer | None]]:
-    """Yield (url, server or None): the given URL, or an embedded server started for the run."""
-    if url:
-        yield url, None
-        return
-    from bench.server import ServerError, engine_display_name, make_server
-
-    try:
-        server = make_server(_server_request(mode, config))
-        out(f"speedbench: starting embedded {engine_display_name(config.engine)} server ({mode})\n")
-        server.start()
-    except (ServerError, ValueError) as exc:
-        raise BenchError(str(exc)) from None
-    try:
-        yield server.url, server
-    finally:
-        server.stop()
-
-
-def check_servers(config: PipelineConfig) -> None:
-    """Validate modes and model files of the servers to embed, before anything runs."""
-    from bench.server import ServerError, make_server
-
-    for url, mode in ((config.base_url, "baseline"), (config.spec_url, config.spec)):
-        if url:
-            continue
-        try:
-            make_server(_server_request(mode, config)).check_models()
-        except (ServerError, ValueError) as exc:
-            raise BenchError(str(exc)) from None
-
-
-def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: EngineServer | None) -> RunConfig:
-    """The run config of one side: its endpoint, the shared settings and tags describing its server."""
-    from bench.server import server_tags
-
+    job, settings = config.job, config.job.settings
     tags = {"mode": mode}
-    if server is not None:
+    if isinstance(server, CommandServer):  # identified by its command (the port is new on every start)
+        tags.update(server="command", command=redact(" ".join(server.template.split())))
+    elif server is not None:  # an embedded server describes itself
         tags.update(server_tags(server))
-    workers, why = choose_workers(config.workers, concurrency=config.concurrency, request_rate=config.request_rate,
-                                  open_loop=config.request_rate is not None, max_concurrency=config.max_concurrency,
-                                  single="--until-decided" if config.until_decided else None)
-    return arm_config(
-        url=endpoint, bench=config.bench, osl=config.osl, category=config.category, limit=config.limit,
-        concurrency=config.concurrency, label=side, tags=tags, logprobs=config.logprobs,
-        stream=config.stream, request_rate=config.request_rate, arrival=config.arrival,
-        burstiness=config.burstiness, max_concurrency=config.max_concurrency, arrival_seed=config.arrival_seed,
-        workers=workers, workers_auto=why, reasoning=config.reasoning,
-    )
+    workers, why = choose_workers(job.workers, concurrency=settings.concurrency, request_rate=settings.request_rate,
+                                  open_loop=settings.request_rate is not None,
+                                  max_concurrency=settings.max_concurrency,
+                                  single="--until-decided" if job.until_decided else None)
+    return RunConfig.from_settings(settings, url=endpoint, label=side, tags=tags, workers=workers,
+                                   workers_auto=why)
 
 
 def _report_death(side: str, server: EngineServer | None, out: Callable[[str], Any]) -> bool:
@@ -175,18 +99,20 @@ def _report_death(side: str, server: EngineServer | None, out: Callable[[str], A
 
 def _resuming(config: PipelineConfig, output: Path) -> bool:
     """Whether this side continues an interrupted comparison (`--resume FOLDER` and a journal to continue)."""
-    return config.resume is not None and (journal_path(output).exists() or left_workers(output) is not None)
+    return config.job.resume is not None and (journal_path(output).exists() or left_workers(output) is not None)
 
 
 def _one_side(
-    side: str, url: str | None, mode: str, config: PipelineConfig, prompts: PromptSet, folder: Path,
+    side: str, server_side: ServerSide, mode: str, config: PipelineConfig, prompts: PromptSet, folder: Path,
     out: Callable[[str], Any], progress: Progress,
 ) -> tuple[Run, bool, bool]:
     """Run one side alone (sequential mode); return (run, interrupted, server died)."""
     output = run_file(folder, side)
-    with _endpoint(url, mode, config, out) as (endpoint, server):
+    with side_endpoint(side, server_side, mode, config.job, folder, out) as (endpoint, server):
         run_config = _run_config(side, endpoint, mode, config, server)
-        runs, interrupted = run_arms(prompts, [Arm(side, run_config, output)], strategy_for(run_config),
+        runs, interrupted = run_arms(prompts, [Arm(side, run_config, output,
+                                                   server_state="restart" if server is not None else None)],
+                                     strategy_for(run_config),
                                 RunOptions(progress=progress, resume=_resuming(config, output)))
         died = _report_death(side, server, out)
     return runs[side], interrupted, died
@@ -196,27 +122,28 @@ def _both_sides(
     config: PipelineConfig, prompts: PromptSet, folder: Path, out: Callable[[str], Any], progress: Progress
 ) -> tuple[Run, Run, bool, bool]:
     """Start both servers, run them interleaved; return (baseline, speculative, interrupted, a server died)."""
-    sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
+    sides = config.job.sides()
+    job = config.job
     with contextlib.ExitStack() as stack:
         arms, servers = [], {}
-        for side, url, mode in sides:
-            endpoint, server = stack.enter_context(_endpoint(url, mode, config, out))
+        for side, server_side, mode in sides:
+            endpoint, server = stack.enter_context(side_endpoint(side, server_side, mode, job, folder, out))
             servers[side] = server
-            # an embedded server starts fresh for this comparison: its drafter and prompt cache hold nothing earlier
+            # a started server is fresh for this comparison: its drafter and prompt cache hold nothing earlier
             arms.append(Arm(side, _run_config(side, endpoint, mode, config, server), run_file(folder, side),
                             server_state="restart" if server is not None else None))
         resume = all(_resuming(config, Path(arm.output)) for arm in arms if arm.output is not None)
         workers = arms[0].config.workers
-        strategy = strategy_for(arms[0].config, arms=len(arms), block_size=config.block_size,
-                                order_seed=config.order_seed)
+        strategy = strategy_for(arms[0].config, arms=len(arms), block_size=job.block_size,
+                                order_seed=job.order_seed)
         if workers > 1:
             out(f"speedbench: {workers} client processes, each sending both arms' requests for its slice of the "
-                f"samples, in step (order seed {config.order_seed})\n")
-        elif config.request_rate is not None:
-            out(f"speedbench: both arms on one seeded {config.arrival} schedule at {config.request_rate:g} req/s, "
-                f"alternating blocks ABBA (order seed {config.order_seed})\n")
+                f"samples, in step (order seed {job.order_seed})\n")
+        elif job.settings.request_rate is not None:
+            out(f"speedbench: both arms on one seeded {job.settings.arrival} schedule at "
+                f"{job.settings.request_rate:g} req/s, alternating blocks ABBA (order seed {job.order_seed})\n")
         else:
-            out(f"speedbench: interleaving baseline and speculative per sample (order seed {config.order_seed})\n")
+            out(f"speedbench: interleaving baseline and speculative per sample (order seed {job.order_seed})\n")
         runs, interrupted = run_arms(prompts, arms, strategy, RunOptions(progress=progress, resume=resume))
         died = any([_report_death(side, servers[side], out) for side, _, _ in sides])
     return runs[BASELINE], runs[SPECULATIVE], interrupted, died
@@ -231,21 +158,24 @@ def _until_decided(
     from bench.analysis import sample_until_decided
     from bench.records import save_run
 
-    sides = ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec))
-    everything = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
+    job = config.job
+    sides = job.sides()
+    everything = settings_prompts(job.settings)
+    limit = most_rounds(job.settings, everything)
     state = Rounds()
     with contextlib.ExitStack() as stack:
-        endpoints = {side: stack.enter_context(_endpoint(url, mode, config, out)) for side, url, mode in sides}
+        endpoints = {side: stack.enter_context(side_endpoint(side, server_side, mode, job, folder, out))
+                     for side, server_side, mode in sides}
 
         def run_round(k: int) -> tuple[Run, Run]:
-            prompts = load_prompts(category=config.category, limit=k, bench=config.bench)
+            prompts = settings_prompts(job.settings, limit=k)
             fresh = dataclasses.replace(prompts, samples=tuple(
                 sample for sample in prompts.samples if sample.id not in state.seen(BASELINE)))
             rounds = round_folder(folder, k)
             rounds.mkdir(parents=True, exist_ok=True)
             arms = [Arm(side, _run_config(side, endpoints[side][0], mode, config, endpoints[side][1]),
                         run_file(rounds, side)) for side, _, mode in sides]
-            runs, interrupted = run_arms(fresh, arms, LockStep(config.concurrency, config.order_seed + k),
+            runs, interrupted = run_arms(fresh, arms, LockStep(job.settings.concurrency, job.order_seed + k),
                                     RunOptions(progress=progress))
             merged = []
             for side, _, _ in sides:
@@ -261,10 +191,10 @@ def _until_decided(
                 save_run(run, run_file(folder, side))
 
         out(f"speedbench: sampling until decided: rounds of one sample per category ({len(everything.categories)} "
-            f"categories), at most {config.limit} rounds\n")
+            f"categories), at most {limit} rounds\n")
         try:
-            decided = sample_until_decided(run_round, rounds=config.limit, per_round=len(everything.categories),
-                                           threshold=config.threshold,
+            decided = sample_until_decided(run_round, rounds=limit, per_round=len(everything.categories),
+                                           threshold=job.threshold,
                                            on_look=lambda look: out(f"speedbench: {look.reason}\n")
                                            if not look.stops else None,  # the stopping look: decided.message
                                            on_record=save_record)
@@ -287,32 +217,52 @@ PROBE_TIMEOUT_S = 5.0
 
 def workloads(config: PipelineConfig) -> list[str]:
     """The prompt sets to run, in order (`grounded,qualitative` -> both); BenchError when none is named."""
-    names = [name.strip() for name in config.bench.split(",") if name.strip()]
+    text = config.job.settings.bench
+    names = [name.strip() for name in text.split(",") if name.strip()]
     if not names or len(set(names)) != len(names):
-        raise BenchError(f"--bench needs one or more different prompt sets (got {config.bench!r})")
+        raise BenchError(f"--bench needs one or more different prompt sets (got {text!r})")
     return names
+
+
+def _workload(config: PipelineConfig, bench: str, **job_changes: Any) -> PipelineConfig:
+    """The pipeline of one of its prompt sets (`bench`), with the job's fields in `job_changes` changed."""
+    job = replace(config.job, settings=replace(config.job.settings, bench=bench), **job_changes)
+    return replace(config, job=job)
 
 
 def validate(config: PipelineConfig) -> None:
     """Refuse every impossible option with one line, before a server starts or a file is written."""
-    if config.threads < 1:
-        raise BenchError(f"--threads must be >= 1 (got {config.threads})")
-    if not 0 < config.threshold < 1:
-        raise BenchError(f"--threshold must be between 0 and 1 (got {config.threshold})")
-    if config.resume is not None and len(workloads(config)) > 1:
+    job = config.job
+    job.check_sides()
+    if job.server.threads < 1:
+        raise BenchError(f"--threads must be >= 1 (got {job.server.threads})")
+    if not 0 < job.threshold < 1:
+        raise BenchError(f"--threshold must be between 0 and 1 (got {job.threshold})")
+    if job.server.ready_timeout <= 0:
+        raise BenchError(f"--ready-timeout must be > 0 (got {job.server.ready_timeout:g})")
+    if job.server.draft_max is not None and job.server.draft_max < 1:
+        raise BenchError(f"--draft-max must be >= 1 (got {job.server.draft_max})")
+    if job.resume is not None and len(workloads(config)) > 1:
         raise BenchError("--resume continues one workload's folder: give its --bench and that folder")
-    if config.until_decided and (config.resume is not None or not config.interleave):
+    if job.until_decided and (job.resume is not None or not config.interleave):
         raise BenchError("--until-decided runs interleaved rounds in a new folder: drop --resume and --sequential")
-    if config.resume is not None:
+    for name, side, mode in job.sides():
+        if side.command is not None:
+            flag = "--base-cmd" if name == BASELINE else "--spec-cmd"
+            key = {"api_key": job.settings.api_key} if job.settings.api_key is not None else {}
+            check_command(side.command, flag, **command_values(job, mode), **key)
+    if job.resume is not None:
         _results_folder(config)  # a folder with no interrupted comparison is refused here, before anything runs
     for bench in workloads(config):
-        for side, url, mode in ((BASELINE, config.base_url, "baseline"), (SPECULATIVE, config.spec_url, config.spec)):
-            replace(_run_config(side, url or PLACEHOLDER_URL, mode, config, None), bench=bench).validate()
+        for side, server_side, mode in job.sides():
+            replace(_run_config(side, server_side.url or PLACEHOLDER_URL, mode, config, None),
+                    bench=bench).validate()
 
 
 def probe_urls(config: PipelineConfig) -> None:
     """Connect to each given server once; an unreachable one is a one-line BenchError naming its URL and cause."""
-    for side, url in ((BASELINE, config.base_url), (SPECULATIVE, config.spec_url)):
+    for side, server_side, _ in config.job.sides():
+        url = server_side.url
         if not url:
             continue
         parsed = urlsplit(normalize_base_url(url))
@@ -327,6 +277,15 @@ def probe_urls(config: PipelineConfig) -> None:
             raise BenchError(f"cannot reach the {side} server at {redact_url(url)}: {cause.lower()}") from None
 
 
+def check_pipeline(config: PipelineConfig) -> None:
+    """Every option, prompt set and embedded model checked and every given URL probed, before anything starts."""
+    validate(config)
+    for bench in workloads(config):
+        settings_prompts(config.job.settings, bench=bench)
+    check_embedded(config.job)
+    probe_urls(config)
+
+
 def run_pipeline(
     config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress, verbose: bool = False
 ) -> int:
@@ -334,29 +293,13 @@ def run_pipeline(
 
     Every option is checked and both given URLs probed before any server starts or any file is written. Each
     workload prints a screen's worth (`console_text`); `verbose` prints every table the files hold."""
-    validate(config)
-    names = workloads(config)
-    for bench in names:
-        load_prompts(category=config.category, limit=config.limit, bench=bench)
-    check_servers(config)
-    probe_urls(config)
-    if len(names) == 1:
-        code, comparison = _run_workload(config, out=out, progress=progress, verbose=verbose)
-        comparisons = [comparison] if comparison is not None else []
-    else:
-        top = _results_folder(config)
-        comparisons, code = [], EXIT_OK
-        for bench in names:
-            one = replace(config, bench=bench, results_dir=str(top), label=bench)
-            one_code, comparison = _run_workload(one, out=out, progress=progress, verbose=verbose)
-            code = code or one_code  # the first failure is the run's
-            if comparison is None:  # stopped: the next workload does not start
-                break
-            comparisons.append(comparison)
-        if comparisons:
-            from bench.render import write_report
-
-            out(f"speedbench: wrote {write_report(comparisons, top)}\n")
+    check_pipeline(config)
+    with ended_on_signals():
+        try:
+            code, comparisons = run_comparison(config, out=out, progress=progress, verbose=verbose)
+        except KeyboardInterrupt:
+            out("speedbench: interrupted; the servers started are stopped, finished results kept\n")
+            return EXIT_INTERRUPTED
     if comparisons:
         from bench.render import decision_text
 
@@ -364,16 +307,46 @@ def run_pipeline(
     return code
 
 
+def run_comparison(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress,
+                   folder: Path | None = None, verbose: bool = False) -> tuple[int, list[Comparison]]:
+    """Each workload of a checked pipeline (`check_pipeline`) in turn, its servers started fresh; into `folder`
+    when given (else a new results folder); (exit code, the finished workloads' comparisons)."""
+    names = workloads(config)
+    if len(names) == 1:
+        code, comparison = _run_workload(config, out=out, progress=progress, folder=folder, verbose=verbose)
+        return code, [comparison] if comparison is not None else []
+    top = folder or _results_folder(config)
+    top.mkdir(parents=True, exist_ok=True)
+    comparisons: list[Comparison] = []
+    code = EXIT_OK
+    for bench in names:
+        one = _workload(config, bench, results_dir=str(top), label=bench)
+        one_code, comparison = _run_workload(one, out=out, progress=progress, verbose=verbose)
+        code = code or one_code  # the first failure is the run's
+        if comparison is None:  # stopped: the next workload does not start
+            break
+        comparisons.append(comparison)
+    if comparisons:
+        from bench.render import write_report
+
+        out(f"speedbench: wrote {write_report(comparisons, top, title=config.title)}\n")
+    return code, comparisons
+
+
 def _run_workload(
-    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress, verbose: bool = False
+    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress, folder: Path | None = None,
+    verbose: bool = False
 ) -> tuple[int, Comparison | None]:
     """One workload: both runs (interleaved by default), the comparison, statistics, lossless check and plots
     in its folder; (exit code, comparison or None when stopped)."""
-    prompts = load_prompts(category=config.category, limit=config.limit, bench=config.bench)
-    folder = _results_folder(config)
-    out(f"speedbench: {config.bench}: {len(prompts.samples)} samples in {len(prompts.categories)} categories, "
-        f"osl={config.osl}\n")
-    if config.until_decided:
+    job = config.job
+    prompts = settings_prompts(job.settings)
+    if folder is None:
+        folder = _results_folder(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    out(f"speedbench: {job.settings.bench}: {len(prompts.samples)} samples in {len(prompts.categories)} categories, "
+        f"osl={job.settings.osl}\n")
+    if job.until_decided:
         baseline, speculative, interrupted, died = _until_decided(config, folder, out, progress)
         if interrupted or died:
             out(f"speedbench: stopped during the rounds; finished rounds kept in {folder}\n")
@@ -385,23 +358,24 @@ def _run_workload(
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     else:
         baseline, interrupted, died = _one_side(
-            "baseline", config.base_url, "baseline", config, prompts, folder, out, progress
+            BASELINE, job.base, "baseline", config, prompts, folder, out, progress
         )
         if interrupted or died:
             out(f"speedbench: stopped after the baseline run; results kept in {folder}\n")
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
         speculative, interrupted, died = _one_side(
-            "speculative", config.spec_url, config.spec, config, prompts, folder, out, progress
+            SPECULATIVE, job.spec, job.server.spec, config, prompts, folder, out, progress
         )
         if interrupted or died:
             out(f"speedbench: stopped during the speculative run; results kept in {folder}\n")
             return (EXIT_INTERRUPTED if interrupted else EXIT_FAILED), None
     fresh_server_hints(config, {BASELINE: baseline, SPECULATIVE: speculative}, out)
-    comparison, files = write_comparison(baseline, speculative, folder, threshold=config.threshold)
+    comparison, files = write_comparison(baseline, speculative, folder, threshold=job.threshold)
     out("\n" + console_text(comparison, verbose=verbose))
-    traffic_out = out if verbose or config.request_rate is not None else _nowhere  # closed loop: in the files
-    files += write_traffic(baseline, speculative, folder, out=traffic_out, slo=config.slo, rate=config.request_rate,
-                           threshold=config.threshold)
+    rate = job.settings.request_rate
+    traffic_out = out if verbose or rate is not None else _nowhere  # closed loop: in the files
+    files += write_traffic(baseline, speculative, folder, out=traffic_out, slo=job.slo, rate=rate,
+                           threshold=job.threshold)
     out(f"speedbench: wrote in {folder}: {', '.join(_relative(path, folder) for path in files)}\n")
     failed = baseline.failed_samples + speculative.failed_samples
     unfinished = sum(max(0, run.selected_samples - len(run.results)) for run in (baseline, speculative))
@@ -424,20 +398,22 @@ def _relative(path: Path, folder: Path) -> str:
 
 def fresh_server_hints(config: PipelineConfig, runs: dict[str, Run], out: Callable[[str], Any]) -> None:
     """A warning, with how to start a fresh one, for each given server that had served requests before its run."""
-    for side, url, flag, mode in ((BASELINE, config.base_url, "--base-url", "baseline"),
-                                  (SPECULATIVE, config.spec_url, "--spec-url", config.spec)):
+    for side, server_side, mode in config.job.sides():
+        url = server_side.url
+        flag = "--base-url" if side == BASELINE else "--spec-url"
         start = runs[side].info.server_start
         if url and start is not None and start.state not in (FRESH, UNKNOWN):
             out(f"speedbench: warning: the {side} server at {redact_url(url)} was not fresh when its run began "
                 f"({start.describe()}): earlier requests warm its prompt cache and a drafter's memory; start a fresh "
                 f"server before each comparison (restart it: `speedbench serve --mode {mode}` or your own server "
-                f"command), or leave out {flag} and bench starts one\n")
+                f"command), or leave out {flag} and bench starts one ({flag.replace('url', 'cmd')}: your command)\n")
 
 
 def _results_folder(config: PipelineConfig) -> Path:
     """A new `<results>/<UTC time>-<label>` folder, or the comparison folder given to `--resume`."""
-    if config.resume is not None:
-        folder = Path(config.resume)
+    job = config.job
+    if job.resume is not None:
+        folder = Path(job.resume)
         left = any(left_workers(run_file(folder, arm)) for arm in (BASELINE, SPECULATIVE))
         if not has_journal(folder) and not left:
             journal = journal_path(run_file("", BASELINE))
@@ -445,5 +421,6 @@ def _results_folder(config: PipelineConfig) -> Path:
         return folder
     from bench.server import folder_prefix
 
-    label = config.label or folder_prefix(config.engine) + (config.spec if not config.spec_url else "external")
-    return new_results_folder(config.results_dir, label)
+    external = not (job.spec.embedded and job.base.embedded)
+    label = job.label or folder_prefix(job.embedded_engine) + ("external" if external else job.server.spec)
+    return new_results_folder(job.results_dir, label)

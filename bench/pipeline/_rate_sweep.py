@@ -29,9 +29,8 @@ from bench.analysis import (
     rate_sweep,
     request_timings,
 )
-from bench.pipeline._arms import arm_config
-from bench.pipeline._sweep import SweepConfig, _given_urls, _servers, finished_exit_code
-from bench.prompts import load_prompts
+from bench.pipeline._job import settings_prompts
+from bench.pipeline._sweep import PLACEHOLDER_URL, SweepConfig, _given_urls, _servers, finished_exit_code
 from bench.records import (
     BASELINE,
     Run,
@@ -74,47 +73,43 @@ def parse_rates(text: str) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class RateSweepConfig:
-    """A sweep over arrival rates: the arms and prompts of a sweep, the rates and the shape of the arrivals."""
+    """A sweep over arrival rates: a sweep (its job's run settings shape the arrivals: process, burstiness, cap,
+    repeats; its block size and SLOs), the rates and the attainment the SLOs ask for."""
 
     sweep: SweepConfig
     rates: tuple[float, ...]
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-    block_size: int | None = None
-    slo: str | None = None
     slo_target: float = DEFAULT_SLO_TARGET
-    repeat: int = 1
 
     @property
     def slots(self) -> int:
         """Slots of each embedded server: the cap, else the sweep's highest concurrency level."""
-        return self.max_concurrency or max(self.sweep.levels)
+        return self.sweep.job.settings.max_concurrency or max(self.sweep.levels)
 
 
 def _arm_config(config: RateSweepConfig, rate: float, name: str, url: str) -> RunConfig:
     """The run config of one arm at one rate."""
-    sweep = config.sweep
-    workers, why = choose_workers(sweep.workers, concurrency=1, request_rate=rate, open_loop=True,
-                                  max_concurrency=config.max_concurrency)
-    return arm_config(url=url, osl=sweep.osl, category=sweep.category, limit=sweep.limit, label=f"r{rate:g} {name}",
-                     tags={"mode": sweep.tags.get(name, name)}, request_rate=rate,
-                     arrival=config.arrival, burstiness=config.burstiness, max_concurrency=config.max_concurrency,
-                     arrival_seed=sweep.arrival_seed, repeat=config.repeat, workers=workers, workers_auto=why)
+    sweep, settings = config.sweep, config.sweep.job.settings
+    workers, why = choose_workers(sweep.job.workers, concurrency=1, request_rate=rate, open_loop=True,
+                                  max_concurrency=settings.max_concurrency)
+    return RunConfig.from_settings(settings, url=url, concurrency=1, label=f"r{rate:g} {name}",
+                                   tags={"mode": sweep.tags.get(name, name)}, request_rate=rate, workers=workers,
+                                   workers_auto=why)
 
 
 def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
     """Every rate, arms in alternating blocks on one schedule, servers restarted per rate; then the summary."""
-    sweep = config.sweep
-    if sweep.resume:
+    sweep, job = config.sweep, config.sweep.job
+    if job.resume:
         raise BenchError("a rate sweep cannot be resumed yet: start it again")
-    slo = parse_slo(config.slo) if config.slo else None
-    prompts = load_prompts(category=sweep.category, limit=sweep.limit)
-    folder = new_results_folder(sweep.results_dir, sweep.label or "rate-sweep")
+    slo = parse_slo(job.slo) if job.slo else None
+    prompts = settings_prompts(job.settings)
+    for rate in config.rates:
+        _arm_config(config, rate, BASELINE, PLACEHOLDER_URL).validate()
+    folder = new_results_folder(job.results_dir, job.label or "rate-sweep")
     names = [BASELINE, *(arm.name for arm in sweep.arms)]
     out(f"speedbench: rate sweep of {', '.join(names[1:])} against the baseline at "
-        f"{', '.join(f'{rate:g}' for rate in config.rates)} req/s ({config.arrival}); "
-        f"{len(prompts.samples) * config.repeat} requests per arm and rate, osl={sweep.osl}\n")
+        f"{', '.join(f'{rate:g}' for rate in config.rates)} req/s ({job.settings.arrival}); "
+        f"{len(prompts.samples) * job.settings.repeat} requests per arm and rate, osl={job.settings.osl}\n")
     runs: dict[float, dict[str, Run]] = {}
     level_sweep = replace(sweep, levels=(config.slots,))
     for rate in config.rates:
@@ -124,14 +119,14 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progre
             level.mkdir()
             arms = [Arm(name, _arm_config(config, rate, name, urls[name]), run_file(level, name),
                         server_state=states.get(name)) for name in names]
-            strategy = strategy_for(arms[0].config, arms=len(arms), block_size=config.block_size,
-                                    order_seed=sweep.order_seed)
+            strategy = strategy_for(arms[0].config, arms=len(arms), block_size=job.block_size,
+                                    order_seed=job.order_seed)
             cell, interrupted = run_arms(prompts, arms, strategy, RunOptions(progress=progress))
         runs[rate] = cell
         if interrupted:
             out(f"speedbench: interrupted at {rate:g} req/s; the finished rates are in {folder}\n")
             return EXIT_INTERRUPTED
-    result = summarize_rate_sweep(runs, names[1:], slo=slo, target=config.slo_target, threshold=sweep.threshold)
+    result = summarize_rate_sweep(runs, names[1:], slo=slo, target=config.slo_target, threshold=job.threshold)
     written = write_rate_sweep(result, runs, folder)
     out("\n" + rate_sweep_text(result))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")

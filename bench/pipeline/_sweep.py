@@ -19,8 +19,7 @@ from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, E
 from bench._errors import BenchError
 from bench._types import JsonMapping, JsonValue
 from bench.analysis import Sweep, SweepCell, summarize_sweep, sweep_cell
-from bench.pipeline._arms import arm_config
-from bench.prompts import load_prompts
+from bench.pipeline._job import ComparisonJob, settings_prompts
 from bench.records import (
     BASELINE,
     Run,
@@ -41,6 +40,8 @@ from bench.records import (
 from bench.render import plot_sweep, sweep_decision_text, sweep_json, sweep_markdown, sweep_text
 from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, choose_workers, run_arms
 
+PLACEHOLDER_URL = "http://127.0.0.1:1"
+"""Stands in for a server's URL while the settings are checked, before any server starts."""
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=:+-]*$")
 
 
@@ -56,29 +57,14 @@ class ArmDefinition:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """What `speedbench sweep` runs: arms, concurrency levels, the prompt subset and the embedded model."""
+    """What `speedbench sweep` runs: one comparison job (its run settings, the baseline server, the embedded
+    servers' settings, the folder, seeds, threshold, workers), the speculative arms and the concurrency levels."""
 
+    job: ComparisonJob
     arms: tuple[ArmDefinition, ...]
     levels: tuple[int, ...] = (1, 2, 4)
-    base_url: str | None = None
-    limit: int = 5
-    osl: int = 64
-    category: str = "all"
-    model: str | None = None
-    draft: str | None = None
-    threads: int = 1
-    results_dir: str = "results"
-    label: str | None = None
-    resume: str | None = None
-    order_seed: int = 0
-    """Seeds the order in which the arms take their turns on each batch."""
-    arrival_seed: int = 0
-    """Seeds a rate sweep's arrival schedules."""
-    threshold: float = DEFAULT_THRESHOLD
     tags: dict[str, str] = field(default_factory=dict)
-    engine: str = "llamacpp"  # which embedded server: llamacpp or vllm (bench.server.SERVER_ENGINES)
-    workers: int | None = None
-    """Client processes per level (None: auto); never more than the level's concurrency."""
+    """Each embedded arm's mode, as its server was started (recorded on its runs)."""
 
 
 def parse_levels(text: str) -> tuple[int, ...]:
@@ -173,8 +159,9 @@ def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[st
     """URL per arm name: the given URLs, or embedded servers of `config.engine` with slots for the highest level."""
     from bench.server import ServerError, ServerRequest, engine_display_name, make_server
 
+    job = config.job
     top = max(config.levels)
-    wanted = [(BASELINE, config.base_url, "baseline", None), *((a.name, a.url, a.mode, a.draft_max)
+    wanted = [(BASELINE, job.base.url, "baseline", None), *((a.name, a.url, a.mode, a.draft_max)
                                                               for a in config.arms)]
     with contextlib.ExitStack() as stack:
         urls: dict[str, str] = {}
@@ -184,10 +171,11 @@ def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[st
                 continue
             try:
                 server = make_server(ServerRequest(
-                    engine=config.engine, mode=mode or "baseline", model=config.model, draft=config.draft,
-                    threads=config.threads, slots=top, ctx_per_slot=4096, draft_max=draft_max,
+                    engine=job.embedded_engine, mode=mode or "baseline", model=job.server.model,
+                    draft=job.server.draft, threads=job.server.threads, slots=top, ctx_per_slot=4096,
+                    draft_max=draft_max,
                 ))
-                out(f"speedbench: starting embedded {engine_display_name(config.engine)} server for {name} "
+                out(f"speedbench: starting embedded {engine_display_name(job.embedded_engine)} server for {name} "
                     f"({top} slots)\n")
                 server.start()
             except (ServerError, ValueError) as exc:
@@ -201,24 +189,25 @@ def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[st
 def _given_urls(config: SweepConfig) -> set[str]:
     """Arms whose servers the user runs (their state is not ours to reset)."""
     given = {arm.name for arm in config.arms if arm.url}
-    if config.base_url:
+    if config.job.base.url:
         given.add(BASELINE)
     return given
 
 
 def _folder(config: SweepConfig) -> Path:
-    return resumed_or_new_folder(config.resume, config.results_dir, config.label or "sweep", "sweep")
+    job = config.job
+    return resumed_or_new_folder(job.resume, job.results_dir, job.label or "sweep", "sweep")
 
 
 def _arm_config(config: SweepConfig, level: int, name: str, url: str) -> RunConfig:
     """The run config of one arm at one level (`--workers N` gives a level of concurrency c at most c workers)."""
-    if config.workers is not None and config.workers > level:
-        workers, why = level, f"--workers {config.workers}: {level} at concurrency {level}, one per request"
+    asked = config.job.workers
+    if asked is not None and asked > level:
+        workers, why = level, f"--workers {asked}: {level} at concurrency {level}, one per request"
     else:
-        workers, why = choose_workers(config.workers, concurrency=level)
-    return arm_config(url=url, osl=config.osl, category=config.category, limit=config.limit, concurrency=level,
-                      label=f"c{level} {name}", tags={"mode": config.tags.get(name, name)},
-                      workers=workers, workers_auto=why)
+        workers, why = choose_workers(asked, concurrency=level)
+    return RunConfig.from_settings(config.job.settings, url=url, concurrency=level, label=f"c{level} {name}",
+                                   tags={"mode": config.tags.get(name, name)}, workers=workers, workers_auto=why)
 
 
 def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) -> None:
@@ -246,13 +235,16 @@ def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) ->
 
 def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
     """Every level, arms interleaved; then the sweep summary, its files and plots. Exit code as `bench`."""
-    prompts = load_prompts(category=config.category, limit=config.limit)
+    job = config.job
+    prompts = settings_prompts(job.settings)
+    for level in config.levels:
+        _arm_config(config, level, BASELINE, PLACEHOLDER_URL).validate()
     folder = _folder(config)
     names = [BASELINE, *(arm.name for arm in config.arms)]
-    if config.resume:
+    if job.resume:
         _check_resumable(folder, config, names)
     out(f"speedbench: sweep of {', '.join(names[1:])} against the baseline at concurrency "
-        f"{', '.join(map(str, config.levels))}; {len(prompts.samples)} samples each, osl={config.osl}\n")
+        f"{', '.join(map(str, config.levels))}; {len(prompts.samples)} samples each, osl={job.settings.osl}\n")
     runs: dict[int, dict[str, Run]] = {}
     display = _SweepProgress(progress, len(prompts.samples) * len(names) * len(config.levels))
     try:
@@ -270,7 +262,7 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
                 states = {name: "restart" for name in names if name not in _given_urls(config)}
                 arms = [Arm(name, _arm_config(config, level, name, urls[name]), run_file(cell_dir, name),
                             server_state=states.get(name)) for name in names]
-                cell_runs, interrupted = run_arms(prompts, arms, LockStep(level, config.order_seed),
+                cell_runs, interrupted = run_arms(prompts, arms, LockStep(level, job.order_seed),
                                              RunOptions(progress=display, resume=resume, force=not resume))
             runs[level] = cell_runs
             if interrupted:
@@ -298,7 +290,7 @@ def finished_exit_code(runs: Mapping[float, Mapping[str, Run]], out: Callable[[s
 
 
 def _cells(runs: dict[int, dict[str, Run]], arms: Sequence[str], config: SweepConfig) -> list[SweepCell]:
-    return [sweep_cell(arm, level, runs[level][BASELINE], runs[level][arm], threshold=config.threshold)
+    return [sweep_cell(arm, level, runs[level][BASELINE], runs[level][arm], threshold=config.job.threshold)
             for level in sorted(runs) for arm in arms]
 
 

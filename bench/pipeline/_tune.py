@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
-from bench._redact import one_line
+from bench._redact import one_line, redact
 from bench.analysis import (
     Comparison,
     PredictionCheck,
@@ -32,11 +31,12 @@ from bench.analysis import (
     scope_prediction,
     summarize_tune,
 )
-from bench.pipeline._arms import arm_config
+from bench.pipeline._job import ComparisonJob, most_rounds, settings_prompts
 from bench.pipeline._rounds import Rounds
-from bench.prompts import load_prompts
+from bench.pipeline._servers import LOG_NAMES, ended_on_signals
 from bench.records import (
     BASELINE,
+    SPECULATIVE,
     Run,
     journal_path,
     load_run,
@@ -53,33 +53,20 @@ OVERALL = "overall"
 
 @dataclass(frozen=True)
 class TuneConfig:
-    """What `speedbench tune` runs: the drafter, the grid, the load levels, the servers and the prompts."""
+    """What `speedbench tune` runs: one comparison job (run settings, the servers: URL, command or embedded with
+    its drafter `job.server.spec`, the folder, seeds, threshold), the draft lengths, the load levels and the pick's
+    own options."""
 
-    mode: str = "ngram-mod"
+    job: ComparisonJob
     grid: tuple[int, ...] = tuple(range(1, 17))
     levels: tuple[int, ...] = (1,)
-    base_cmd: str | None = None
-    base_url: str | None = None
-    spec_cmd: str | None = None
-    bench: str = "qualitative"
-    dataset: str = "categories"
-    category: str = "all"
-    limit: int = 5
-    osl: int = 128
-    until_decided: bool = False
     full_grid: bool = False
-    results_dir: str = "results"
-    label: str | None = None
-    resume: str | None = None
-    order_seed: int = 0
-    threshold: float = DEFAULT_THRESHOLD
     tie_margin: float = DEFAULT_THRESHOLD
-    engine: str = "llamacpp"
-    model: str | None = None
-    draft: str | None = None
-    threads: int = 1
-    ready_timeout: float = 120.0
-    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        """The drafter tuned (`--spec`)."""
+        return self.job.server.spec
 
 
 MAX_DRAFT_LENGTH = 1024
@@ -115,36 +102,25 @@ def config_folder(folder: Path, level: int, draft_max: int) -> Path:
 
 
 @contextlib.contextmanager
-def _ended_on_sigterm() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C while tuning, so every started server's process group is ended on the way out."""
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
 def _server(config: TuneConfig, *, speculative: bool, level: int, draft_max: int, where: Path,
             out: Callable[[str], Any]) -> Iterator[tuple[str, str | None]]:
     """(URL, the server's state for the records) of one side: a given URL, the user's command or an embedded one."""
     from bench.server import CommandServer, ServerError, ServerRequest, make_server
 
-    if not speculative and config.base_url:
-        yield config.base_url, None
+    job = config.job
+    if not speculative and job.base.url:
+        yield job.base.url, None
         return
-    command = config.spec_cmd if speculative else config.base_cmd
+    command = job.spec.command if speculative else job.base.command
     try:
         if command:
-            server: Any = CommandServer(command, where / ("spec.log" if speculative else "baseline.log"),
-                                        ready_timeout=config.ready_timeout, draft_max=draft_max, concurrency=level)
+            server: Any = CommandServer(command, where / LOG_NAMES[SPECULATIVE if speculative else BASELINE],
+                                        ready_timeout=job.server.ready_timeout, api_key=job.settings.api_key,
+                                        draft_max=draft_max, concurrency=level)
         else:
             server = make_server(ServerRequest(
-                engine=config.engine, mode=config.mode if speculative else "baseline", model=config.model,
-                draft=config.draft, threads=config.threads, slots=level, ctx_per_slot=4096,
+                engine=job.embedded_engine, mode=config.mode if speculative else "baseline", model=job.server.model,
+                draft=job.server.draft, threads=job.server.threads, slots=level, ctx_per_slot=4096,
                 draft_max=draft_max if speculative else None))
         out(f"speedbench: starting the {'speculative' if speculative else 'baseline'} server for "
             f"{arm_name(draft_max)} at concurrency {level}\n")
@@ -158,11 +134,15 @@ def _server(config: TuneConfig, *, speculative: bool, level: int, draft_max: int
 
 
 def _run_config(config: TuneConfig, url: str, level: int, side: str, draft_max: int) -> RunConfig:
-    tags = {"mode": "baseline" if side == BASELINE else config.mode, **config.tags}
+    """One side's run config at one level: the run settings, its endpoint and the tags naming its server."""
+    job = config.job
+    tags = {"mode": "baseline" if side == BASELINE else config.mode}
+    command = job.base.command if side == BASELINE else job.spec.command
+    if command:  # identified by its command (the port is new on every start)
+        tags.update(server="command", command=redact(" ".join(command.split())))
     if side != BASELINE:
         tags["draft_max"] = str(draft_max)
-    return arm_config(url=url, bench=config.bench, dataset=config.dataset, category=config.category,
-                      limit=config.limit, osl=config.osl, concurrency=level, label=f"c{level} {side}", tags=tags)
+    return RunConfig.from_settings(job.settings, url=url, concurrency=level, label=f"c{level} {side}", tags=tags)
 
 
 def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Callable[[str], Any],
@@ -185,11 +165,11 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
                     server_state=states.get(BASELINE)),
                 Arm(names[1], _run_config(config, spec_url, level, names[1], draft_max), run_file(where, names[1]),
                     server_state=states.get(names[1]))]
-        if config.until_decided:
+        if config.job.until_decided:
             return _until_decided(config, where, arms, states, out=out, progress=progress)
         resume = all(journal_path(Path(arm.output)).exists() for arm in arms if arm.output is not None)
-        prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
-        runs, stopped = run_arms(prompts, arms, long_turns(level, config.order_seed),
+        prompts = settings_prompts(config.job.settings)
+        runs, stopped = run_arms(prompts, arms, long_turns(level, config.job.order_seed),
                                  RunOptions(progress=progress, resume=resume, force=not resume))
     return runs[BASELINE], runs[names[1]], stopped
 
@@ -198,16 +178,18 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dic
                    out: Callable[[str], Any], progress: Progress) -> tuple[Run, Run, bool]:
     """Rounds of one sample per category (each round's files under `rounds/k/`) until the overall verdict against
     the baseline is decided or `limit` rounds ran; both run files carry the sequential record."""
-    everything = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+    job = config.job
+    everything = settings_prompts(job.settings)
+    limit = most_rounds(job.settings, everything)
     state = Rounds()
 
     def run_round(k: int) -> tuple[Run, Run]:
-        prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=k)
+        prompts = settings_prompts(job.settings, limit=k)
         seen = state.seen(BASELINE)
         fresh = dataclasses.replace(prompts, samples=tuple(s for s in prompts.samples if s.id not in seen))
         round_arms = [dataclasses.replace(arm, output=run_file(where / "rounds" / str(k), arm.name)) for arm in arms]
         Path(round_arms[0].output or "").parent.mkdir(parents=True, exist_ok=True)
-        runs, stopped = run_arms(fresh, round_arms, long_turns(arms[0].config.concurrency, config.order_seed + k),
+        runs, stopped = run_arms(fresh, round_arms, long_turns(arms[0].config.concurrency, job.order_seed + k),
                                  RunOptions(progress=progress, force=True))
         whole = []
         for arm in arms:
@@ -224,8 +206,8 @@ def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dic
             save_run(run, run_file(where, arm.name))
 
     try:
-        decided = sample_until_decided(run_round, rounds=config.limit, per_round=len(everything.categories),
-                                       threshold=config.threshold, on_record=save_record,
+        decided = sample_until_decided(run_round, rounds=limit, per_round=len(everything.categories),
+                                       threshold=job.threshold, on_record=save_record,
                                        on_look=lambda look: out(f"speedbench: {look.reason}\n"))
     except _Stopped:
         return load_run(run_file(where, arms[0].name)), load_run(run_file(where, arms[1].name)), True
@@ -237,37 +219,44 @@ class _Stopped(Exception):
 
 
 def _folder(config: TuneConfig) -> Path:
-    return resumed_or_new_folder(config.resume, config.results_dir, config.label or f"tune-{config.mode}", "tune")
+    job = config.job
+    return resumed_or_new_folder(job.resume, job.results_dir, job.label or f"tune-{config.mode}", "tune")
 
 
 def validate(config: TuneConfig) -> None:
     """Refuse impossible options in one line, before any server starts."""
-    if config.spec_cmd is None and (config.base_cmd or config.base_url):
+    job = config.job
+    base_cmd, spec_cmd = job.base.command, job.spec.command
+    if spec_cmd is None and (base_cmd or job.base.url):
         raise BenchError("--base-cmd/--base-url need --spec-cmd (the speculative server's command, with {draft_max})")
-    if config.base_cmd and config.base_url:
+    if base_cmd and job.base.url:
         raise BenchError("give either --base-cmd or --base-url, not both")
-    if config.spec_cmd is not None and "{draft_max}" not in config.spec_cmd:
+    if spec_cmd is not None and "{draft_max}" not in spec_cmd:
         raise BenchError("--spec-cmd must contain {draft_max}: every configuration starts it with its draft length")
     from bench.server import ServerError, fill_command
 
-    for command in (config.base_cmd, config.spec_cmd):
+    placeholders = {"draft_max": 1, "concurrency": 1}
+    if job.settings.api_key is not None:
+        placeholders["api_key"] = 1
+    for command in (base_cmd, spec_cmd):
         if command is None:
             continue
         if "{port}" not in command:
             raise BenchError(f"server command {command!r} has no {{port}}: the server must listen where asked")
         try:
-            fill_command(command, port=1, draft_max=1, concurrency=1)
+            fill_command(command, port=1, **placeholders)
         except ServerError as exc:
             raise BenchError(str(exc)) from None
-    if config.limit < 1 or config.osl < 1 or not 0 < config.tie_margin < 1 or not 0 < config.threshold < 1:
-        raise BenchError("--limit and --osl must be >= 1, --tie-margin and --threshold between 0 and 1")
-    if config.spec_cmd is None:
+    if not 0 < config.tie_margin < 1 or not 0 < job.threshold < 1:
+        raise BenchError("--tie-margin and --threshold must be between 0 and 1")
+    if spec_cmd is None:
         from bench.server import speculative_modes
 
-        modes = speculative_modes(config.engine)
+        modes = speculative_modes(job.embedded_engine)
         if config.mode not in modes:
-            raise BenchError(f"--spec {config.mode!r}: the embedded {config.engine} server knows {', '.join(modes)}")
-    load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+            raise BenchError(f"--spec {config.mode!r}: the embedded {job.embedded_engine} server knows "
+                             f"{', '.join(modes)}")
+    settings_prompts(job.settings)
     for level in config.levels:
         _run_config(config, "http://127.0.0.1:1", level, BASELINE, 1).validate()
 
@@ -280,7 +269,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
     checks: list[PredictionCheck] = []
     notes: list[str] = []
     failed = 0
-    with _ended_on_sigterm():
+    with ended_on_signals():
         try:
             for level in config.levels:
                 measured = comparisons.setdefault(level, {})
@@ -300,7 +289,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                             out(f"speedbench: interrupted; continue with --resume {folder}\n")
                             return EXIT_INTERRUPTED
                         failed += baseline.failed_samples + speculative.failed_samples
-                        measured[draft_max] = compare(baseline, speculative, threshold=config.threshold,
+                        measured[draft_max] = compare(baseline, speculative, threshold=config.job.threshold,
                                                       baseline_label=BASELINE, speculative_label=arm_name(draft_max))
                         notes += _drafting_notes(measured[draft_max], draft_max, level)
                         guess = prediction.speedup(draft_max) if prediction is not None else None
@@ -316,7 +305,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
         except KeyboardInterrupt:
             out(f"speedbench: interrupted; finished configurations kept; continue with --resume {folder}\n")
             return EXIT_INTERRUPTED
-    tune = summarize_tune(comparisons, config.grid, mode=config.mode, checks=checks, threshold=config.threshold,
+    tune = summarize_tune(comparisons, config.grid, mode=config.mode, checks=checks, threshold=config.job.threshold,
                           tie_margin=config.tie_margin, notes=notes)
     written = write_tune(tune, folder)
     out("\n" + tune_text(tune))

@@ -50,14 +50,15 @@ class RunIdentity:
 
     @property
     def embedded(self) -> bool:
-        """Whether the run was against an embedded server (its tags name it): a new port on every start."""
+        """Whether the run was against a server speedbench started, embedded or from the user's command (its tags
+        name it): a new port on every start."""
         tags = self.get("tags")
-        return isinstance(tags, Mapping) and str(tags.get("server", "")).startswith("embedded")
+        return isinstance(tags, Mapping) and str(tags.get("server", "")).startswith(("embedded", "command"))
 
     def resume_mismatches(self, new: RunIdentity) -> list[Mismatch]:
         """Every setting in which `new` (the run asked for now) differs from this (the interrupted) run.
 
-        An embedded server is identified by its tags (model, mode), not its URL; an external one by its URL.
+        A started server is identified by its tags (model, mode; its command), not its URL; a given one by its URL.
         A setting the interrupted run did not record counts as a difference: it cannot be shown to match.
         """
         embedded = new.embedded

@@ -4,6 +4,8 @@ A run file `<run>.json` has its journal `<run>.json.jsonl` and its writer's lock
 A comparison folder (`speedbench bench`) holds `baseline.json`, `speculative.json`, `comparison.{txt,md,json}`
 and `plots/`; `speedbench report` adds `report.md`. A sweep folder holds one `c<level>/` folder per concurrency
 level, each with `baseline.json` and one `<arm>.json` per speculative arm, and `sweep.{txt,md,json}` beside them.
+A `bench --config` folder holds `pairs.json` (the pairs' names, in order), one comparison folder per pair named
+after it, and `report.md` over all of them.
 New folders are `<results dir>/<UTC time>-<label>`.
 """
 
@@ -27,6 +29,8 @@ LOCK_SUFFIX = ".lock"
 LEVEL_PREFIX = "c"
 RATE_PREFIX = "r"
 REPORT_FILE = "report.md"
+PAIRS_FILE = "pairs.json"
+"""A `bench --config` folder's record of its pairs (`bench.records._pairs`)."""
 SAMPLE_FOLDER = "sample"
 """A results folder of this name holds a committed example, never the newest run."""
 
@@ -154,7 +158,7 @@ def latest_results_folder(results_dir: str | os.PathLike[str]) -> Path | None:
         path for path in Path(results_dir).glob("*")
         if path.is_dir() and path.name != SAMPLE_FOLDER
         and (is_comparison_folder(path) or workload_folders(path) or is_sweep_folder(path)
-             or is_rate_sweep_layout(path))
+             or is_rate_sweep_layout(path) or (path / PAIRS_FILE).is_file())
     )
     return folders[-1] if folders else None
 

@@ -337,7 +337,7 @@ class RunMeta(Mapping[str, JsonValue]):
 
 
 @dataclass(frozen=True, slots=True)
-class RunSettings:
+class RecordedSettings:
     """What a run was asked to do: the reference's `config` keys plus speedbench's, read one way (`_settings`)."""
 
     url: str | None = None
@@ -356,7 +356,7 @@ class RunSettings:
     tags: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, config: JsonMapping) -> RunSettings:
+    def from_mapping(cls, config: JsonMapping) -> RecordedSettings:
         """Read a run file's `config` object (any version), each key as its declared kind (absent: unset)."""
         values = {item.name: setting(item.name).read(config.get(item.name),
                                                      {} if item.default is MISSING else item.default)

@@ -26,7 +26,7 @@ from bench.records._journal import read_journal
 from bench.records._json import reference_json
 from bench.records._layout import BASELINE, SPECULATIVE, is_journal, run_file
 from bench.records._lock import open_no_follow
-from bench.records._meta import RunMeta, RunSettings, ServerStart
+from bench.records._meta import RecordedSettings, RunMeta, ServerStart
 from bench.records._results import (
     MAX_NUMBER,
     SampleResult,
@@ -68,9 +68,9 @@ class Run:
         return tuple(latest_by_key(self.results))
 
     @cached_property
-    def settings(self) -> RunSettings:
+    def settings(self) -> RecordedSettings:
         """The run's configuration, typed."""
-        return RunSettings.from_mapping(self.config)
+        return RecordedSettings.from_mapping(self.config)
 
     @property
     def completed_samples(self) -> int:

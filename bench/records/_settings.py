@@ -1,7 +1,7 @@
 """A run's settings, declared once: each one's default, help text, lower limit and place in the run's identity.
 
 `RunConfig` (the runner) takes its defaults from here, the command line its defaults and help texts, a run's
-identity (`RunIdentity`: resume and comparability checks) the settings marked as part of it, and `RunSettings`
+identity (`RunIdentity`: resume and comparability checks) the settings marked as part of it, and `RecordedSettings`
 reads a recorded `config` through the declared kinds. A setting's `identity` says how a difference counts:
 `error` (two runs are not comparable), `warning` (shown beside a comparison), `resume` (differs on purpose
 between compared arms: checked on resume only), None (not part of what a run measures).

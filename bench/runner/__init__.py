@@ -28,6 +28,7 @@ from bench.runner._probes import server_token_counter
 from bench.runner._progress import LineProgress, Progress, SilentProgress
 from bench.runner._sample import run_sample
 from bench.runner._schedule import ClosedLoop, OpenLoop, Schedule, seeded_order
+from bench.runner._settings import RUN_SETTING_NAMES, RunSettings
 from bench.runner._sse import SSEDecoder
 from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
 from bench.runner._strategies import (
@@ -71,6 +72,7 @@ __all__ = [
     "PER_PROCESS_IN_FLIGHT",
     "PER_PROCESS_REQUESTS_PER_S",
     "READ_BYTES",
+    "RUN_SETTING_NAMES",
     "TRACE",
     "Arm",
     "ArrivalSchedule",
@@ -91,6 +93,7 @@ __all__ = [
     "Response",
     "RunConfig",
     "RunOptions",
+    "RunSettings",
     "RunStopped",
     "SSEDecoder",
     "SampleFailure",

@@ -5,18 +5,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlsplit
 
 from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, key_secrets, masked_by_key, redact, redact_url, url_secrets
-from bench._types import JsonMapping, JsonObject, JsonValue
+from bench._types import JsonMapping, JsonObject
 from bench.engines import ENGINE_NAMES
 from bench.records import REASONING_SETTINGS, check_limits, default
 from bench.runner._arrivals import ARRIVAL_PROCESSES
 from bench.runner._limits import checked_number
 from bench.runner._loops import choose_loop
+from bench.runner._settings import RunSettings
 
 if TYPE_CHECKING:
     from bench.server import ServerRequest
@@ -59,56 +60,31 @@ def server_root(base_url: str) -> str:
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Everything that defines a run; all but the secrets are written to the run file.
+class RunConfig(RunSettings):
+    """Everything that defines a run: the run settings plus its endpoint and run-only fields; all but the secrets
+    are written to the run file.
 
     Each field's default, help text, lower limit and identity membership are declared once, in
     `bench.records`' settings (`setting(key)`); the secrets and the client's event loop are not recorded.
     """
 
     url: str = default("url")
-    model: str | None = default("model")
-    bench: str = default("bench")
-    category: str = default("category")
-    osl: int = default("osl")
-    extra_inputs: JsonMapping = field(default_factory=lambda: default("extra_inputs"))
-    """Request fields every request sends as given (`--extra-inputs`)."""
-    concurrency: int = default("concurrency")
-    limit: int | None = default("limit")
-    timeout: float = default("timeout")
-    dataset: str = default("dataset")
-    revision: str | None = default("revision")
-    repeat: int = default("repeat")
-    warmup: int = default("warmup")
-    stream: bool = default("stream")
-    engine: str = default("engine")
-    api: str = default("api")
-    retries: int = default("retries")
     label: str | None = default("label")
     per_sample_metrics: bool = default("per_sample_metrics")
-    chat_template_kwargs: Mapping[str, JsonValue] | None = default("chat_template_kwargs")  # JSON as given
-    reasoning: str = default("reasoning")
-    """The thinking switch of reasoning models (`--reasoning on|off|auto`), sent as each engine reads it."""
     tags: Mapping[str, str] = field(default_factory=lambda: default("tags"))
-    max_response_bytes: int = default("max_response_bytes")
-    logprobs: bool = default("logprobs")
-    request_rate: float | None = default("request_rate")
-    arrival: str = default("arrival")
-    burstiness: float = default("burstiness")
-    max_concurrency: int | None = default("max_concurrency")
-    arrival_seed: int = default("arrival_seed")
     trace: str | None = default("trace")
     workers: int = default("workers")
     workers_auto: str | None = default("workers_auto")
     loop: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any], **fixed: Any) -> RunConfig:
-        """A run's settings from named values (parsed options): each setting's value where given, then `fixed`."""
-        known = {item.name for item in fields(cls)} - set(fixed)
-        return cls(**{key: value for key, value in values.items() if key in known}, **fixed)
+    def from_settings(cls, settings: RunSettings, **own: Any) -> RunConfig:
+        """A run's config from the run settings and its own fields (`url`, `label`, `tags`, ...)."""
+        return cls(**{**settings.values(), **own})
+
+    def settings(self) -> RunSettings:
+        """The run settings this config holds."""
+        return RunSettings(**RunSettings.values(self))
 
     @property
     def open_loop(self) -> bool:

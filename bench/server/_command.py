@@ -45,6 +45,26 @@ def _signal_group(group: int, sig: int) -> None:
         _LIVE.discard(group)
 
 
+def _prctl() -> Any:
+    """libc's prctl, looked up before any fork (None where there is none)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent() -> None:
+    """In the child before exec: the kernel sends it SIGTERM when speedbench dies (Linux; elsewhere nothing)."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def free_port() -> int:
     """A loopback port the OS says is free now."""
     with socket.socket() as sock:
@@ -64,13 +84,19 @@ def fill_command(template: str, **values: Any) -> list[str]:
 class CommandServer:
     """One server started from a command template, stopped with its whole process group."""
 
-    def __init__(self, template: str, log_path: Path, *, ready_timeout: float = 120.0, **values: Any) -> None:
-        """Prepare (nothing starts until `start`)."""
+    def __init__(self, template: str, log_path: Path, *, ready_timeout: float = 120.0, api_key: str | None = None,
+                 **values: Any) -> None:
+        """Prepare (nothing starts until `start`); `api_key` fills `{api_key}` and is sent on the readiness probes."""
         if "{port}" not in template:
             raise ServerError(f"server command {template!r} has no {{port}}: the server must listen where asked")
         self.port = free_port()
+        if api_key is not None:
+            values["api_key"] = api_key
+            register_secrets([api_key])
+        self.template = template
         self.argv = fill_command(template, port=self.port, **values)
         register_secrets(command_secrets(self.argv))
+        self.api_key = api_key
         self.log_path = log_path
         self.ready_timeout = ready_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -86,7 +112,8 @@ class CommandServer:
         with open_no_follow(self.log_path, "a+b") as log:  # a link planted at the log's path is refused
             try:
                 self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                                preexec_fn=_end_with_parent)
             except OSError as exc:
                 raise ServerError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         _LIVE.add(self.process.pid)
@@ -104,9 +131,11 @@ class CommandServer:
                           f"its output: {self.log_path}")
 
     def _answers(self) -> bool:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         for path in READY_PATHS:
             try:
-                with urllib.request.urlopen(self.url + path, timeout=2.0) as response:
+                with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers),
+                                            timeout=2.0) as response:
                     if response.status == 200:
                         return True
             except (urllib.error.URLError, OSError, ValueError):
