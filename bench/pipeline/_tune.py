@@ -245,6 +245,10 @@ def validate(config: TuneConfig) -> None:
         raise BenchError("--base-cmd/--base-url need --spec-cmd (the speculative server's command, with {draft_max})")
     if config.base_cmd and config.base_url:
         raise BenchError("give either --base-cmd or --base-url, not both")
+    if config.base_url:
+        from bench.runner import normalize_base_url
+
+        normalize_base_url(config.base_url)
     if config.spec_cmd is not None and "{draft_max}" not in config.spec_cmd:
         raise BenchError("--spec-cmd must contain {draft_max}: every configuration starts it with its draft length")
     from bench.server import ServerError, fill_command
