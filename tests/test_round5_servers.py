@@ -64,3 +64,77 @@ def test_a_server_without_a_model_list_whose_completions_work_is_warned_about_an
     assert "lists no models (GET /models answered HTTP 404)" in out + err and "going on" in out + err
     run = load_run(tmp_path / "r.json")
     assert len(run.results) == 2 and not run.failed_samples
+
+
+# ---------------------------------------------------------------- 3. tune's templates and options
+
+SECRET = "sk-abcdef1234567890"
+
+
+@pytest.mark.parametrize("template", [
+    "srv {port} {port[0]}", "srv {port} {draft_max.real}", "srv {port} {port.__class__}", "srv {port} {port!r}",
+    "srv {port} {port:>8}", "srv {port} {}", "srv {port} {0}", "srv {port} {nope}", "srv {port} {", "srv {port} }",
+    "srv {port} 'unclosed",
+])
+def test_a_placeholder_that_is_not_a_bare_known_name_is_refused_in_one_line(
+    template: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _main(capsys, "tune", "--base-cmd", template, "--spec-cmd", "x {port} {draft_max}",
+                         "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and "server command" in err, err
+    _one_line_error(err)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("template", [
+    f"srv {{port}} --api-key {{{SECRET}}}", f"srv {{port}} --api-key={{{SECRET}}}",
+    f"srv {{port}} --api-key sk-{{{SECRET[3:]}}}", f"srv --token {{port}}{{{SECRET}}}",
+    f"srv {{port}} --api-key {{{SECRET}[0]}}", f"srv {{port}} --api-key {{port.{SECRET}}}",
+])
+def test_a_secret_inside_a_brace_token_is_masked_in_the_refusal(
+    template: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _main(capsys, "tune", "--base-cmd", template, "--spec-cmd", "x {port} {draft_max}",
+                           "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and "server command" in err, err
+    _one_line_error(err)
+    assert SECRET[3:11] not in out + err, err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1", "1e300"])
+def test_ready_timeout_must_be_finite_and_positive(value: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main(capsys, "tune", "--base-cmd", "x {port}", "--spec-cmd", "x {port} {draft_max}",
+                         "--ready-timeout", value, "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and "--ready-timeout" in err, err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists()
+
+
+_FAILING = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"error": "out of memory"}'
+        self.send_response(500); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def test_a_server_whose_every_completion_fails_ends_tune_in_one_line(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "failing.py"
+    script.write_text(_FAILING)
+    command = f"{sys.executable} {script} {{port}}"
+    code, out, err = _main(capsys, "tune", "--base-cmd", command, "--spec-cmd", command + " {draft_max}",
+                           "--draft-max", "2", "--dataset", str(_dataset(tmp_path, 2)), "--limit", "1",
+                           "--osl", "4", "--results-dir", str(tmp_path / "r"), "--quiet")
+    assert code != 0 and "Traceback" not in out + err, out + err
+    _one_line_error(err)
+    assert "HTTP 500" in err or "failed" in err, err

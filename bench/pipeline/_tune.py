@@ -245,9 +245,10 @@ def validate(config: TuneConfig) -> None:
         raise BenchError("--base-cmd/--base-url need --spec-cmd (the speculative server's command, with {draft_max})")
     if config.base_cmd and config.base_url:
         raise BenchError("give either --base-cmd or --base-url, not both")
-    if config.base_url:
-        from bench.runner import normalize_base_url
+    from bench.runner import checked_number, normalize_base_url
 
+    checked_number("--ready-timeout", config.ready_timeout)
+    if config.base_url:
         normalize_base_url(config.base_url)
     if config.spec_cmd is not None and "{draft_max}" not in config.spec_cmd:
         raise BenchError("--spec-cmd must contain {draft_max}: every configuration starts it with its draft length")
@@ -300,6 +301,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                         if stopped:
                             out(f"speedbench: interrupted; continue with --resume {folder}\n")
                             return EXIT_INTERRUPTED
+                        _refuse_without_pairs(baseline, speculative, config_folder(folder, level, draft_max))
                         failed += baseline.failed_samples + speculative.failed_samples
                         measured[draft_max] = compare(baseline, speculative, threshold=config.threshold,
                                                       baseline_label=BASELINE, speculative_label=arm_name(draft_max))
@@ -325,6 +327,17 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
         out(f"speedbench: {failed} samples failed; see the configuration folders\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _refuse_without_pairs(baseline: Run, speculative: Run, where: Path) -> None:
+    """A configuration with no sample that succeeded on both servers cannot be compared: one line naming why."""
+    finished = {result.id for result in baseline.results if result.ok}
+    if finished & {result.id for result in speculative.results if result.ok}:
+        return
+    errors = [result for run in (baseline, speculative) for result in run.results if not result.ok]
+    cause = f": {one_line(errors[0].error or errors[0].error_kind or 'failed', 200)}" if errors else ""
+    raise BenchError(f"no sample succeeded on both servers of {where.name} at {where.parent.name}, so tune cannot "
+                     f"compare them ({len(errors)} failed{cause}); the run files and server output are in {where}")
 
 
 def _drafting_notes(comparison: Comparison, draft_max: int, level: int) -> list[str]:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shlex
 import signal
 import socket
+import string
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,8 @@ from bench._redact import command_secrets, redact, register_secrets
 from bench.records import open_no_follow
 from bench.server._embedded import ServerError
 
+SECRET_PIECE = 8
+"""The shortest piece of a secret-named option's value registered on its own (a placeholder name is shorter)."""
 READY_PATHS = ("/health", "/v1/models")
 """What readiness is probed on, in order: llama.cpp's /health, then any OpenAI server's model list."""
 _LIVE: set[int] = set()
@@ -53,12 +58,43 @@ def free_port() -> int:
 
 
 def fill_command(template: str, **values: Any) -> list[str]:
-    """The template's words with `{port}`, `{draft_max}`, `{concurrency}` filled in; a bad template is an error."""
+    """The template's words with `{port}`, `{draft_max}`, `{concurrency}` filled in; a bad template is an error.
+
+    A placeholder is one of the given names alone: an index, attribute, conversion or format (`{port[0]}`,
+    `{port.real}`, `{port!r}`, `{port:>8}`), a positional `{}` and an unknown name are refused. The secrets of
+    the template (secret-named options' values, with any brace token's inside) are registered before anything
+    is said about it.
+    """
+    known = ", ".join("{" + key + "}" for key in values)
     try:
-        return [word.format(**values) for word in shlex.split(template)]
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ServerError(f"server command {template!r}: {exc} (placeholders: "
-                          f"{', '.join('{' + key + '}' for key in values)})") from None
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise ServerError(f"server command {template!r}: {exc} (quote it as a shell would)") from None
+    register_secrets(_brace_secrets(command_secrets(words), values))
+    filled = []
+    for word in words:
+        parts: list[str] = []
+        try:
+            for literal, name, spec, conversion in string.Formatter().parse(word):
+                parts.append(literal)
+                if name is None:
+                    continue
+                if name not in values or spec or conversion:
+                    shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+                    raise ServerError(f"server command {template!r}: {redact(shown)} is not a placeholder "
+                                      f"(placeholders, each alone: {known}; a literal brace is {{{{ or }}}})")
+                parts.append(str(values[name]))
+        except ValueError as exc:
+            raise ServerError(f"server command {template!r}: {exc} (placeholders: {known}; a literal brace is "
+                              "{{ or }})") from None
+        filled.append("".join(parts))
+    return filled
+
+
+def _brace_secrets(found: list[str], names: Iterable[str]) -> list[str]:
+    """Each secret value, and each piece of it between the characters of a placeholder (`{sk-...}` gives `sk-...`)."""
+    pieces = [piece for value in found for piece in re.split(r"[{}\[\].!:]", value)]
+    return found + [piece for piece in pieces if len(piece) >= SECRET_PIECE and piece not in names]
 
 
 class CommandServer:
