@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-from bench.records import load_run
+from bench.records import load_run, read_journal
 from tests.fakeserver import FakeServer, FakeState
 from tests.test_adversarial import _dataset, _main, _one_line_error
 
@@ -138,3 +141,29 @@ def test_a_server_whose_every_completion_fails_ends_tune_in_one_line(tmp_path: P
     assert code != 0 and "Traceback" not in out + err, out + err
     _one_line_error(err)
     assert "HTTP 500" in err or "failed" in err, err
+
+
+# ---------------------------------------------------------------- 13. workers of a killed parent, mid-request
+
+
+def test_workers_whose_parent_is_killed_mid_request_exit_within_5_s(fake_server: FakeServer, fake_state: FakeState,
+                                                                     tmp_path: Path) -> None:
+    from tests.test_workers import _running, _start
+
+    fake_state.delay_s = 0.05
+    process = _start(fake_server, tmp_path)
+    fake_state.delay_s = 6.0  # longer than a stop's grace period: every request from now on is in flight
+    sent = len(fake_state.requests)
+    deadline = time.monotonic() + 10
+    while len(fake_state.requests) < sent + 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = [int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+    assert len(workers) == 2
+    os.kill(process.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    process.communicate(timeout=60)
+    while any(map(_running, workers)) and time.monotonic() < killed + 30:
+        time.sleep(0.02)
+    assert time.monotonic() - killed < 5.0, f"workers took {time.monotonic() - killed:.2f} s to exit"
+    kept = [read_journal(path)[1] for path in tmp_path.glob(".workers-*/worker-*/run.json.jsonl")]
+    assert sum(len(results) for results in kept) > 0  # what the workers finished is kept in their journals

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import signal
 import time
 from collections.abc import Coroutine, Iterator
@@ -18,6 +19,20 @@ GRACE_PERIOD_S = 5.0
 """After a stop request, requests in flight get this long to finish."""
 STOPPING_PROBE_S = 1.0
 """After a stop request, the closing /metrics scrape gets at most this long."""
+_orphaned_when: list[int] = []
+"""The parent whose death makes any stop here a hard one (set in a worker: `stop_at_once_when_orphaned`)."""
+
+
+def stop_at_once_when_orphaned(parent: int) -> None:
+    """In a worker: a stop that arrives once `parent` is gone stops at once, with no grace for requests in flight.
+
+    Nobody is left to wait for them, and the process must end within its bound; what finished is in its journal.
+    """
+    _orphaned_when[:] = [parent]
+
+
+def _orphaned() -> bool:
+    return bool(_orphaned_when) and os.getppid() != _orphaned_when[0]
 
 
 class Stop:
@@ -31,10 +46,10 @@ class Stop:
         self.fatal: BaseException | None = None
 
     def signal(self) -> None:
-        """A SIGINT/SIGTERM: the first asks for a stop, the second stops at once."""
+        """A SIGINT/SIGTERM: the first asks for a stop, the second stops at once (so does any in an orphaned worker)."""
         self.count += 1
         self.requested.set()
-        if self.count >= 2:
+        if self.count >= 2 or _orphaned():
             self.hard.set()
 
     def fail(self, exc: BaseException) -> None:
