@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -11,6 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from bench import BenchError
 from bench.records import load_run, read_journal
 from tests.fakeserver import FakeServer, FakeState
 from tests.test_adversarial import _dataset, _main, _one_line_error
@@ -167,3 +171,124 @@ def test_workers_whose_parent_is_killed_mid_request_exit_within_5_s(fake_server:
     assert time.monotonic() - killed < 5.0, f"workers took {time.monotonic() - killed:.2f} s to exit"
     kept = [read_journal(path)[1] for path in tmp_path.glob(".workers-*/worker-*/run.json.jsonl")]
     assert sum(len(results) for results in kept) > 0  # what the workers finished is kept in their journals
+
+
+# ---------------------------------------------------------------- 2. tune --resume
+
+FAKE = Path(__file__).with_name("fake_truth.py")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tune_dataset(tmp_path: Path) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    rows = [{"question_id": f"{category}-{index}", "category": category,
+             "turns": [f"[cat={category}] question number {index} about {category}"]}
+            for category in ("code", "chat") for index in range(6)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _tune_args(tmp_path: Path, *extra: str, delay: float = 0.0, osl: str = "64") -> list[str]:
+    base = f"{sys.executable} {FAKE} --port {{port}} --delay {delay}"
+    return ["tune", "--base-cmd", base, "--spec-cmd", base + " --draft-max {draft_max}", "--draft-max", "2",
+            "--dataset", str(_tune_dataset(tmp_path)), "--limit", "6", "--osl", osl, "--quiet", *extra]
+
+
+def _interrupted_tune(tmp_path: Path, signum: int = signal.SIGINT) -> Path:
+    """A tune stopped by `signum` once its first configuration has journalled samples; its folder."""
+    process = subprocess.Popen([sys.executable, "-m", "bench", *_tune_args(tmp_path, "--results-dir",
+                                                                            str(tmp_path / "r"), delay=0.3)],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            journals = list((tmp_path / "r").glob("*/c1/draft_max-2/*.jsonl"))
+            if len(journals) == 2 and all(len(path.read_text().splitlines()) >= 2 for path in journals):
+                break
+            time.sleep(0.05)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, out + err
+    (folder,) = (tmp_path / "r").iterdir()
+    return folder
+
+
+def test_an_interrupted_configuration_of_command_servers_resumes(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _interrupted_tune(tmp_path)
+    code, out, err = _main(capsys, *_tune_args(tmp_path, "--resume", str(folder), delay=0.3))
+    assert code == 0, out + err
+    run = load_run(folder / "c1" / "draft_max-2" / "draft_max-2.json")
+    assert len(run.results) == run.selected_samples == 12 and not run.info.interrupted
+
+
+def test_an_embedded_servers_new_port_does_not_stop_its_resume() -> None:
+    from bench.pipeline._tune import TuneConfig, _run_config
+    from bench.records import refuse_resume
+
+    config = TuneConfig(limit=2)
+    for side in ("baseline", "draft_max-4"):
+        old = _run_config(config, "http://127.0.0.1:40001", 1, side, 4).recorded()
+        refuse_resume("x.json", old, _run_config(config, "http://127.0.0.1:40002", 1, side, 4).recorded())
+        others = [TuneConfig(limit=2, osl=64), TuneConfig(limit=2, model="other.gguf"), TuneConfig(limit=2, threads=2)]
+        if side != "baseline":  # the baseline's server is the same whatever the drafter
+            others.append(TuneConfig(limit=2, mode="ngram-simple"))
+        for other in others:
+            with pytest.raises(BenchError, match=r"x\.json: cannot resume"):
+                refuse_resume("x.json", old, _run_config(other, "http://127.0.0.1:40002", 1, side, 4).recorded())
+
+
+@pytest.fixture(scope="module")
+def finished_tune(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("finished")
+    from bench.cli import main
+
+    assert main([*_tune_args(tmp_path), "--results-dir", str(tmp_path / "r")]) == 0
+    (folder,) = (tmp_path / "r").iterdir()
+    return folder
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (["--osl", "32"], "osl"),
+    (["--category", "code"], "category"),
+    (["--spec-cmd", f"{sys.executable} {FAKE} --port {{port}} --delay 0.0 --draft-max {{draft_max}} --ignored x"],
+     "tags"),
+])
+def test_resuming_with_other_settings_is_refused_in_one_line(finished_tune: Path, change: list[str], said: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    args = _tune_args(finished_tune.parent.parent)
+    for flag, value in zip(change[::2], change[1::2], strict=True):
+        args += [flag, value]
+    before = (finished_tune / "tune.json").read_text()
+    code, _, err = _main(capsys, *args, "--resume", str(finished_tune))
+    assert code == 2 and "cannot resume" in err and said in err, err
+    _one_line_error(err)
+    assert (finished_tune / "tune.json").read_text() == before
+
+
+def test_resuming_over_an_edited_prompt_set_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(capsys, *_tune_args(tmp_path), "--results-dir", str(tmp_path / "r"))[0] == 0
+    (folder,) = (tmp_path / "r").iterdir()
+    args = _tune_args(tmp_path)  # rewrites the dataset: then edit one prompt
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(data.read_text().replace("question number 3 about code", "question number 3 about cobol"))
+    code, _, err = _main(capsys, *args, "--resume", str(folder))
+    assert code == 2 and "cannot resume" in err and "prompts" in err, err
+    _one_line_error(err)
+
+
+def test_a_speculative_run_file_replaced_by_its_baseline_is_refused(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main(capsys, *_tune_args(tmp_path), "--results-dir", str(tmp_path / "r"))[0] == 0
+    (folder,) = (tmp_path / "r").iterdir()
+    where = folder / "c1" / "draft_max-2"
+    shutil.copy(where / "baseline.json", where / "draft_max-2.json")
+    (folder / "tune.json").unlink()
+    code, _, err = _main(capsys, *_tune_args(tmp_path), "--resume", str(folder))
+    assert code == 2 and "cannot resume" in err, err
+    _one_line_error(err)
+    assert not (folder / "tune.json").exists()

@@ -19,7 +19,7 @@ from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
-from bench._redact import one_line
+from bench._redact import one_line, redact
 from bench.analysis import (
     Comparison,
     PredictionCheck,
@@ -39,13 +39,14 @@ from bench.records import (
     Run,
     journal_path,
     load_run,
+    refuse_resume,
     resumed_or_new_folder,
     run_file,
     runs_complete,
     save_run,
 )
 from bench.render import plot_tune, tune_markdown, tune_text
-from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, run_arms
+from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, prompts_digest, run_arms
 
 OVERALL = "overall"
 
@@ -157,11 +158,40 @@ def _server(config: TuneConfig, *, speculative: bool, level: int, draft_max: int
 
 
 def _run_config(config: TuneConfig, url: str, level: int, side: str, draft_max: int) -> RunConfig:
-    tags = {"mode": "baseline" if side == BASELINE else config.mode, **config.tags}
+    tags = {"mode": "baseline" if side == BASELINE else config.mode, **config.tags, **_server_tags(config, side)}
     if side != BASELINE:
         tags["draft_max"] = str(draft_max)
     return arm_config(url=url, bench=config.bench, dataset=config.dataset, category=config.category,
                       limit=config.limit, osl=config.osl, concurrency=level, label=f"c{level} {side}", tags=tags)
+
+
+def _server_tags(config: TuneConfig, side: str) -> dict[str, str]:
+    """What identifies a side's server when tune starts it (its port is new on every start): the command, or the
+    embedded engine, model files and threads. A given URL identifies itself."""
+    if side == BASELINE and config.base_url:
+        return {}
+    command = config.base_cmd if side == BASELINE else config.spec_cmd
+    if command:
+        return {"server": f"command {redact(command)}"}
+    tags = {"server": f"embedded {config.engine}", "model": config.model or "default", "threads": str(config.threads)}
+    if side != BASELINE and config.mode == "draft":
+        tags["draft_model"] = config.draft or config.model or "default"
+    return tags
+
+
+def _refuse_unlike(config: TuneConfig, where: Path, level: int, draft_max: int, names: list[str]) -> None:
+    """Refuse in one line to keep a configuration's finished run files measured with other settings (osl, prompts,
+    categories, servers) or swapped for each other: a pick is made from one configuration's measurements."""
+    prompts = load_prompts(config.dataset, bench=config.bench, category=config.category, limit=config.limit)
+    for name in names:
+        path = run_file(where, name)
+        run = load_run(path)
+        asked = _run_config(config, config.base_url or "http://127.0.0.1:1", level, name, draft_max)
+        refuse_resume(str(path), run.config, asked.recorded())
+        if run.config.get("label") != asked.label:
+            raise BenchError(f"{path}: cannot resume: label was {run.config.get('label')!r}, now {asked.label!r}")
+        if not config.until_decided and run.info.prompts_sha256 != prompts_digest(prompts):
+            raise BenchError(f"{path}: cannot resume: the selected prompts differ from the finished run's")
 
 
 def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Callable[[str], Any],
@@ -170,6 +200,7 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
     where = config_folder(folder, level, draft_max)
     names = [BASELINE, arm_name(draft_max)]
     if runs_complete(where, names):
+        _refuse_unlike(config, where, level, draft_max, names)
         out(f"speedbench: {arm_name(draft_max)} at concurrency {level} already complete in {where}\n")
         baseline, speculative = (load_run(run_file(where, name)) for name in names)
         return baseline, speculative, False

@@ -31,8 +31,10 @@ from bench.records._identity import (
     COMPARED_AS_ERROR,
     COMPARED_AS_WARNING,
     SELECTION_KEYS,
+    STARTED_HERE,
     Mismatch,
     RunIdentity,
+    refuse_resume,
 )
 from bench.records._journal import Journal, read_journal
 from bench.records._json import python_reference_json, reference_json
@@ -137,6 +139,7 @@ __all__ = [
     "SETTINGS",
     "SHARD_KEY",
     "SPECULATIVE",
+    "STARTED_HERE",
     "SUMMARY_KEYS",
     "UNKNOWN",
     "Acceptance",
@@ -209,6 +212,7 @@ __all__ = [
     "rate_sweep_files",
     "read_journal",
     "reference_json",
+    "refuse_resume",
     "report_file",
     "result_from_dict",
     "resumed_or_new_folder",
