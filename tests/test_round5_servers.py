@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -292,3 +294,152 @@ def test_a_speculative_run_file_replaced_by_its_baseline_is_refused(tmp_path: Pa
     assert code == 2 and "cannot resume" in err, err
     _one_line_error(err)
     assert not (folder / "tune.json").exists()
+
+
+# ---------------------------------------------------------------- 1. tune's servers never outlive it
+
+_SERVING = """
+import os, sys, time
+port, marker, how = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+sys.argv[:] = [sys.argv[0], "--port", str(port), *sys.argv[4:]]
+print("starting with --api-key {secret}", flush=True)
+if how == "setsid":  # the server proper leaves the process group (and session) tune started it in
+    if os.fork():
+        while True:
+            time.sleep(1)
+    os.setsid()
+elif how == "orphan":  # ... from a parent that exits at once, so it is nobody's child (a daemon's double fork)
+    if os.fork():
+        while True:
+            time.sleep(1)
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+elif how == "never":
+    time.sleep(600)
+elif how == "late" and "2" in sys.argv:  # the second configuration's servers take a while to start
+    time.sleep(3)
+sys.path.insert(0, {tests!r})
+import fake_truth
+fake_truth.main()
+"""
+
+
+def _serving(tmp_path: Path, how: str, marker: str) -> str:
+    script = tmp_path / f"serving-{how}.py"
+    script.write_text(_SERVING.format(secret=SECRET, tests=str(Path(__file__).parent)))
+    return f"{sys.executable} {script} {{port}} {marker} {how}"
+
+
+def _alive(marker: str) -> list[str]:
+    """Command lines of live processes other than this one that mention `marker`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in text and cmdline.parent.name != str(os.getpid()):
+            found.append(text)
+    return found
+
+
+def _wait_gone(marker: str, within_s: float) -> list[str]:
+    deadline = time.monotonic() + within_s
+    while _alive(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _alive(marker)
+
+
+def _tune_process(tmp_path: Path, base: str, spec: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench", "tune", "--base-cmd", base, "--spec-cmd", spec, "--dataset",
+         str(_tune_dataset(tmp_path)), "--limit", "6", "--osl", "64", "--results-dir", str(tmp_path / "r"),
+         "--quiet", *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(condition: Callable[[], bool], within_s: float = 60) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert condition()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_after_tunes_first_comparison_ends_it_and_its_servers(tmp_path: Path, signum: int) -> None:
+    marker = f"late-stop-{secrets.token_hex(4)}"
+    base = _serving(tmp_path, "late", marker)
+    process = _tune_process(tmp_path, base, base + " --draft-max {draft_max}", "--draft-max", "1,2", "--full-grid")
+    try:  # stopped while the second configuration's servers start, between two comparisons
+        _wait_for(lambda: bool(list((tmp_path / "r").glob("*/c1/draft_max-2/spec.log"))))
+        time.sleep(0.5)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, (process.returncode, out, err)
+    assert "interrupted" in out + err
+    assert _wait_gone(marker, 5.0) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP])
+def test_command_servers_end_when_tune_is_killed_or_hung_up(tmp_path: Path, signum: int) -> None:
+    marker = f"killed-tune-{secrets.token_hex(4)}"
+    base = f"{sys.executable} {FAKE} --port {{port}} --delay 0.3 --ignored {marker}"
+    process = _tune_process(tmp_path, base, base + " --draft-max {draft_max}", "--draft-max", "2")
+    try:
+        _wait_for(lambda: bool(list((tmp_path / "r").glob("*/c1/draft_max-2/*.jsonl"))))
+        assert len([line for line in _alive(marker) if " -m bench tune " not in line]) == 2  # both servers
+        process.send_signal(signum)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert _wait_gone(marker, 5.0) == []
+
+
+@pytest.mark.parametrize("how", ["setsid", "orphan"])
+def test_a_server_that_leaves_its_process_group_is_ended_with_tune(tmp_path: Path, how: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    marker = f"leaves-{how}-{secrets.token_hex(4)}"
+    command = _serving(tmp_path, how, marker)
+    code, out, err = _main(capsys, "tune", "--base-cmd", command, "--spec-cmd", command + " --draft-max {draft_max}",
+                           "--draft-max", "2", "--dataset", str(_tune_dataset(tmp_path)), "--limit", "2",
+                           "--osl", "64", "--results-dir", str(tmp_path / "r"), "--quiet")
+    assert code == 0, out + err
+    assert _wait_gone(marker, 5.0) == []
+
+
+@pytest.mark.parametrize("how", ["setsid", "orphan"])
+def test_a_server_that_leaves_its_process_group_is_ended_when_tune_is_stopped(tmp_path: Path, how: str) -> None:
+    marker = f"leaves-stopped-{how}-{secrets.token_hex(4)}"
+    command = _serving(tmp_path, how, marker)
+    process = _tune_process(tmp_path, command, command + " --draft-max {draft_max}", "--draft-max", "2")
+    try:
+        _wait_for(lambda: bool(list((tmp_path / "r").glob("*/c1/draft_max-2/*.jsonl"))))
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert _wait_gone(marker, 5.0) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_server_log_is_redacted_when_tune_is_stopped_while_it_starts(tmp_path: Path, signum: int) -> None:
+    marker = f"starting-{secrets.token_hex(4)}"
+    command = _serving(tmp_path, "never", marker) + f" --api-key {SECRET}"
+    process = _tune_process(tmp_path, command, command + " {draft_max}", "--draft-max", "2")
+    try:
+        _wait_for(lambda: any(SECRET in path.read_text() for path in (tmp_path / "r").glob("*/c1/*/baseline.log")))
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, (process.returncode, out, err)
+    (log,) = (tmp_path / "r").glob("*/c1/*/baseline.log")
+    assert "starting with --api-key" in log.read_text() and SECRET[3:11] not in log.read_text()
+    assert _wait_gone(marker, 5.0) == []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +45,16 @@ from bench.records import (
     save_run,
 )
 from bench.render import plot_tune, tune_markdown, tune_text
-from bench.runner import Arm, LockStep, Progress, RunConfig, RunOptions, prompts_digest, run_arms
+from bench.runner import (
+    Arm,
+    LockStep,
+    Progress,
+    RunConfig,
+    RunOptions,
+    prompts_digest,
+    run_arms,
+    stopped_like_ctrl_c,
+)
 
 OVERALL = "overall"
 
@@ -112,19 +120,6 @@ def arm_name(draft_max: int) -> str:
 def config_folder(folder: Path, level: int, draft_max: int) -> Path:
     """Where one configuration's comparison lives: `c<C>/draft_max-<K>/`."""
     return folder / f"c{level}" / arm_name(draft_max)
-
-
-@contextlib.contextmanager
-def _ended_on_sigterm() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C while tuning, so every started server's process group is ended on the way out."""
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -316,7 +311,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
     notes: list[str] = []
     budget = None if config.full_grid else default_budget(config.grid)
     failed = 0
-    with _ended_on_sigterm():
+    with stopped_like_ctrl_c():
         try:
             for level in config.levels:
                 measured = comparisons.setdefault(level, {})

@@ -29,7 +29,7 @@ from bench.runner._progress import LineProgress, Progress, SilentProgress
 from bench.runner._sample import run_sample
 from bench.runner._schedule import ClosedLoop, OpenLoop, Schedule, seeded_order
 from bench.runner._sse import SSEDecoder
-from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
+from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop, stopped_like_ctrl_c
 from bench.runner._strategies import (
     Blocks,
     Concurrent,
@@ -141,6 +141,7 @@ __all__ = [
     "server_token_counter",
     "spread",
     "stamped_socket",
+    "stopped_like_ctrl_c",
     "strategy_for",
     "worker_shares",
 ]
