@@ -38,6 +38,7 @@ from bench.records import (
     Run,
     journal_path,
     load_run,
+    read_journal,
     refuse_resume,
     resumed_or_new_folder,
     run_file,
@@ -189,6 +190,16 @@ def _refuse_unlike(config: TuneConfig, where: Path, level: int, draft_max: int, 
             raise BenchError(f"{path}: cannot resume: the selected prompts differ from the finished run's")
 
 
+def _refuse_unlike_journals(config: TuneConfig, where: Path, level: int, draft_max: int, names: list[str]) -> None:
+    """Before any server starts: an interrupted configuration's journals must be of the settings asked for now."""
+    for name in names:
+        journal = journal_path(run_file(where, name))
+        if journal.exists():
+            recorded = read_journal(journal)[0].get("config")
+            asked = _run_config(config, config.base_url or "http://127.0.0.1:1", level, name, draft_max)
+            refuse_resume(str(journal), recorded if isinstance(recorded, dict) else {}, asked.recorded())
+
+
 def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Callable[[str], Any],
                    progress: Progress) -> tuple[Run, Run, bool]:
     """One configuration: both servers started, one interleaved comparison, both stopped; (baseline, spec, stopped)."""
@@ -199,6 +210,7 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
         out(f"speedbench: {arm_name(draft_max)} at concurrency {level} already complete in {where}\n")
         baseline, speculative = (load_run(run_file(where, name)) for name in names)
         return baseline, speculative, False
+    _refuse_unlike_journals(config, where, level, draft_max, names)
     where.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         base_url, base_state = stack.enter_context(_server(config, speculative=False, level=level,
