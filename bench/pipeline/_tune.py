@@ -3,7 +3,7 @@
 Each configuration (a draft length K at a concurrency C) gets a baseline and a speculative server started for it
 (embedded, or the user's commands with `{port}`, `{draft_max}`, `{concurrency}`), one interleaved comparison on the
 same prompts, and its folder `c<C>/draft_max-<K>/` with `baseline.json` and `draft_max-<K>.json` (and the commands'
-output); the servers are stopped (their process groups ended) before the next configuration starts. The budget is
+output); the servers are stopped (every process they started ended) before the next configuration starts. The budget is
 spent by the prediction model where it holds: the grid's extremes, then the predicted best and its neighbours.
 """
 
