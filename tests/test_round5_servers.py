@@ -228,20 +228,24 @@ def test_an_interrupted_configuration_of_command_servers_resumes(tmp_path: Path,
     assert len(run.results) == run.selected_samples == 12 and not run.info.interrupted
 
 
-def test_an_embedded_servers_new_port_does_not_stop_its_resume() -> None:
-    from bench.pipeline._tune import TuneConfig, _run_config
+@pytest.mark.parametrize("server", ["embedded llamacpp", "command srv --port {port}"])
+def test_a_server_started_here_is_resumed_on_a_new_port_and_its_other_settings_refused(server: str) -> None:
     from bench.records import refuse_resume
+    from bench.runner import RunConfig
 
-    config = TuneConfig(limit=2)
-    for side in ("baseline", "draft_max-4"):
-        old = _run_config(config, "http://127.0.0.1:40001", 1, side, 4).recorded()
-        refuse_resume("x.json", old, _run_config(config, "http://127.0.0.1:40002", 1, side, 4).recorded())
-        others = [TuneConfig(limit=2, osl=64), TuneConfig(limit=2, model="other.gguf"), TuneConfig(limit=2, threads=2)]
-        if side != "baseline":  # the baseline's server is the same whatever the drafter
-            others.append(TuneConfig(limit=2, mode="ngram-simple"))
-        for other in others:
-            with pytest.raises(BenchError, match=r"x\.json: cannot resume"):
-                refuse_resume("x.json", old, _run_config(other, "http://127.0.0.1:40002", 1, side, 4).recorded())
+    def recorded(url: str, osl: int = 128, **tags: str) -> dict:
+        return dict(RunConfig(url=url, osl=osl, tags={"mode": "ngram-mod", "server": server, "model": "m.gguf",
+                                                       **tags}).recorded())
+
+    refuse_resume("x.json", recorded("http://127.0.0.1:40001"), recorded("http://127.0.0.1:40002"))
+    for other in (recorded("http://127.0.0.1:40002", osl=64), recorded("http://127.0.0.1:40002", model="o.gguf"),
+                  recorded("http://127.0.0.1:40002", server="command other {port}")):
+        with pytest.raises(BenchError, match=r"x\.json: cannot resume"):
+            refuse_resume("x.json", recorded("http://127.0.0.1:40001"), other)
+    external = {"mode": "ngram-mod"}  # a server given by URL is identified by its URL
+    with pytest.raises(BenchError, match="url was"):
+        refuse_resume("x.json", dict(RunConfig(url="http://127.0.0.1:40001", tags=external).recorded()),
+                      dict(RunConfig(url="http://127.0.0.1:40002", tags=external).recorded()))
 
 
 @pytest.fixture(scope="module")
