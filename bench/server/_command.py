@@ -15,6 +15,7 @@ import re
 import shlex
 import socket
 import string
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -137,6 +138,11 @@ class CommandServer:
             except (urllib.error.URLError, OSError, ValueError):
                 continue
         return False
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The command's process (None before `start`)."""
+        return self.kept.process if self.kept is not None else None
 
     def is_running(self) -> bool:
         """Whether the command's process is still alive."""
