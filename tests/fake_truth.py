@@ -14,6 +14,7 @@ tokens' time. `predicted_ms` reports the simulated generation time (no sleeping)
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import math
@@ -122,11 +123,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--truth", default=json.dumps(DEFAULT_TRUTH))
     parser.add_argument("--ignored", default=None, help="accepted and ignored (a server deaf to a setting)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds each completion waits before answering")
     args = parser.parse_args()
     drafter = Drafter(json.loads(args.truth), args.draft_max, args.concurrency)
 
     async def chat(request: web.Request) -> web.Response:
-        return web.json_response(drafter.answer(await request.json()))
+        body = await request.json()
+        await asyncio.sleep(args.delay)
+        return web.json_response(drafter.answer(body))
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(text=drafter.metrics())

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bench._constants import DEFAULT_THRESHOLD
-from bench.commands._common import SERVER_MODEL_HELP, WORKERS_HELP, progress_display, worker_count
+from bench.commands._common import SERVER_MODEL_HELP, WORKERS_HELP, bounded_number, progress_display, worker_count
 from bench.commands._options import (
     add_open_loop_options,
     add_run_settings_options,
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-max", type=int, default=None,
                         help="draft length: fills {draft_max} of --spec-cmd and sets the embedded drafter's "
                              "(default: the drafter's own)")
-    parser.add_argument("--ready-timeout", type=float, default=120.0,
+    parser.add_argument("--ready-timeout", type=bounded_number("--ready-timeout"), default=120.0,
                         help="seconds a command's server has to answer /health or /v1/models")
     parser.add_argument("--threads", type=int, default=1, help="embedded server CPU threads")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
-from bench.commands._common import SERVER_MODEL_HELP, progress_display
+from bench.commands._common import SERVER_MODEL_HELP, bounded_number, progress_display
 from bench.commands._options import add_run_settings_options, add_seed_options, run_settings
 
 HELP = "which draft length to ship: one interleaved comparison per configuration, a proven pick and a schedule"
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-cmd", default=None,
                         help="your speculative server's command with {port} and {draft_max} (and {concurrency}, "
                              "{api_key}) (default: the embedded --spec server)")
-    parser.add_argument("--ready-timeout", type=float, default=120.0,
+    parser.add_argument("--ready-timeout", type=bounded_number("--ready-timeout"), default=120.0,
                         help="seconds a command's server has to answer /health or /v1/models")
     parser.add_argument("--until-decided", action="store_true",
                         help="each configuration samples rounds until its overall verdict is decided (at most --limit)")

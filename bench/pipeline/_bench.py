@@ -238,8 +238,9 @@ def validate(config: PipelineConfig) -> None:
         raise BenchError(f"--threads must be >= 1 (got {job.server.threads})")
     if not 0 < job.threshold < 1:
         raise BenchError(f"--threshold must be between 0 and 1 (got {job.threshold})")
-    if job.server.ready_timeout <= 0:
-        raise BenchError(f"--ready-timeout must be > 0 (got {job.server.ready_timeout:g})")
+    from bench.runner import checked_number
+
+    checked_number("--ready-timeout", job.server.ready_timeout)  # finite, in (0, 1e6] s (a config file's too)
     if job.server.draft_max is not None and job.server.draft_max < 1:
         raise BenchError(f"--draft-max must be >= 1 (got {job.server.draft_max})")
     if job.resume is not None and len(workloads(config)) > 1:

@@ -59,7 +59,9 @@ def _prompts(config: RunConfig, out: Callable[[str], Any]) -> PromptSet:
     from bench.runner import check_endpoints, normalize_base_url, server_token_counter
 
     def check() -> None:
-        check_endpoints([normalize_base_url(url) for url in config.urls()], config.api, config.request_headers())
+        for warning in check_endpoints([normalize_base_url(url) for url in config.urls()], config.api,
+                                       config.request_headers()):
+            out(f"speedbench: {warning}\n")
 
     count_tokens = None
     sized_by_server = config.dataset == "categories" and config.bench.startswith("throughput_")

@@ -5,8 +5,6 @@ parent's death."""
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,19 +21,12 @@ LOG_NAMES = {"baseline": "baseline.log", "speculative": "spec.log"}
 
 @contextlib.contextmanager
 def ended_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP unwind like Ctrl-C, so every started server's process group is ended on the way out."""
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    """SIGTERM and SIGHUP unwind like Ctrl-C (`bench.runner.stopped_like_ctrl_c`), so every started server's process
+    group is ended on the way out."""
+    from bench.runner import stopped_like_ctrl_c
 
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+    with stopped_like_ctrl_c():
         yield
-        return
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def check_command(template: str, flag: str, **values: Any) -> None:

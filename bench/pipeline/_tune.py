@@ -3,7 +3,7 @@
 Each configuration (a draft length K at a concurrency C) gets a baseline and a speculative server started for it
 (embedded, or the user's commands with `{port}`, `{draft_max}`, `{concurrency}`), one interleaved comparison on the
 same prompts, and its folder `c<C>/draft_max-<K>/` with `baseline.json` and `draft_max-<K>.json` (and the commands'
-output); the servers are stopped (their process groups ended) before the next configuration starts. The budget is
+output); the servers are stopped (every process they started ended) before the next configuration starts. The budget is
 spent by the prediction model where it holds: the grid's extremes, then the predicted best and its neighbours.
 """
 
@@ -40,13 +40,15 @@ from bench.records import (
     Run,
     journal_path,
     load_run,
+    read_journal,
+    refuse_resume,
     resumed_or_new_folder,
     run_file,
     runs_complete,
     save_run,
 )
 from bench.render import plot_tune, tune_markdown, tune_text
-from bench.runner import Arm, Progress, RunConfig, RunOptions, long_turns, run_arms
+from bench.runner import Arm, Progress, RunConfig, RunOptions, long_turns, prompts_digest, run_arms
 
 OVERALL = "overall"
 
@@ -136,13 +138,52 @@ def _server(config: TuneConfig, *, speculative: bool, level: int, draft_max: int
 def _run_config(config: TuneConfig, url: str, level: int, side: str, draft_max: int) -> RunConfig:
     """One side's run config at one level: the run settings, its endpoint and the tags naming its server."""
     job = config.job
-    tags = {"mode": "baseline" if side == BASELINE else config.mode}
-    command = job.base.command if side == BASELINE else job.spec.command
-    if command:  # identified by its command (the port is new on every start)
-        tags.update(server="command", command=redact(" ".join(command.split())))
+    tags = {"mode": "baseline" if side == BASELINE else config.mode, **_server_tags(config, side)}
     if side != BASELINE:
         tags["draft_max"] = str(draft_max)
     return RunConfig.from_settings(job.settings, url=url, concurrency=level, label=f"c{level} {side}", tags=tags)
+
+
+def _server_tags(config: TuneConfig, side: str) -> dict[str, str]:
+    """What identifies a side's server when tune starts it (its port is new on every start): the command, or the
+    embedded engine, model files and threads. A given URL identifies itself."""
+    job = config.job
+    if side == BASELINE and job.base.url:
+        return {}
+    command = job.base.command if side == BASELINE else job.spec.command
+    if command:
+        return {"server": f"command {redact(command)}"}
+    server = job.server
+    tags = {"server": f"embedded {job.embedded_engine}", "model": server.model or "default",
+            "threads": str(server.threads)}
+    if side != BASELINE and config.mode == "draft":
+        tags["draft_model"] = server.draft or server.model or "default"
+    return tags
+
+
+def _refuse_unlike(config: TuneConfig, where: Path, level: int, draft_max: int, names: list[str]) -> None:
+    """Refuse in one line to keep a configuration's finished run files measured with other settings (osl, prompts,
+    categories, servers) or swapped for each other: a pick is made from one configuration's measurements."""
+    prompts = settings_prompts(config.job.settings)
+    for name in names:
+        path = run_file(where, name)
+        run = load_run(path)
+        asked = _run_config(config, config.job.base.url or "http://127.0.0.1:1", level, name, draft_max)
+        refuse_resume(str(path), run.config, asked.recorded())
+        if run.config.get("label") != asked.label:
+            raise BenchError(f"{path}: cannot resume: label was {run.config.get('label')!r}, now {asked.label!r}")
+        if not config.job.until_decided and run.info.prompts_sha256 != prompts_digest(prompts):
+            raise BenchError(f"{path}: cannot resume: the selected prompts differ from the finished run's")
+
+
+def _refuse_unlike_journals(config: TuneConfig, where: Path, level: int, draft_max: int, names: list[str]) -> None:
+    """Before any server starts: an interrupted configuration's journals must be of the settings asked for now."""
+    for name in names:
+        journal = journal_path(run_file(where, name))
+        if journal.exists():
+            recorded = read_journal(journal)[0].get("config")
+            asked = _run_config(config, config.job.base.url or "http://127.0.0.1:1", level, name, draft_max)
+            refuse_resume(str(journal), recorded if isinstance(recorded, dict) else {}, asked.recorded())
 
 
 def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Callable[[str], Any],
@@ -151,9 +192,11 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
     where = config_folder(folder, level, draft_max)
     names = [BASELINE, arm_name(draft_max)]
     if runs_complete(where, names):
+        _refuse_unlike(config, where, level, draft_max, names)
         out(f"speedbench: {arm_name(draft_max)} at concurrency {level} already complete in {where}\n")
         baseline, speculative = (load_run(run_file(where, name)) for name in names)
         return baseline, speculative, False
+    _refuse_unlike_journals(config, where, level, draft_max, names)
     where.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         base_url, base_state = stack.enter_context(_server(config, speculative=False, level=level,
@@ -231,6 +274,11 @@ def validate(config: TuneConfig) -> None:
         raise BenchError("--base-cmd/--base-url need --spec-cmd (the speculative server's command, with {draft_max})")
     if base_cmd and job.base.url:
         raise BenchError("give either --base-cmd or --base-url, not both")
+    from bench.runner import checked_number, normalize_base_url
+
+    checked_number("--ready-timeout", job.server.ready_timeout)
+    if job.base.url:
+        normalize_base_url(job.base.url)
     if spec_cmd is not None and "{draft_max}" not in spec_cmd:
         raise BenchError("--spec-cmd must contain {draft_max}: every configuration starts it with its draft length")
     from bench.server import ServerError, fill_command
@@ -288,6 +336,7 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
                         if stopped:
                             out(f"speedbench: interrupted; continue with --resume {folder}\n")
                             return EXIT_INTERRUPTED
+                        _refuse_without_pairs(baseline, speculative, config_folder(folder, level, draft_max))
                         failed += baseline.failed_samples + speculative.failed_samples
                         measured[draft_max] = compare(baseline, speculative, threshold=config.job.threshold,
                                                       baseline_label=BASELINE, speculative_label=arm_name(draft_max))
@@ -314,6 +363,17 @@ def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progres
         out(f"speedbench: {failed} samples failed; see the configuration folders\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _refuse_without_pairs(baseline: Run, speculative: Run, where: Path) -> None:
+    """A configuration with no sample that succeeded on both servers cannot be compared: one line naming why."""
+    finished = {result.id for result in baseline.results if result.ok}
+    if finished & {result.id for result in speculative.results if result.ok}:
+        return
+    errors = [result for run in (baseline, speculative) for result in run.results if not result.ok]
+    cause = f": {one_line(errors[0].error or errors[0].error_kind or 'failed', 200)}" if errors else ""
+    raise BenchError(f"no sample succeeded on both servers of {where.name} at {where.parent.name}, so tune cannot "
+                     f"compare them ({len(errors)} failed{cause}); the run files and server output are in {where}")
 
 
 def _drafting_notes(comparison: Comparison, draft_max: int, level: int) -> list[str]:

@@ -31,8 +31,10 @@ from bench.records._identity import (
     COMPARED_AS_ERROR,
     COMPARED_AS_WARNING,
     SELECTION_KEYS,
+    STARTED_HERE,
     Mismatch,
     RunIdentity,
+    refuse_resume,
 )
 from bench.records._in_flight import LONGER_TURNS, Load, in_flight_mean, request_spans, run_load
 from bench.records._journal import Journal, read_journal
@@ -160,6 +162,7 @@ __all__ = [
     "SOURCE_TOKENIZE",
     "SOURCE_USAGE",
     "SPECULATIVE",
+    "STARTED_HERE",
     "SUMMARY_KEYS",
     "THINKING_CHUNK",
     "THINKING_SOURCES",
@@ -243,6 +246,7 @@ __all__ = [
     "read_pairs_file",
     "recorded_reasoning",
     "reference_json",
+    "refuse_resume",
     "report_file",
     "request_spans",
     "result_from_dict",

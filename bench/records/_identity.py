@@ -1,6 +1,6 @@
 """A run's identity: every recorded setting that changes what a run measures, as `_settings` declares them.
 
-`run --resume` and `sweep --resume` refuse to continue a run whose identity differs in any setting;
+`run --resume`, `sweep --resume` and `tune --resume` refuse to continue a run whose identity differs in any setting;
 comparing two runs (compare, report, the gate) treats a difference in an `ERROR` setting as making the
 comparison meaningless and one in a `WARNING` setting as worth showing. Settings that differ on purpose
 between a baseline and a speculative arm (server URL, model tags, engine) are checked on resume only.
@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench._errors import BenchError
 from bench._types import JsonMapping
 from bench.records._settings import COMPARED_AS_ERROR, COMPARED_AS_WARNING, IDENTITY
 
+STARTED_HERE = ("embedded", "command")
+"""How the `server` tag of a server the harness started begins: `embedded llama.cpp ...`, `command <template>`."""
 SELECTION_KEYS = ("category", "limit", "repeat", "dataset", "bench", "revision")
 """Settings that change which samples are selected (and so the prompt digest) without changing any one prompt."""
 
@@ -49,19 +52,20 @@ class RunIdentity:
         return dict(self.values).get(key)
 
     @property
-    def embedded(self) -> bool:
-        """Whether the run was against a server speedbench started, embedded or from the user's command (its tags
-        name it): a new port on every start."""
+    def started_here(self) -> bool:
+        """Whether the run was against a server the harness started (an embedded one, or a server command; its
+        tags name it): a new port on every start, so the tags identify it, not the URL."""
         tags = self.get("tags")
-        return isinstance(tags, Mapping) and str(tags.get("server", "")).startswith(("embedded", "command"))
+        return isinstance(tags, Mapping) and str(tags.get("server", "")).startswith(STARTED_HERE)
 
     def resume_mismatches(self, new: RunIdentity) -> list[Mismatch]:
         """Every setting in which `new` (the run asked for now) differs from this (the interrupted) run.
 
-        A started server is identified by its tags (model, mode; its command), not its URL; a given one by its URL.
-        A setting the interrupted run did not record counts as a difference: it cannot be shown to match.
+        A server the harness started is identified by its tags (model, mode, command), not its URL; an external
+        one by its URL. A setting the interrupted run did not record counts as a difference: it cannot be shown to
+        match.
         """
-        embedded = new.embedded
+        embedded = new.started_here
         old, now = dict(self.values), dict(new.values)
         mismatches = []
         for setting in IDENTITY:
@@ -72,9 +76,17 @@ class RunIdentity:
         return mismatches
 
 
+def refuse_resume(source: str, recorded: JsonMapping, asked: JsonMapping) -> None:
+    """A one-line BenchError when the run recorded in `source` (its `config`) is not the run asked for now."""
+    mismatches = RunIdentity.of(recorded).resume_mismatches(RunIdentity.of(asked))
+    if mismatches:
+        raise BenchError(f"{source}: cannot resume: " + "; ".join(mismatch.message() for mismatch in mismatches))
+
+
 def _canonical(value: Any) -> Any:
     """A value compared as JSON would write it (dict order and tuple/list differences ignored)."""
     return json.dumps(value, sort_keys=True, default=str)
 
 
-__all__ = ["COMPARED_AS_ERROR", "COMPARED_AS_WARNING", "SELECTION_KEYS", "Mismatch", "RunIdentity"]
+__all__ = ["COMPARED_AS_ERROR", "COMPARED_AS_WARNING", "SELECTION_KEYS", "STARTED_HERE", "Mismatch", "RunIdentity",
+           "refuse_resume"]

@@ -30,7 +30,7 @@ from bench.runner._sample import run_sample
 from bench.runner._schedule import ClosedLoop, OpenLoop, Schedule, seeded_order
 from bench.runner._settings import RUN_SETTING_NAMES, RunSettings
 from bench.runner._sse import SSEDecoder
-from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop
+from bench.runner._stop import FULL_COLLECTIONS_HELD, Stop, run_loop, stopped_like_ctrl_c
 from bench.runner._strategies import (
     LONG_TURN_BATCHES,
     Blocks,
@@ -148,6 +148,7 @@ __all__ = [
     "server_token_counter",
     "spread",
     "stamped_socket",
+    "stopped_like_ctrl_c",
     "strategy_for",
     "worker_shares",
 ]

@@ -109,10 +109,10 @@ class RunConfig(RunSettings):
                 f"--extra-inputs cannot set {', '.join(sorted(owned))}: the harness sets "
                 "(use --osl for max_tokens, --stream, --api, --model)"
             )
+        for url in self.urls():  # before anything else parses them
+            normalize_base_url(url)
         self._validate_open_loop()
         self._validate_headers()
-        for url in self.urls():
-            normalize_base_url(url)
 
     def _validate_workers(self) -> None:
         """Each worker needs a request in flight: at most --concurrency workers (an open loop: its cap, if any)."""

@@ -4,7 +4,9 @@
 HTTP server that is not an LLM server each end the run with one line and exit 2, before a prompt is loaded
 or a file is written. An OpenAI-compatible server lists its models at `GET /v1/models`; one that does not is
 asked the completion endpoint itself with an empty body: a server that has the route answers (400, 422, even
-500), one that does not answers 404, 405 or 501.
+500), one that does not answers 404, 405 or 501. A server that refuses the empty body in another way (a gateway's
+plain-text 400) is asked for one token of a real completion: a working completion is what a run needs, so a 2xx
+answer is a warning that the server lists no models, and the run goes on.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -27,6 +30,9 @@ NO_ROUTE = frozenset({404, 405, 501})
 """Statuses that say the server has no such route: not an OpenAI-compatible server."""
 AUTH = frozenset({401, 403})
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+ONE_TOKEN = {"/chat/completions": {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1},
+             "/completions": {"prompt": "OK", "max_tokens": 1}}
+"""The smallest real completion request, by endpoint path: asked only of a server that lists no models."""
 
 
 def _json_object(body: bytes) -> bool:
@@ -62,46 +68,74 @@ def _failure(base_url: str, exc: TransportError) -> str:
     return f"{where} does not answer as an HTTP server ({exc}): check --url"
 
 
-async def _check_one(transport: Transport, base_url: str, endpoint_path: str) -> str | None:
-    """What is wrong with one base URL (`.../v1`), or None when it answers as an OpenAI-compatible server."""
+async def _check_one(transport: Transport, base_url: str, endpoint_path: str) -> tuple[str | None, str | None]:
+    """(what is wrong with one base URL (`.../v1`), a warning about it); both None when it answers as an
+    OpenAI-compatible server."""
     models_url = base_url + "/models"
     try:
         listed = await transport.get(models_url, timeout=CHECK_TIMEOUT_S)
     except TransportError as exc:
-        return _failure(base_url, exc)
+        return _failure(base_url, exc), None
     if listed.status in AUTH:
         return (f"{redact_url(models_url)} refused the request (HTTP {listed.status}): give the server's key with "
-                "--api-key, or $OPENAI_API_KEY")
+                "--api-key, or $OPENAI_API_KEY"), None
     if listed.status == 200 and _json_object(listed.body):
-        return None
-    endpoint = base_url + endpoint_path
-    try:
-        asked = await asyncio.wait_for(transport.post(endpoint, b"{}"), CHECK_TIMEOUT_S)
-    except (TransportError, TimeoutError) as exc:
-        error = exc if isinstance(exc, TransportError) else TransportError("timeout", "timed out")
-        return _failure(base_url, error)
-    if asked.status in REDIRECTS:
-        location = redact_url(asked.headers.get("Location") or asked.headers.get("location") or "elsewhere")
-        return (f"{redact_url(base_url)} redirects POST {endpoint_path} (HTTP {asked.status} to {location}): "
-                "speedbench never follows a redirect (it would carry the request's key to another origin); give --url "
-                "the address the server names")
-    if asked.status in NO_ROUTE or (asked.status < 500 and not _json_object(asked.body)):
+        return None, None
+    asked, problem = await _post(transport, base_url, endpoint_path, b"{}")
+    if asked is not None and problem is None and not _completes(asked.status) and _no_route(asked):
+        asked, problem = await _post(transport, base_url, endpoint_path, json.dumps(ONE_TOKEN[endpoint_path]).encode())
+    if asked is None or problem is not None:
+        return problem, None
+    if _completes(asked.status):
+        return None, (f"warning: {redact_url(base_url)} lists no models (GET {models_url.removeprefix(base_url)} "
+                      f"answered HTTP {listed.status}) but POST {endpoint_path} answered HTTP {asked.status}: "
+                      "going on")
+    if _no_route(asked):
         return (f"{redact_url(base_url)} is not an OpenAI-compatible server: GET {models_url.removeprefix(base_url)} "
                 f"answered HTTP {listed.status} and POST {endpoint_path} HTTP {asked.status} (check --url: it names "
-                "the server's root or its /v1)")
-    return None
+                "the server's root or its /v1)"), None
+    return None, None
 
 
-def check_endpoints(base_urls: Sequence[str], api: str, headers: Mapping[str, str] | None = None) -> None:
-    """Raise a one-line BenchError for the first base URL that is unreachable, not HTTP or not OpenAI-compatible."""
+def _completes(status: int) -> bool:
+    return 200 <= status < 300
+
+
+def _no_route(asked: Any) -> bool:
+    """An answer that says the route is not there: 404, 405, 501, or a refusal that is not JSON."""
+    return asked.status in NO_ROUTE or (asked.status < 500 and not _json_object(asked.body))
+
+
+async def _post(transport: Transport, base_url: str, endpoint_path: str,
+                body: bytes) -> tuple[Any, str | None]:
+    """(the answer to one check POST or None, what is wrong: a failure below HTTP or a redirect)."""
+    try:
+        asked = await asyncio.wait_for(transport.post(base_url + endpoint_path, body), CHECK_TIMEOUT_S)
+    except (TransportError, TimeoutError) as exc:
+        error = exc if isinstance(exc, TransportError) else TransportError("timeout", "timed out")
+        return None, _failure(base_url, error)
+    if asked.status in REDIRECTS:
+        location = redact_url(asked.headers.get("Location") or asked.headers.get("location") or "elsewhere")
+        return asked, (f"{redact_url(base_url)} redirects POST {endpoint_path} (HTTP {asked.status} to {location}): "
+                       "speedbench never follows a redirect (it would carry the request's key to another origin); "
+                       "give --url the address the server names")
+    return asked, None
+
+
+def check_endpoints(base_urls: Sequence[str], api: str, headers: Mapping[str, str] | None = None) -> list[str]:
+    """Raise a one-line BenchError for the first base URL that is unreachable, not HTTP or not OpenAI-compatible;
+    the warnings (a server that lists no models but completes) are returned."""
     path = "/completions" if api == "completions" else "/chat/completions"
+    warnings: list[str] = []
 
     async def each() -> str | None:
         async with Transport(timeout=CHECK_TIMEOUT_S, connections=1, headers=headers, stamped=False) as transport:
             for base in base_urls:
-                problem = await _check_one(transport, base, path)
+                problem, warning = await _check_one(transport, base, path)
                 if problem:
                     return problem
+                if warning:
+                    warnings.append(warning)
         return None
 
     async def check() -> str | None:
@@ -115,3 +149,4 @@ def check_endpoints(base_urls: Sequence[str], api: str, headers: Mapping[str, st
     problem = asyncio.run(check())
     if problem:
         raise BenchError(problem)
+    return warnings

@@ -10,6 +10,7 @@ from bench._errors import BenchError
 
 NUMBER_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "--timeout": (0.0, 1e6, False, "seconds"),
+    "--ready-timeout": (0.0, 1e6, False, "seconds"),
     "--request-rate": (1e-6, 1e6, True, "requests/s"),
     "--burstiness": (1e-3, 1e3, True, "(the gamma shape)"),
 }

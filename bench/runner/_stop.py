@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import signal
+import threading
 import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -18,6 +20,20 @@ GRACE_PERIOD_S = 5.0
 """After a stop request, requests in flight get this long to finish."""
 STOPPING_PROBE_S = 1.0
 """After a stop request, the closing /metrics scrape gets at most this long."""
+_orphaned_when: list[int] = []
+"""The parent whose death makes any stop here a hard one (set in a worker: `stop_at_once_when_orphaned`)."""
+
+
+def stop_at_once_when_orphaned(parent: int) -> None:
+    """In a worker: a stop that arrives once `parent` is gone stops at once, with no grace for requests in flight.
+
+    Nobody is left to wait for them, and the process must end within its bound; what finished is in its journal.
+    """
+    _orphaned_when[:] = [parent]
+
+
+def _orphaned() -> bool:
+    return bool(_orphaned_when) and os.getppid() != _orphaned_when[0]
 
 
 class Stop:
@@ -31,10 +47,10 @@ class Stop:
         self.fatal: BaseException | None = None
 
     def signal(self) -> None:
-        """A SIGINT/SIGTERM: the first asks for a stop, the second stops at once."""
+        """A SIGINT/SIGTERM: the first asks for a stop, the second stops at once (so does any in an orphaned worker)."""
         self.count += 1
         self.requested.set()
-        if self.count >= 2:
+        if self.count >= 2 or _orphaned():
             self.hard.set()
 
     def fail(self, exc: BaseException) -> None:
@@ -70,19 +86,53 @@ class Stop:
         return task.result()
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What stops a run as Ctrl-C does: an interrupt, a termination request, a hang-up (unless ignored: `nohup`)."""
+
+
+def _routed(signums: tuple[int, ...]) -> list[int]:
+    """The signals of `signums` to handle: a hang-up that was ignored (`nohup`) stays ignored."""
+    return [signum for signum in signums
+            if not (signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN)]
+
+
 @contextlib.contextmanager
 def signals_to(stop: Stop, install: bool) -> Iterator[None]:
-    """Route SIGINT and SIGTERM to `stop` while the block runs (when `install`)."""
+    """Route SIGINT, SIGTERM and SIGHUP to `stop` while the block runs (when `install`), then give each back the
+    handler it had before (asyncio alone would leave it at the default: a later signal would kill the process)."""
     loop = asyncio.get_running_loop()
-    if install:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.signal)
+    previous = {signum: signal.getsignal(signum) for signum in _routed(STOP_SIGNALS)} if install else {}
+    for signum in previous:
+        loop.add_signal_handler(signum, stop.signal)
     try:
         yield
     finally:
-        if install:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
+        for signum, handler in previous.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def stopped_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt while the block runs, as Ctrl-C does (on the main thread).
+
+    For a job that starts servers and runs several comparisons (tune, bench with its servers): a stop signal at
+    any moment, between runs too, unwinds through every `finally`, so the servers are ended and finished files
+    kept. During a run the run's own handlers (`signals_to`) take over and give these back after it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in _routed((signal.SIGTERM, signal.SIGHUP))}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 FULL_COLLECTIONS_HELD = 1_000_000_000

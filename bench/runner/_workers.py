@@ -35,6 +35,7 @@ from bench.records import Run, SampleResult, journal_path, output_lock
 from bench.runner._config import Arm, RunConfig
 from bench.runner._lifecycle import ensure_file_limit
 from bench.runner._progress import Progress, SilentProgress
+from bench.runner._stop import stop_at_once_when_orphaned
 from bench.runner._team import Team
 from bench.runner._worker_count import worker_shares
 from bench.runner._worker_files import (
@@ -103,7 +104,8 @@ def _show(counts: Any, shown: list[int], progress: Progress) -> None:
 
 
 def _stop_with_parent(parent: int) -> None:
-    """Have the kernel send this worker a SIGTERM (a stop: what finished is kept) when its parent dies (Linux)."""
+    """Have the kernel send this worker a SIGTERM when its parent dies (Linux): a stop at once, what finished kept."""
+    stop_at_once_when_orphaned(parent)
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 

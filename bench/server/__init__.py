@@ -21,6 +21,7 @@ from bench.server._factory import (
     server_tags,
     speculative_modes,
 )
+from bench.server._keeper import Kept, become_subreaper
 from bench.server._models import (
     DEFAULT_MODEL,
     MODELS,
@@ -48,6 +49,7 @@ __all__ = [
     "CommandServer",
     "EmbeddedServer",
     "EngineServer",
+    "Kept",
     "ModelError",
     "ServerConfig",
     "ServerError",
@@ -55,6 +57,7 @@ __all__ = [
     "VllmConfig",
     "VllmServer",
     "WheelModel",
+    "become_subreaper",
     "cache_dir",
     "default_model_path",
     "engine_display_name",

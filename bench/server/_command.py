@@ -1,68 +1,37 @@
-"""A server the user's own command starts: its own process group, output kept in a log file, readiness probed.
+"""A server the user's own command starts: kept (`_keeper`), output kept in a log file, readiness probed.
 
 The command is a template: `{port}` (a free loopback port chosen here), `{draft_max}` and `{concurrency}` are
-filled in per configuration. The process group is ended (SIGTERM, then SIGKILL) when the server stops, and every
-group still alive is ended when the interpreter exits. The values of the command's secret-named options are
-registered as secrets, and the log file is redacted once the server has stopped (a server that echoes its command
-line or a token would otherwise leave it in the results folder).
+filled in per configuration. The command and every process it started are ended (SIGTERM, then SIGKILL) when
+the server stops, when the interpreter exits, and (the command itself) when this process is killed. The values of
+the command's secret-named options are registered as secrets, and the log file is redacted once the server has
+stopped, however it stopped (a server that echoes its command line or a token would otherwise leave it in the
+results folder).
 """
 
 from __future__ import annotations
 
-import atexit
 import os
+import re
 import shlex
-import signal
 import socket
+import string
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from bench._redact import command_secrets, redact, register_secrets
 from bench.records import open_no_follow
 from bench.server._embedded import ServerError
+from bench.server._keeper import Kept
 
+SECRET_PIECE = 8
+"""The shortest piece of a secret-named option's value registered on its own (a placeholder name is shorter)."""
 READY_PATHS = ("/health", "/v1/models")
 """What readiness is probed on, in order: llama.cpp's /health, then any OpenAI server's model list."""
-_LIVE: set[int] = set()
-
-
-def _end_groups() -> None:
-    for group in list(_LIVE):
-        _signal_group(group, signal.SIGKILL)
-
-
-atexit.register(_end_groups)
-
-
-def _signal_group(group: int, sig: int) -> None:
-    try:
-        os.killpg(group, sig)
-    except (ProcessLookupError, PermissionError):
-        _LIVE.discard(group)
-
-
-def _prctl() -> Any:
-    """libc's prctl, looked up before any fork (None where there is none)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _prctl()
-PR_SET_PDEATHSIG = 1
-
-
-def _end_with_parent() -> None:
-    """In the child before exec: the kernel sends it SIGTERM when speedbench dies (Linux; elsewhere nothing)."""
-    if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -73,12 +42,43 @@ def free_port() -> int:
 
 
 def fill_command(template: str, **values: Any) -> list[str]:
-    """The template's words with `{port}`, `{draft_max}`, `{concurrency}` filled in; a bad template is an error."""
+    """The template's words with `{port}`, `{draft_max}`, `{concurrency}` filled in; a bad template is an error.
+
+    A placeholder is one of the given names alone: an index, attribute, conversion or format (`{port[0]}`,
+    `{port.real}`, `{port!r}`, `{port:>8}`), a positional `{}` and an unknown name are refused. The secrets of
+    the template (secret-named options' values, with any brace token's inside) are registered before anything
+    is said about it.
+    """
+    known = ", ".join("{" + key + "}" for key in values)
     try:
-        return [word.format(**values) for word in shlex.split(template)]
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ServerError(f"server command {template!r}: {exc} (placeholders: "
-                          f"{', '.join('{' + key + '}' for key in values)})") from None
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise ServerError(f"server command {template!r}: {exc} (quote it as a shell would)") from None
+    register_secrets(_brace_secrets(command_secrets(words), values))
+    filled = []
+    for word in words:
+        parts: list[str] = []
+        try:
+            for literal, name, spec, conversion in string.Formatter().parse(word):
+                parts.append(literal)
+                if name is None:
+                    continue
+                if name not in values or spec or conversion:
+                    shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+                    raise ServerError(f"server command {template!r}: {redact(shown)} is not a placeholder "
+                                      f"(placeholders, each alone: {known}; a literal brace is {{{{ or }}}})")
+                parts.append(str(values[name]))
+        except ValueError as exc:
+            raise ServerError(f"server command {template!r}: {exc} (placeholders: {known}; a literal brace is "
+                              "{{ or }})") from None
+        filled.append("".join(parts))
+    return filled
+
+
+def _brace_secrets(found: list[str], names: Iterable[str]) -> list[str]:
+    """Each secret value, and each piece of it between the characters of a placeholder (`{sk-...}` gives `sk-...`)."""
+    pieces = [piece for value in found for piece in re.split(r"[{}\[\].!:]", value)]
+    return found + [piece for piece in pieces if len(piece) >= SECRET_PIECE and piece not in names]
 
 
 class CommandServer:
@@ -99,7 +99,7 @@ class CommandServer:
         self.api_key = api_key
         self.log_path = log_path
         self.ready_timeout = ready_timeout
-        self.process: subprocess.Popen[bytes] | None = None
+        self.kept: Kept | None = None
 
     @property
     def url(self) -> str:
@@ -107,26 +107,31 @@ class CommandServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        """Start the command in its own process group, output to the log file, and wait until it answers."""
+        """Start the command (kept: see `_keeper`), output to the log file, and wait until it answers.
+
+        Whatever ends the wait (a failure, Ctrl-C, a stop signal) ends the server and redacts its log first.
+        """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open_no_follow(self.log_path, "a+b") as log:  # a link planted at the log's path is refused
             try:
-                self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                                preexec_fn=_end_with_parent)
+                self.kept = Kept(self.argv, log)
             except OSError as exc:
                 raise ServerError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
-        _LIVE.add(self.process.pid)
+        try:
+            self._wait_ready(self.kept)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, kept: Kept) -> None:
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self.stop()
-                raise ServerError(f"server command exited with {self.process.returncode} before answering; "
+            if kept.process.poll() is not None:
+                raise ServerError(f"server command exited with {kept.process.returncode} before answering; "
                                   f"its output: {self.log_path}")
             if self._answers():
                 return
             time.sleep(0.2)
-        self.stop()
         raise ServerError(f"server command did not answer on {self.url} within {self.ready_timeout:g} s; "
                           f"its output: {self.log_path}")
 
@@ -142,24 +147,23 @@ class CommandServer:
                 continue
         return False
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The command's process (None before `start`)."""
+        return self.kept.process if self.kept is not None else None
+
     def is_running(self) -> bool:
         """Whether the command's process is still alive."""
-        return self.process is not None and self.process.poll() is None
+        return self.kept is not None and self.kept.process.poll() is None
 
     def stop(self, timeout: float = 10.0) -> None:
-        """End the whole process group: SIGTERM, then SIGKILL after `timeout` seconds."""
-        if self.process is None:
+        """End the command with every descendant: SIGTERM, then SIGKILL after `timeout` seconds; redact its log."""
+        if self.kept is None:
             return
-        group = self.process.pid
-        _signal_group(group, signal.SIGTERM)
         try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _signal_group(group, signal.SIGKILL)
-            self.process.wait()
-        _signal_group(group, signal.SIGKILL)  # children that outlived the leader
-        _LIVE.discard(group)
-        self._redact_log()
+            self.kept.end(timeout)
+        finally:
+            self._redact_log()
 
     def _redact_log(self) -> None:
         """Rewrite the stopped server's log with every secret masked (nothing writes to it any more)."""
