@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakeserver import LoopbackServer
 
 
 @dataclass
@@ -54,44 +55,27 @@ def _think_on(body: dict[str, Any]) -> bool:
     return not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
 
 
-class ThinkingServer:
+class ThinkingServer(LoopbackServer):
     """The reasoning server on 127.0.0.1 in a background thread."""
 
     def __init__(self, truth: ThinkingTruth) -> None:
         """A server answering as `truth` says."""
+        super().__init__()
         self.truth = truth
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
-
-    @property
-    def url(self) -> str:
-        """The server's base URL."""
-        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> ThinkingServer:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        self.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+        self.stop()
 
-    async def _start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
+        """Chat completions (thinking then answer), metrics, props and tokenize."""
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/props", self._props)
         app.router.add_post("/tokenize", self._tokenize)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         return web.Response(text="llamacpp:prompt_tokens_total 0\n")

@@ -198,11 +198,10 @@ def metrics_text(state: FakeState) -> str:
     return "\n".join(lines) + "\n" + state.extra_metrics
 
 
-class FakeServer:
-    """Runs the fake app on 127.0.0.1 in a background thread."""
+class LoopbackServer:
+    """An aiohttp app on 127.0.0.1 (a free port) in a background thread; a subclass adds its routes (`routes`)."""
 
-    def __init__(self, state: FakeState) -> None:
-        self.state = state
+    def __init__(self) -> None:
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -210,20 +209,21 @@ class FakeServer:
 
     @property
     def url(self) -> str:
+        """The server's base URL."""
         return f"http://127.0.0.1:{self.port}"
 
+    def routes(self, app: web.Application) -> None:
+        """Add the server's routes to `app`."""
+        raise NotImplementedError
+
     def start(self) -> None:
+        """Serve until `stop`."""
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
 
     async def _start(self) -> None:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/v1/completions", self._chat)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/props", self._props)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_post("/tokenize", self._tokenize)
+        self.routes(app)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -231,10 +231,28 @@ class FakeServer:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     def stop(self) -> None:
+        """Stop serving and end the thread."""
         if self._runner is not None:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+
+
+class FakeServer(LoopbackServer):
+    """Runs the fake app on 127.0.0.1 in a background thread."""
+
+    def __init__(self, state: FakeState) -> None:
+        super().__init__()
+        self.state = state
+
+    def routes(self, app: web.Application) -> None:
+        """The OpenAI-compatible and llama.cpp routes the fake serves."""
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._chat)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/props", self._props)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/tokenize", self._tokenize)
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         if self.state.engine == "openai":

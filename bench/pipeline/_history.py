@@ -32,6 +32,7 @@ from bench.records import (
     machine_fingerprint,
     point_table,
     run_file,
+    utc_time,
     workload_folders,
     write_points,
 )
@@ -64,12 +65,9 @@ def _now() -> str:
 def _iso(text: str) -> str:
     """An ISO 8601 time as UTC (a one-line BenchError when it is not one)."""
     try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return utc_time(text, "--time")
     except ValueError:
         raise BenchError(f"--time {text!r}: not an ISO 8601 time (e.g. 2026-12-03T12:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.astimezone(dt.UTC).replace(microsecond=0).isoformat()
 
 
 def commit_context(commit: str | None, branch: str | None, time: str | None) -> CommitContext:

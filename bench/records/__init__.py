@@ -25,6 +25,7 @@ from bench.records._history import (
     machine_fingerprint,
     point_from_dict,
     point_table,
+    utc_time,
     write_points,
 )
 from bench.records._identity import (
@@ -268,6 +269,7 @@ __all__ = [
     "sweep_cells",
     "sweep_files",
     "traffic_files",
+    "utc_time",
     "valid_text",
     "valid_texts",
     "workload_folders",
