@@ -92,6 +92,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory chromium || [ "$$CI" != "true" ]
 	$(BIN)/ruff check bench tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/pytest -q -m "not vllm and not slurm and not llama_server"
 
 test-fast: $(STAMP)
@@ -137,6 +138,7 @@ perf: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check bench tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(MERMAID_DIR)/node_modules build *.egg-info .pytest_cache .ruff_cache

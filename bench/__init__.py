@@ -7,7 +7,7 @@ use so that `speedbench` commands start fast and load only what they need.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench._version import __version__
 
@@ -42,6 +42,57 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
+
+
+# The same names for a type checker, which cannot follow the lazy import below.
+if TYPE_CHECKING:
+    from bench._constants import (
+        DEFAULT_THRESHOLD as DEFAULT_THRESHOLD,
+        MIN_SAMPLES_FOR_CI as MIN_SAMPLES_FOR_CI,
+        OVERALL as OVERALL,
+    )
+    from bench._errors import (
+        BenchError as BenchError,
+    )
+    from bench._inputs import (
+        read_input as read_input,
+    )
+    from bench._redact import (
+        command_secrets as command_secrets,
+        forget_secrets as forget_secrets,
+        redact as redact,
+        redact_url as redact_url,
+        register_secret as register_secret,
+    )
+    from bench.analysis import (
+        compare_runs as compare_runs,
+        lossless_check as lossless_check,
+        paired_stats as paired_stats,
+    )
+    from bench.prompts import (
+        PromptSet as PromptSet,
+        Sample as Sample,
+        load_prompts as load_prompts,
+    )
+    from bench.records import (
+        Run as Run,
+        SampleResult as SampleResult,
+        load_run as load_run,
+        save_run as save_run,
+        summarize as summarize,
+    )
+    from bench.render import (
+        comparison_text as comparison_text,
+        summary_text as summary_text,
+    )
+    from bench.runner import (
+        RunConfig as RunConfig,
+        run_benchmark as run_benchmark,
+    )
+    from bench.server import (
+        EmbeddedServer as EmbeddedServer,
+        ServerConfig as ServerConfig,
+    )
 
 
 def __getattr__(name: str) -> Any:

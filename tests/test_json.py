@@ -6,8 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from bench.prompts import PromptSet, Sample
 from bench.records import dumps_run, load_run, python_reference_json, reference_json, save_run

@@ -4,10 +4,10 @@ runs several pairs, one report."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench._constants import DEFAULT_THRESHOLD
+from bench._types import Writer
 from bench.commands._common import SERVER_MODEL_HELP, WORKERS_HELP, bounded_number, progress_display, worker_count
 from bench.commands._options import (
     add_open_loop_options,
@@ -98,7 +98,7 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
                                 **settings.values(), **{key: getattr(args, key) for key in own})
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench bench`: baseline and speculative runs, comparison, lossless check, plots, under results/."""
     if args.config:
         from bench.commands._bench_file import read_pairs

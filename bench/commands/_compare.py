@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_OK
+from bench._types import Writer
 
 HELP = "compare a baseline run with a speculative run"
 
@@ -27,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="compare runs whose prompts, osl, concurrency or dataset differ (shown above the table)")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench compare`: the reference's comparison table, optionally with paired statistics."""
     from bench.analysis import compare
     from bench.pipeline import vet

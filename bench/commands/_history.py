@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable
 from typing import Any
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
+from bench._types import Writer
 from bench.commands._common import gate_threshold
 
 HELP = "track speedups across commits: add points, show series and change points, check for regressions, draw a page"
@@ -55,7 +55,7 @@ def _history_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--history", required=True, metavar="DIR", help="the history folder")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench history add|show|check|html`."""
     if not 0.0 < getattr(args, "alpha", 0.05) < 1.0:
         raise BenchError(f"--alpha {args.alpha}: must lie between 0 and 1")
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     return EXIT_OK
 
 
-def _add(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def _add(args: argparse.Namespace, out: Writer) -> int:
     from bench.pipeline import add_to_history
     from bench.render import terminal_lines
 
@@ -96,7 +96,7 @@ def _add(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     return EXIT_OK
 
 
-def _check(args: argparse.Namespace, analysis: Any, out: Callable[[str], Any]) -> int:
+def _check(args: argparse.Namespace, analysis: Any, out: Writer) -> int:
     from bench.analysis import open_regressions
     from bench.render import check_markdown, check_text
 

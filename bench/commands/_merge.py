@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
 from bench._constants import EXIT_OK
+from bench._types import Writer
 
 HELP = "join the run files of a run's shards (run --shard I/N) into one run file"
 
@@ -18,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench merge`: load the shards, merge them (refusing anything but the N slices of one run), save."""
     from bench.records import load_run, merge_shards, save_run
 

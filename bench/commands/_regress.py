@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
-from typing import Any
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
+from bench._types import Writer
 from bench.commands._common import gate_threshold
 
 HELP = "CI gate: exit 1 on a significant regression over the threshold, or on lost samples, categories or levels"
@@ -38,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pass a candidate that lost samples, categories or sweep levels the reference has")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench regress`: exit 1 on a gated regression, or when the candidate lost part of the reference."""
     from bench.pipeline import GateJob, gate_thresholds, run_gate
     from bench.render import gate_markdown, gate_text

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_OK
 from bench._errors import BenchError
+from bench._types import Writer
 
 HELP = "write a PR-ready report.md with plots"
 
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add a one-line trend per workload from this history folder (default: none)")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench report`: a PR-ready report.md with plots."""
     from bench.records import BASELINE, SPECULATIVE, run_file
     from bench.render import write_report
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     return EXIT_OK
 
 
-def _pairs_report(args: argparse.Namespace, folder: Any, out: Callable[[str], Any]) -> int:
+def _pairs_report(args: argparse.Namespace, folder: Any, out: Writer) -> int:
     """Rewrite a `bench --config` folder's report.md from its pairs' run files (the recorded title unless --title)."""
     from bench.pipeline import pair_comparisons
     from bench.records import read_pairs_file

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from collections.abc import Callable
-from typing import Any
 
 from bench._errors import BenchError
+from bench._types import Writer
 from bench.commands._common import (
     progress_display,
     worker_count,
@@ -42,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the client's event loop (default: $SPEEDBENCH_LOOP, else asyncio)")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench run`: one endpoint, one prompt set, the summary table and a run file."""
     from bench.pipeline import RunJob, run_one
     from bench.runner import RunConfig

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from bench._constants import EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
+from bench._types import Writer
 from bench.commands._common import SERVER_MODEL_HELP
 
 HELP = "serve a GGUF with the embedded llama.cpp server"
@@ -28,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: 1)")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench serve`: run an embedded llama.cpp server until Ctrl-C."""
     import signal
     import threading

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
 from bench._errors import BenchError
+from bench._types import Writer
 from bench.commands._common import SERVER_MODEL_HELP, WORKERS_HELP, progress_display, worker_count
 from bench.commands._options import add_open_loop_options, add_run_settings_options, add_seed_options, run_settings
 
@@ -43,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=WORKERS_HELP + "; a count above a level's concurrency gives that level one per request")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench sweep`: speculative arms against one baseline across concurrency levels, interleaved per cell."""
     from bench.pipeline import ComparisonJob, SweepConfig, parse_embedded_arms, parse_levels, parse_url_arms, run_sweep
     from bench.runner import RunConfig

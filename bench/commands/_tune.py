@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
+from bench._types import Writer
 from bench.commands._common import SERVER_MODEL_HELP, bounded_number, progress_display
 from bench.commands._options import add_run_settings_options, add_seed_options, run_settings
 
@@ -49,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress display")
 
 
-def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
+def run(args: argparse.Namespace, out: Writer) -> int:
     """`speedbench tune`: configurations measured as the plan asks, then the pick, tune.json, tune.md and the plot."""
     from bench.pipeline import ComparisonJob, TuneConfig, parse_grid, parse_levels, run_tune
 

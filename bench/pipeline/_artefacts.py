@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD
+from bench._types import Writer
 from bench.analysis import Comparison, compare
 from bench.records import (
     BASELINE,
@@ -21,7 +20,7 @@ from bench.render import render_json, render_markdown, render_text
 
 
 def write_traffic(
-    baseline: Run, speculative: Run, folder: Path, *, out: Callable[[str], Any], slo: str | None,
+    baseline: Run, speculative: Run, folder: Path, *, out: Writer, slo: str | None,
     rate: float | None, threshold: float = DEFAULT_THRESHOLD,
 ) -> list[Path]:
     """Throughput of both arms (every comparison); for an open-loop pair also the paired comparison at the

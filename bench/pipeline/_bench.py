@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from urllib.parse import urlsplit
 from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench._redact import redact, redact_url
+from bench._types import Writer
 from bench.analysis import Comparison
 from bench.pipeline._artefacts import write_comparison, write_traffic
 from bench.pipeline._job import ComparisonJob, ServerSide, most_rounds, settings_prompts
@@ -88,7 +88,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
                                    workers_auto=why)
 
 
-def _report_death(side: str, server: EngineServer | None, out: Callable[[str], Any]) -> bool:
+def _report_death(side: str, server: EngineServer | None, out: Writer) -> bool:
     """Whether the side's embedded server died; if so print its last log lines."""
     died = server is not None and not server.is_running()
     if died:
@@ -104,7 +104,7 @@ def _resuming(config: PipelineConfig, output: Path) -> bool:
 
 def _one_side(
     side: str, server_side: ServerSide, mode: str, config: PipelineConfig, prompts: PromptSet, folder: Path,
-    out: Callable[[str], Any], progress: Progress,
+    out: Writer, progress: Progress,
 ) -> tuple[Run, bool, bool]:
     """Run one side alone (sequential mode); return (run, interrupted, server died)."""
     output = run_file(folder, side)
@@ -119,7 +119,7 @@ def _one_side(
 
 
 def _both_sides(
-    config: PipelineConfig, prompts: PromptSet, folder: Path, out: Callable[[str], Any], progress: Progress
+    config: PipelineConfig, prompts: PromptSet, folder: Path, out: Writer, progress: Progress
 ) -> tuple[Run, Run, bool, bool]:
     """Start both servers, run them interleaved; return (baseline, speculative, interrupted, a server died)."""
     sides = config.job.sides()
@@ -150,7 +150,7 @@ def _both_sides(
 
 
 def _until_decided(
-    config: PipelineConfig, folder: Path, out: Callable[[str], Any], progress: Progress
+    config: PipelineConfig, folder: Path, out: Writer, progress: Progress
 ) -> tuple[Run, Run, bool, bool]:
     """Interleaved rounds (round k adds the k-th sample of each category; its run files under `rounds/k/`, each
     kept) on servers that stay up, until the sequential test decides the overall decode verdict or `--limit`; both
@@ -288,7 +288,7 @@ def check_pipeline(config: PipelineConfig) -> None:
 
 
 def run_pipeline(
-    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress, verbose: bool = False
+    config: PipelineConfig, *, out: Writer, progress: Progress, verbose: bool = False
 ) -> int:
     """Each workload in turn (one prompt set unless `bench` lists several), then the decision over all of them.
 
@@ -308,7 +308,7 @@ def run_pipeline(
     return code
 
 
-def run_comparison(config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress,
+def run_comparison(config: PipelineConfig, *, out: Writer, progress: Progress,
                    folder: Path | None = None, verbose: bool = False) -> tuple[int, list[Comparison]]:
     """Each workload of a checked pipeline (`check_pipeline`) in turn, its servers started fresh; into `folder`
     when given (else a new results folder); (exit code, the finished workloads' comparisons)."""
@@ -335,7 +335,7 @@ def run_comparison(config: PipelineConfig, *, out: Callable[[str], Any], progres
 
 
 def _run_workload(
-    config: PipelineConfig, *, out: Callable[[str], Any], progress: Progress, folder: Path | None = None,
+    config: PipelineConfig, *, out: Writer, progress: Progress, folder: Path | None = None,
     verbose: bool = False
 ) -> tuple[int, Comparison | None]:
     """One workload: both runs (interleaved by default), the comparison, statistics, lossless check and plots
@@ -397,7 +397,7 @@ def _relative(path: Path, folder: Path) -> str:
     return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
 
 
-def fresh_server_hints(config: PipelineConfig, runs: dict[str, Run], out: Callable[[str], Any]) -> None:
+def fresh_server_hints(config: PipelineConfig, runs: dict[str, Run], out: Writer) -> None:
     """A warning, with how to start a fresh one, for each given server that had served requests before its run."""
     for side, server_side, mode in config.job.sides():
         url = server_side.url

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
+from bench._types import Writer
 from bench.analysis import Comparison, compare
 from bench.pipeline._bench import PipelineConfig, check_pipeline, run_comparison, workloads
 from bench.pipeline._servers import ended_on_signals
@@ -85,7 +84,7 @@ def pair_comparisons(folder: Path, names: tuple[str, ...], threshold: float = DE
     return found
 
 
-def run_pairs(config: PairsConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+def run_pairs(config: PairsConfig, *, out: Writer, progress: Progress) -> int:
     """Every pair checked, then each run in turn on fresh servers (finished ones kept on `--resume`), then one
     report.md over all of them."""
     for pair in config.pairs:

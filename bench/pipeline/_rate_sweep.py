@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from bench._constants import EXIT_INTERRUPTED
 from bench._errors import BenchError
 from bench._inputs import read_input_text
+from bench._types import Writer
 from bench.analysis import (
     DEFAULT_SLO_TARGET,
     RateSweep,
@@ -96,7 +96,7 @@ def _arm_config(config: RateSweepConfig, rate: float, name: str, url: str) -> Ru
                                    workers_auto=why)
 
 
-def run_rate_sweep(config: RateSweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+def run_rate_sweep(config: RateSweepConfig, *, out: Writer, progress: Progress) -> int:
     """Every rate, arms in alternating blocks on one schedule, servers restarted per rate; then the summary."""
     sweep, job = config.sweep, config.sweep.job
     if job.resume:

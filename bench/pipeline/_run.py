@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from bench._constants import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._redact import one_line, redact
+from bench._types import Writer
 from bench.prompts import PromptSet
 from bench.records import Run
 from bench.runner import Progress, RunConfig
@@ -49,7 +48,7 @@ def _settled(job: RunJob) -> RunConfig:
     return config
 
 
-def _prompts(config: RunConfig, out: Callable[[str], Any]) -> PromptSet:
+def _prompts(config: RunConfig, out: Writer) -> PromptSet:
     """The selected prompts; throughput prompts sized with the server's tokenizer when it has one.
 
     Every URL is checked before anything is sent or written, after the options and prompt names are: a closed
@@ -80,7 +79,7 @@ def _prompts(config: RunConfig, out: Callable[[str], Any]) -> PromptSet:
     return prompts
 
 
-def run_one(job: RunJob, *, out: Callable[[str], Any], progress: Progress) -> int:
+def run_one(job: RunJob, *, out: Writer, progress: Progress) -> int:
     """Run the job; print the summary and traffic report; return the exit code (every selected sample finished:
     EXIT_OK; interrupted: EXIT_INTERRUPTED; a failed or missing sample, a journal that could not be written:
     EXIT_FAILED)."""
@@ -108,7 +107,7 @@ def run_one(job: RunJob, *, out: Callable[[str], Any], progress: Progress) -> in
     return _outcome(run, interrupted, output, out)
 
 
-def _outcome(run: Run, interrupted: bool, output: str, out: Callable[[str], Any]) -> int:
+def _outcome(run: Run, interrupted: bool, output: str, out: Writer) -> int:
     """The exit code of a finished run, with what the user needs to know about an unfinished one."""
     if interrupted:
         out(f"speedbench: interrupted; {len(run.results)} samples saved, continue with --resume --output {output}\n")
@@ -128,7 +127,7 @@ def _outcome(run: Run, interrupted: bool, output: str, out: Callable[[str], Any]
     return EXIT_OK
 
 
-def report_run(run: Run, out: Callable[[str], Any], *, slo: str | None, plot_stem: Path | None = None) -> None:
+def report_run(run: Run, out: Writer, *, slo: str | None, plot_stem: Path | None = None) -> None:
     """The summary table, streaming percentiles and run-to-run variation when the run has them, the traffic report."""
     from bench.render import summary_text
 
@@ -148,7 +147,7 @@ def report_run(run: Run, out: Callable[[str], Any], *, slo: str | None, plot_ste
                    plot_dir=(plot_stem.parent, plot_stem.stem + ".timeline") if plot_stem is not None else None)
 
 
-def traffic_report(run: Run, out: Callable[[str], Any], *, slo_text: str | None,
+def traffic_report(run: Run, out: Writer, *, slo_text: str | None,
                    plot_dir: tuple[Path, str] | None = None) -> None:
     """After a run: request and token throughput with the achieved rate (every run), goodput with --slo, and for
     an open-loop run the request timeline plot beside the run file."""

@@ -5,11 +5,12 @@ parent's death."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench._errors import BenchError
+from bench._types import Writer
 from bench.pipeline._job import ComparisonJob, ServerSide
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def check_command(template: str, flag: str, **values: Any) -> None:
 
 @contextlib.contextmanager
 def command_server(template: str, side: str, where: Path, *, ready_timeout: float, api_key: str | None,
-                   out: Callable[[str], Any], **values: Any) -> Iterator[Any]:
+                   out: Writer, **values: Any) -> Iterator[Any]:
     """A server started from the user's command for one side, stopped (its whole process group) on the way out."""
     from bench.server import CommandServer, ServerError
 
@@ -79,7 +80,7 @@ def command_values(job: ComparisonJob, mode: str) -> dict[str, int]:
 
 @contextlib.contextmanager
 def side_endpoint(side: str, server_side: ServerSide, mode: str, job: ComparisonJob, folder: Path,
-              out: Callable[[str], Any]) -> Iterator[tuple[str, Any]]:
+              out: Writer) -> Iterator[tuple[str, Any]]:
     """Yield (url, server or None): the given URL, the user's command started fresh, or an embedded server."""
     if server_side.url:
         yield server_side.url, None

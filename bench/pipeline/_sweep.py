@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
-from bench._types import JsonMapping, JsonValue
+from bench._types import JsonMapping, JsonValue, Writer
 from bench.analysis import Sweep, SweepCell, summarize_sweep, sweep_cell
 from bench.pipeline._job import ComparisonJob, settings_prompts
 from bench.records import (
@@ -155,7 +154,7 @@ class _SweepProgress:
 
 
 @contextlib.contextmanager
-def _servers(config: SweepConfig, out: Callable[[str], Any]) -> Iterator[dict[str, str]]:
+def _servers(config: SweepConfig, out: Writer) -> Iterator[dict[str, str]]:
     """URL per arm name: the given URLs, or embedded servers of `config.engine` with slots for the highest level."""
     from bench.server import ServerError, ServerRequest, engine_display_name, make_server
 
@@ -233,7 +232,7 @@ def _check_resumable(folder: Path, config: SweepConfig, names: Sequence[str]) ->
                                  + "; ".join(mismatch.message() for mismatch in mismatches))
 
 
-def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+def run_sweep(config: SweepConfig, *, out: Writer, progress: Progress) -> int:
     """Every level, arms interleaved; then the sweep summary, its files and plots. Exit code as `bench`."""
     job = config.job
     prompts = settings_prompts(job.settings)
@@ -279,7 +278,7 @@ def run_sweep(config: SweepConfig, *, out: Callable[[str], Any], progress: Progr
     return code
 
 
-def finished_exit_code(runs: Mapping[float, Mapping[str, Run]], out: Callable[[str], Any], *, where: str) -> int:
+def finished_exit_code(runs: Mapping[float, Mapping[str, Run]], out: Writer, *, where: str) -> int:
     """EXIT_OK when every selected sample of every level's runs finished; else say how many did not, EXIT_FAILED."""
     unfinished = sum(run.failed_samples + max(0, run.selected_samples - len(run.results))
                      for cell in runs.values() for run in cell.values())

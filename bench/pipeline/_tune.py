@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
 from bench._redact import one_line, redact
+from bench._types import Writer
 from bench.analysis import (
     Comparison,
     PredictionCheck,
@@ -105,7 +106,7 @@ def config_folder(folder: Path, level: int, draft_max: int) -> Path:
 
 @contextlib.contextmanager
 def _server(config: TuneConfig, *, speculative: bool, level: int, draft_max: int, where: Path,
-            out: Callable[[str], Any]) -> Iterator[tuple[str, str | None]]:
+            out: Writer) -> Iterator[tuple[str, str | None]]:
     """(URL, the server's state for the records) of one side: a given URL, the user's command or an embedded one."""
     from bench.server import CommandServer, ServerError, ServerRequest, make_server
 
@@ -186,7 +187,7 @@ def _refuse_unlike_journals(config: TuneConfig, where: Path, level: int, draft_m
             refuse_resume(str(journal), recorded if isinstance(recorded, dict) else {}, asked.recorded())
 
 
-def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Callable[[str], Any],
+def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int, *, out: Writer,
                    progress: Progress) -> tuple[Run, Run, bool]:
     """One configuration: both servers started, one interleaved comparison, both stopped; (baseline, spec, stopped)."""
     where = config_folder(folder, level, draft_max)
@@ -218,7 +219,7 @@ def measure_config(config: TuneConfig, folder: Path, level: int, draft_max: int,
 
 
 def _until_decided(config: TuneConfig, where: Path, arms: list[Arm], states: dict[str, str], *,
-                   out: Callable[[str], Any], progress: Progress) -> tuple[Run, Run, bool]:
+                   out: Writer, progress: Progress) -> tuple[Run, Run, bool]:
     """Rounds of one sample per category (each round's files under `rounds/k/`) until the overall verdict against
     the baseline is decided or `limit` rounds ran; both run files carry the sequential record."""
     job = config.job
@@ -309,7 +310,7 @@ def validate(config: TuneConfig) -> None:
         _run_config(config, "http://127.0.0.1:1", level, BASELINE, 1).validate()
 
 
-def run_tune(config: TuneConfig, *, out: Callable[[str], Any], progress: Progress) -> int:
+def run_tune(config: TuneConfig, *, out: Writer, progress: Progress) -> int:
     """Every concurrency level: configurations measured as the plan asks, then the pick and every tune file."""
     validate(config)
     folder = _folder(config)

@@ -7,7 +7,7 @@ Plots, the report and the progress display load matplotlib or rich, so they are 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._console import CONSOLE_LINES, console_text, note_lines
@@ -163,6 +163,46 @@ __all__ = [
     "write_report",
     "write_sweep_report",
 ]
+
+
+# The same names for a type checker, which cannot follow the lazy import below.
+if TYPE_CHECKING:
+    from bench.render._pairs import (
+        render_pairs_report as render_pairs_report,
+        write_pairs_report as write_pairs_report,
+    )
+    from bench.render._parts_plot import (
+        parts_figure as parts_figure,
+        speedup_parts as speedup_parts,
+    )
+    from bench.render._plots import (
+        FEW_SAMPLES as FEW_SAMPLES,
+        accept_figure as accept_figure,
+        interval_label as interval_label,
+        latency_figure as latency_figure,
+        latency_speedups as latency_speedups,
+        place_labels as place_labels,
+        plot_all as plot_all,
+        speedup_figure as speedup_figure,
+    )
+    from bench.render._report import (
+        decision_line as decision_line,
+        decision_text as decision_text,
+        render_rate_sweep_report as render_rate_sweep_report,
+        render_report as render_report,
+        write_rate_sweep_report as write_rate_sweep_report,
+        write_report as write_report,
+        write_sweep_report as write_sweep_report,
+    )
+    from bench.render._rich import (
+        RichProgress as RichProgress,
+    )
+    from bench.render._traffic import (
+        goodput_rate_figure as goodput_rate_figure,
+        plot_goodput_rate as plot_goodput_rate,
+        plot_timeline as plot_timeline,
+        timeline_figure as timeline_figure,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench._types import JsonObject
 from bench.render._escape import markdown_escape, terminal_lines, terminal_text
-from bench.render._tables import markdown_table as _markdown_rows
-from bench.render._tables import text_table as _text_rows
+from bench.render._tables import markdown_table as _markdown_rows, text_table as _text_rows
 
 if TYPE_CHECKING:
     from bench.analysis import HistoryAnalysis

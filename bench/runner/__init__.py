@@ -1,7 +1,12 @@
 """Running a prompt set against servers: settings, arms, run strategies, the one run path, client and transport."""
 
-from bench.runner._aiohttp_timing import READ_BYTES, Arrivals, StampedSocket, stamped_socket
-from bench.runner._aiohttp_timing import check_internals as aiohttp_internals_missing
+from bench.runner._aiohttp_timing import (
+    READ_BYTES,
+    Arrivals,
+    StampedSocket,
+    check_internals as aiohttp_internals_missing,
+    stamped_socket,
+)
 from bench.runner._arm import RunStopped, machine_info, prompts_digest, refuse_existing_output
 from bench.runner._arrivals import (
     ARRIVAL_PROCESSES,

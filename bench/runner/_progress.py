@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from bench._types import Writer
 from bench.records import SampleResult
 
 
@@ -50,7 +50,7 @@ ETA_AFTER_SAMPLES = 3
 class LineProgress:
     """Plain progress lines (for logs and pipes): at most one every `interval_s`, and one at the end."""
 
-    def __init__(self, write: Callable[[str], Any], interval_s: float = 5.0) -> None:
+    def __init__(self, write: Writer, interval_s: float = 5.0) -> None:
         """Write lines through `write` (e.g. `sys.stderr.write`)."""
         self._write = write
         self._interval = interval_s

@@ -25,8 +25,14 @@ from bench._errors import BenchError
 from bench._types import JsonMapping, JsonObject
 from bench.prompts import PromptSet, Sample, Shard
 from bench.records import Interleaving
-from bench.runner._arrivals import ArrivalSchedule, arrival_schedule, block_offsets, block_plan, default_block_size
-from bench.runner._arrivals import load_trace as read_trace
+from bench.runner._arrivals import (
+    ArrivalSchedule,
+    arrival_schedule,
+    block_offsets,
+    block_plan,
+    default_block_size,
+    load_trace as read_trace,
+)
 from bench.runner._config import RunConfig
 from bench.runner._schedule import seeded_order
 from bench.runner._worker_count import worker_shares
