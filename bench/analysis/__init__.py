@@ -22,6 +22,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
         "family_size",
     ),
+    "_compared": ("PAIRED_METRICS", "PairedMetric", "paired_metrics"),
     "_grouping": ("ArmPair",),
     "_explain": (
         "RECONCILE_TOLERANCE", "RequestAcceptance", "SpeedupParts", "StepSplit", "explain_row", "explain_runs",
@@ -149,6 +150,11 @@ if TYPE_CHECKING:
         compare as compare,
         family_estimates as family_estimates,
         family_size as family_size,
+    )
+    from bench.analysis._compared import (
+        PAIRED_METRICS as PAIRED_METRICS,
+        PairedMetric as PairedMetric,
+        paired_metrics as paired_metrics,
     )
     from bench.analysis._drafted import (
         NOTHING_DRAFTED as NOTHING_DRAFTED,

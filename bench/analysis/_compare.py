@@ -14,6 +14,7 @@ from bench._errors import BenchError
 from bench._types import JsonObject
 from bench.analysis._cache import CacheUse, cache_use
 from bench.analysis._comparability import Comparability, check_comparable
+from bench.analysis._compared import PairedMetric, paired_metrics
 from bench.analysis._drafted import NOTHING_DRAFTED, Drafted, acceptance_length_by_category, drafted_by_category
 from bench.analysis._drafter_state import DrafterState, drafter_state, state_warnings
 from bench.analysis._explain import SpeedupParts, explain_runs
@@ -87,6 +88,18 @@ class Estimate:
         """Whether the robust interval's verdict differs from the t-interval's."""
         return self.robust_verdict is not None and self.robust_verdict != self.verdict
 
+    def as_cells(self) -> JsonObject:
+        """The estimate's JSON keys, each prefixed with its metric's key (`decode_speedup_low`, ...)."""
+        key = self.metric.key
+        robust, robust_low, robust_high = self.robust or (math.nan, math.nan, math.nan)
+        return {
+            key: self.point, f"{key}_low": self.low, f"{key}_high": self.high, f"{key}_verdict": self.verdict,
+            f"{key}_confidence": self.confidence, f"{key}_p": self.p_value, f"{key}_mde": self.mde,
+            f"{key}_needed_n": self.needed, f"{key}_robust": robust, f"{key}_robust_low": robust_low,
+            f"{key}_robust_high": robust_high, f"{key}_robust_verdict": self.robust_verdict,
+            f"{key}_note": self.note, f"{key}_estimator": self.estimator,
+        }
+
 
 def _percent(share: float) -> str:
     """`5%`, `98.1%`: a share as a percentage with the digits it needs."""
@@ -117,13 +130,14 @@ class Family:
 
 @dataclass(frozen=True, slots=True)
 class StatsRow:
-    """Paired statistics of one category (or overall): both speedups, acceptance and identical outputs."""
+    """Paired statistics of one category (or overall): each compared metric's speedup, acceptance and identical
+    outputs."""
 
     category: str
     n: int
     pairs: int
-    decode: Estimate
-    latency: Estimate
+    estimates: dict[str, Estimate]
+    """Each compared metric's estimate by its key, in the order `paired_metrics()` declares them."""
     accept_rate: float | None
     acceptance_length: float | None
     identical: int | None
@@ -140,6 +154,24 @@ class StatsRow:
     """The decode speedup explained: acceptance length, per-position acceptance, step cost, reconciled."""
 
     @property
+    def decode(self) -> Estimate:
+        """The decode speedup: the primary compared metric."""
+        return self.estimates[DECODE_SPEEDUP.key]
+
+    @property
+    def latency(self) -> Estimate:
+        """The end-to-end latency speedup."""
+        return self.estimates[LATENCY_SPEEDUP.key]
+
+    def compared(self) -> list[tuple[PairedMetric, Estimate]]:
+        """Each compared metric this row has an estimate of, with it, in declaration order."""
+        return [(paired, self.estimates[paired.key]) for paired in paired_metrics() if paired.key in self.estimates]
+
+    def with_estimate(self, estimate: Estimate) -> StatsRow:
+        """This row with one compared metric's estimate replaced (the metric named by the estimate)."""
+        return replace(self, estimates={**self.estimates, estimate.metric.key: estimate})
+
+    @property
     def drafted_share(self) -> float | None:
         """Output tokens that came from accepted drafts / output tokens (None when the server did not say)."""
         return self.drafted.share if self.drafted is not None else None
@@ -152,21 +184,9 @@ class StatsRow:
     def as_cells(self) -> JsonObject:
         """A flat mapping (0.1's JSON keys plus the latency verdict) for tables, JSON and plots."""
         cells: JsonObject = {"category": self.category, "n": self.n, "pairs": self.pairs}
-        for estimate in (self.decode, self.latency):
-            key = estimate.metric.key
-            cells[key] = estimate.point
-            cells[f"{key}_low"] = estimate.low
-            cells[f"{key}_high"] = estimate.high
-            cells[f"{key}_verdict"] = estimate.verdict
-            cells[f"{key}_confidence"] = estimate.confidence
-            cells[f"{key}_p"] = estimate.p_value
-            cells[f"{key}_mde"] = estimate.mde
-            cells[f"{key}_needed_n"] = estimate.needed
-            robust = estimate.robust or (math.nan, math.nan, math.nan)
-            cells[f"{key}_robust"], cells[f"{key}_robust_low"], cells[f"{key}_robust_high"] = robust
-            cells[f"{key}_robust_verdict"] = estimate.robust_verdict
-            cells[f"{key}_note"] = estimate.note
-            cells[f"{key}_estimator"] = estimate.estimator
+        compared = self.compared()
+        for _, estimate in compared:
+            cells.update(estimate.as_cells())
         cells.update(
             accept_rate=self.accept_rate,
             acceptance_length=self.acceptance_length,
@@ -175,10 +195,12 @@ class StatsRow:
             drafted_share=self.drafted_share,
             drafted_tokens=self.drafted.accepted if self.drafted is not None else None,
             output_tokens=self.drafted.output_tokens if self.drafted is not None else None,
-            identical_share=(self.identical / self.compared_outputs) if self.compared_outputs else None,
+            identical_share=(self.identical / self.compared_outputs
+                             if self.identical is not None and self.compared_outputs else None),
             verdict=self.decode.word,
-            decode_verdict=self.decode.word,
-            latency_verdict=self.latency.word,
+        )
+        cells.update({f"{paired.name}_verdict": estimate.word for paired, estimate in compared})
+        cells.update(
             disagreements=list(self.disagreements),
             primary=self.primary,
             outliers=[outlier.as_cells() for outlier in self.outliers],
@@ -243,7 +265,7 @@ def _stats_rows(baseline: Run, speculative: Run, reference: tuple[ReferenceRow, 
             raise
         return (), str(exc)
     if look is not None:
-        rows = tuple(replace(row, decode=look_estimate(row.decode, look))
+        rows = tuple(row.with_estimate(look_estimate(row.decode, look))
                      if row.primary and not row.nothing_drafted else row for row in rows)
     return rows, None
 
@@ -311,7 +333,7 @@ def paired_rows(
     target_effect: float = DEFAULT_TARGET_EFFECT,
     alpha: float = FAMILY_ALPHA,
 ) -> tuple[StatsRow, ...]:
-    """Per category and overall: geometric-mean decode and latency speedups with intervals and verdicts.
+    """Per category and overall: each compared metric's geometric-mean speedup with its interval and verdict.
 
     The category rows' verdicts are one family (Holm over category x metric at `alpha`); the overall row is the
     primary result at 1 - `alpha`; with `alpha` 0 (a stopping look with no interval) no row gets one. `paired` is
@@ -319,11 +341,11 @@ def paired_rows(
     if paired is None:
         paired = pair_runs(baseline, speculative, min_pairs=0)
     require_pairs(paired, baseline, speculative, min_pairs)
-    spec_summary = {row.get("category"): row for row in speculative.summary}
+    accept_rates = {row.category: row.accept_rate for row in speculative.summary}
     reference_by_category = {row.category: row for row in reference}
     acceptance_length = acceptance_length_by_category(speculative)
     groups = list(each_category(paired))
-    metrics = (DECODE_SPEEDUP, LATENCY_SPEEDUP)
+    metrics = paired_metrics()
     logs = {(category, metric.key): paired_log_mean(group, metric.key, stratified=category == OVERALL)
             for category, group in groups for metric in metrics}
     outliers = {category: category_outliers(group) for category, group in groups if category != OVERALL}
@@ -347,9 +369,8 @@ def paired_rows(
                 category=category,
                 n=int(group["id"].nunique()),
                 pairs=len(group),
-                decode=own["decode_speedup"],
-                latency=own["latency_speedup"],
-                accept_rate=spec_summary.get(category, {}).get("accept_rate"),
+                estimates=own,
+                accept_rate=accept_rates.get(category),
                 acceptance_length=acceptance_length.get(category),
                 identical=int(known.sum()) if len(known) else None,
                 compared_outputs=len(known),
@@ -368,8 +389,8 @@ def overall_estimator(rows: tuple[StatsRow, ...]) -> str | None:
 
 
 def family_size(rows: tuple[StatsRow, ...]) -> int:
-    """How many category verdicts a table's family holds (rows with an interval, x decode and latency)."""
-    return sum(estimate.has_interval for row in rows if not row.primary for estimate in (row.decode, row.latency))
+    """How many category verdicts a table's family holds (rows with an interval, x each compared metric)."""
+    return sum(estimate.has_interval for row in rows if not row.primary for estimate in row.estimates.values())
 
 
 def family_estimates(
@@ -386,14 +407,15 @@ def family_estimates(
     This is the decision rule of every category table (compare, bench, report, sweep cells), callable on
     synthetic truth. A row below `min_samples` gets no interval and no verdict.
     """
-    metric_of = {metric.key: metric for metric in (DECODE_SPEEDUP, LATENCY_SPEEDUP)}
-    testable = {key: value for key, value in logs.items()
-                if value is not None and value.n >= min_samples and value.withheld is None}
+    metric_of = {paired.key: paired.metric for paired in paired_metrics()}
+    testable: dict[tuple[str, str], LogMean] = {key: value for key, value in logs.items()
+                                                if value is not None and value.n >= min_samples
+                                                and value.withheld is None}
     family = [key for key in testable if key[0] != OVERALL]
     levels = dict(zip(family, holm_levels([testable[key].p_value() for key in family], alpha), strict=True))
     size = max(1, sum(key[0] != OVERALL for key in logs))  # planning: every category row would be tested
     overall_sd = {key[1]: value.sd for key, value in testable.items() if key[0] == OVERALL}
-    estimates = {}
+    estimates: dict[tuple[str, str], Estimate] = {}
     for key, value in logs.items():
         category, metric_key = key
         metric = metric_of[metric_key]
@@ -401,13 +423,15 @@ def family_estimates(
         mde_alpha = alpha if primary else alpha / size
         own = value is not None and value.n >= min_samples and value.se > 0  # two samples' sd cannot plan
         sd = value.sd if own and value is not None else overall_sd.get(metric_key, math.nan)
-        if key not in testable:
+        tested = testable.get(key)
+        if value is None or tested is None:
             needed = samples_needed(sd, target_effect, mde_alpha, threshold)
             estimates[key] = Estimate(metric, math.exp(value.mean) if value is not None else math.nan, math.nan,
                                       math.nan, "not enough data", needed=needed,
                                       note=value.withheld if value is not None else None,
                                       estimator=value.method if value is not None and primary else None)
             continue
+        value = tested
         level = alpha if primary else levels[key]
         point, low, high = value.interval(1.0 - level)
         mde = math.expm1(detectable_log_effect(value, mde_alpha, threshold))
@@ -429,11 +453,13 @@ def _disagreements(estimates: Mapping[str, Estimate], reference: ReferenceRow | 
     if reference is None:
         return ()
     found = []
-    for key, name in (("decode_speedup", "decode"), ("latency_speedup", "latency")):
-        ratio = getattr(reference, key)
-        point = estimates[key].point
+    for paired in paired_metrics():
+        if paired.reference is None or paired.key not in estimates:
+            continue
+        ratio: float | None = getattr(reference, paired.reference)
+        point = estimates[paired.key].point
         if ratio is None or math.isnan(point):
             continue
         if (ratio - 1.0) * (point - 1.0) < 0:
-            found.append(f"{name}: ratio of means {ratio:.2f}x vs geometric mean {point:.2f}x")
+            found.append(f"{paired.name}: ratio of means {ratio:.2f}x vs geometric mean {point:.2f}x")
     return tuple(found)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench._constants import OVERALL
+from bench._types import JsonObject
 from bench.analysis._grouping import each_category_of
 from bench.records import Run, SampleResult, sample_positions
 
@@ -68,7 +69,7 @@ class RequestAcceptance:
         p10, median, p90 = (float(value) for value in np.quantile(values, [0.1, 0.5, 0.9]))
         return cls(int(values.size), float(values.mean()), p10, median, p90, histogram)
 
-    def as_cells(self) -> dict[str, object]:
+    def as_cells(self) -> JsonObject:
         """JSON-ready: n, mean, p10, median, p90 and the histogram as [[edge, count], ...]."""
         return {"n": self.n, "mean": self.mean, "p10": self.p10, "median": self.median, "p90": self.p90,
                 "histogram": [list(pair) for pair in self.histogram]}
@@ -173,7 +174,7 @@ class SpeedupParts:
             return None if self.flag is None else False
         return self.flag is None
 
-    def as_cells(self) -> dict[str, object]:
+    def as_cells(self) -> JsonObject:
         """A flat JSON-ready mapping: acceptance_length, step_cost, explained/measured speedups, positions, flag."""
         return {
             "acceptance_length": self.acceptance_length,

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bench._types import JsonObject
+from bench.analysis._compared import paired_metrics
 from bench.analysis._intervals import LogMean, t_quantile
 
 if TYPE_CHECKING:
@@ -119,7 +121,7 @@ class Outlier:
     ratio: float
     distance: float
 
-    def as_cells(self) -> dict[str, object]:
+    def as_cells(self) -> JsonObject:
         """JSON-ready fields."""
         return {"id": self.id, "metric": self.metric, "arm": self.arm, "ratio": self.ratio, "distance": self.distance}
 
@@ -143,7 +145,7 @@ def flag_outliers(ids: Sequence[str], logs: np.ndarray, base_logs: np.ndarray, s
     base_dev = base_logs - np.median(base_logs)
     spec_dev = spec_logs - np.median(spec_logs)
     flagged = []
-    for index in np.flatnonzero(np.abs(distances) > OUTLIER_DISTANCE):
+    for index in (int(found) for found in np.flatnonzero(np.abs(distances) > OUTLIER_DISTANCE)):
         low = distances[index] < 0  # candidate/speculative worse than usual, or baseline better than usual
         spec_part = -spec_dev[index] if low else spec_dev[index]
         base_part = base_dev[index] if low else -base_dev[index]
@@ -153,12 +155,12 @@ def flag_outliers(ids: Sequence[str], logs: np.ndarray, base_logs: np.ndarray, s
 
 
 def category_outliers(group: pd.DataFrame) -> tuple[Outlier, ...]:
-    """Samples of one category whose decode or latency log ratio lies far from the category's median, per arm."""
+    """Samples of one category whose log ratio of a compared metric lies far from the category's median, per arm."""
     frame = group.copy()
     found: list[Outlier] = []
-    for metric, base_column, spec_column, sign in (("decode", "pred_t_s_base", "pred_t_s_spec", 1.0),
-                                                   ("latency", "latency_s_base", "latency_s_spec", -1.0)):
-        column = f"{metric}_speedup"
+    for paired_metric in paired_metrics():
+        column, sign = paired_metric.key, paired_metric.arm_sign
+        base_column, spec_column = f"{paired_metric.arm_column}_base", f"{paired_metric.arm_column}_spec"
         keep = frame[(frame[column] > 0) & (frame[base_column] > 0) & (frame[spec_column] > 0)]
         if keep.empty:
             continue
@@ -168,7 +170,7 @@ def category_outliers(group: pd.DataFrame) -> tuple[Outlier, ...]:
             spec=sign * np.log(keep[spec_column].astype(float)),
         ).groupby("id", sort=False)[["ratio", "base", "spec"]].mean()
         found += flag_outliers(list(per_sample.index), per_sample["ratio"].to_numpy(), per_sample["base"].to_numpy(),
-                               per_sample["spec"].to_numpy(), metric=metric)
+                               per_sample["spec"].to_numpy(), metric=paired_metric.name)
     return tuple(found)
 
 

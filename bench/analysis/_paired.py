@@ -9,6 +9,7 @@ import pandas as pd
 
 from bench._constants import MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
+from bench.analysis._compared import paired_metrics
 from bench.analysis._intervals import LogMean, bootstrap_geomean_ci, log_mean, repeat_log_mean, yuen_log_mean
 from bench.analysis._stratified import stratified_log_mean
 from bench.records import Run
@@ -51,7 +52,7 @@ def first_difference(a: str, b: str) -> int | None:
 
 
 def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.DataFrame:
-    """Match successful samples of two runs by (id, repeat) and compute per-sample speedups."""
+    """Match successful samples of two runs by (id, repeat) and compute each compared metric's per-sample speedup."""
     base = results_frame(baseline)
     spec = results_frame(speculative)
     base = base[base["ok"]]
@@ -59,10 +60,10 @@ def pair_runs(baseline: Run, speculative: Run, *, min_pairs: int = 1) -> pd.Data
     merged = base.merge(spec, on=["id", "repeat"], suffixes=("_base", "_spec"))
     require_pairs(merged, baseline, speculative, min_pairs)
     merged = merged.rename(columns={"category_spec": "category"}).drop(columns=["category_base"])
-    merged["decode_speedup"] = decode_speedups(merged)
-    merged["latency_speedup"] = merged["latency_s_base"] / merged["latency_s_spec"]
-    identical = []
-    first_diff = []
+    for paired_metric in paired_metrics():
+        merged[paired_metric.key] = paired_metric.ratio(merged)
+    identical: list[bool | None] = []
+    first_diff: list[int | None] = []
     segments: list[str | None] = []
     texts = ("output_base", "output_spec", "thinking_base", "thinking_spec")
     for out_base, out_spec, thought_base, thought_spec in zip(*(merged[name] for name in texts), strict=True):
@@ -103,16 +104,6 @@ def require_pairs(paired: pd.DataFrame, baseline: Run, speculative: Run, min_pai
         f"only {len(paired)} successful samples match between the runs "
         f"(baseline {base_ok}, speculative {spec_ok}); at least {min_pairs} needed: run both over the same prompts"
     )
-
-
-def decode_speedups(merged: pd.DataFrame) -> pd.Series:
-    """Per pair: the ratio of llama.cpp's own per-turn decode rates ((n-1)/t_gen, `server_decode_t_s`) where both
-    sides have it, else the ratio of the reference's per-sample rates (`pred_t_s`: server t/s or client decode)."""
-    reference = merged["pred_t_s_spec"] / merged["pred_t_s_base"]
-    if "server_decode_t_s_base" not in merged:
-        return reference
-    server = merged["server_decode_t_s_spec"].astype(float) / merged["server_decode_t_s_base"].astype(float)
-    return server.where(server.notna() & (server > 0), reference)
 
 
 def paired_interval(

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bench.analysis import DRAFTED
+from bench.analysis import DRAFTED, SAMPLES, paired_metrics
 from bench.records import level_text
 from bench.render._comparison import _reference_rows, drafter_lines, mismatch_lines, render_text
 from bench.render._escape import terminal_text
-from bench.render._stats import _stats_cells
+from bench.render._stats import CATEGORY_COLUMN, IDENTICAL_COLUMN, _stats_cells
 from bench.render._tables import Column, comparison_text, text_table
 
 if TYPE_CHECKING:
@@ -22,17 +22,12 @@ if TYPE_CHECKING:
 CONSOLE_LINES = 45
 """The most lines a workload's console output takes by default (the decision over all workloads apart)."""
 
-CONSOLE_COLUMNS: list[Column] = [
-    Column("category", "category_cell"),
-    Column("n", "n", "int"),
-    Column("decode_speedup", "decode_speedup_ci"),
-    Column("decode_verdict", "decode_verdict"),
-    Column("latency_speedup", "latency_speedup_ci"),
-    Column("latency_verdict", "latency_verdict"),
-    Column.of(DRAFTED),
-    Column("identical", "identical_cell"),
-]
-"""The paired table as the report's narrow layout has it: at most 8 columns; the rest is in comparison.txt."""
+def console_columns() -> list[Column]:
+    """The paired table as the report's narrow layout has it: per compared metric its interval and verdict; the
+    rest is in comparison.txt."""
+    compared = [column for paired in paired_metrics() for column in (
+        Column(paired.key, f"{paired.key}_ci"), Column(f"{paired.name}_verdict", f"{paired.name}_verdict"))]
+    return [CATEGORY_COLUMN, Column.of(SAMPLES), *compared, Column.of(DRAFTED), IDENTICAL_COLUMN]
 
 
 def _names(names: Sequence[str]) -> str:
@@ -57,8 +52,8 @@ def note_lines(comparison: Comparison) -> list[str]:
     if outlying := [row.category for row in rows if row.outliers and not row.primary]:
         lines.append(f"outlying samples in {_names(outlying)}")
     lines += _grouped([(row.category, f"{estimate.metric.label}: {estimate.note}") for row in rows
-                       for estimate in (row.decode, row.latency) if estimate.note])
-    if robust := [row.category for row in rows for estimate in (row.decode, row.latency)
+                       for _, estimate in row.compared() if estimate.note])
+    if robust := [row.category for row in rows for _, estimate in row.compared()
                   if estimate.robust_disagrees and estimate.robust is not None]:
         lines.append("the robust (trimmed) interval reads another verdict, so the verdict rests on a few samples, on "
                      + _names(list(dict.fromkeys(robust))))
@@ -108,7 +103,7 @@ def console_text(comparison: Comparison, *, verbose: bool = False) -> str:
     if comparison.has_stats:
         parts.append(f"Paired statistics (samples matched by id): geometric mean of per-sample speedups with its "
                      f"interval; a verdict needs it to exclude 1.00x and a change over {comparison.threshold:.0%}\n")
-        parts.append(text_table(_stats_cells(comparison.stats, comparison.sequential), CONSOLE_COLUMNS))
+        parts.append(text_table(_stats_cells(comparison.stats, comparison.sequential), console_columns()))
         explained = explained_line(comparison.stats)
         parts.append(f"{explained}\n" if explained else "")
         parts.append("".join(line + "\n" for line in note_lines(comparison)))

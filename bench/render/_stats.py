@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING
 from bench.analysis import (
     ACCEPT_RATE,
     ACCEPTANCE_LENGTH,
+    CATEGORY,
     DRAFTED,
     REPEAT_CV_METRICS,
+    SAMPLES,
     SPEEDUP_CV_METRICS,
     STEP_COST,
     STREAM_METRICS,
+    paired_metrics,
 )
 from bench.render._tables import (
     CellValue,
@@ -28,46 +31,44 @@ if TYPE_CHECKING:
     from bench.analysis import Divergence, Estimate, Family, LosslessRow, RepeatCv, SpeedupCv, StatsRow, StreamRow
     from bench.records import SequentialStop
 
-STATS_COLUMNS: list[Column] = [
-    ("category", "category_cell", ""),
-    ("n", "n", "int"),
-    ("decode_speedup", "decode_speedup_ci", ""),
-    ("decode_verdict", "decode_verdict", ""),
-    ("decode_mde", "decode_speedup_mde_cell", ""),
-    ("latency_speedup", "latency_speedup_ci", ""),
-    ("latency_verdict", "latency_verdict", ""),
-    ("latency_mde", "latency_speedup_mde_cell", ""),
-    Column.of(ACCEPT_RATE),
-    Column.of(ACCEPTANCE_LENGTH),
-    Column.of(DRAFTED),
-    Column.of(STEP_COST),
-    ("identical", "identical_cell", ""),
-]
+CATEGORY_COLUMN = Column("category", "category_cell")
+"""A paired table's first column: the category, `(primary)` after the overall row's name."""
 
-STATS_MARKDOWN_COLUMNS: list[Column] = [
-    ("category", "category_cell", ""),
-    ("n", "n", "int"),
-    ("decode_speedup", "decode_speedup_md", ""),
-    ("latency_speedup", "latency_speedup_md", ""),
-    Column.of(ACCEPT_RATE),
-    Column.of(DRAFTED),
-    ("identical", "identical_cell", ""),
-]
-"""The paired table as a pull request shows it: at most 8 columns (GitHub's 1012 px), each speedup cell holding its
-interval and, below it, its verdict; the other columns of `STATS_COLUMNS` go to `STATS_MORE_COLUMNS`."""
+IDENTICAL_COLUMN = Column("identical", "identical_cell")
+"""Identical outputs over the outputs compared (`9/10`)."""
 
-STATS_MORE_COLUMNS: list[Column] = [STATS_COLUMNS[0], *(
-    column for column in STATS_COLUMNS
-    if column[0] not in {header for header, _, _ in STATS_MARKDOWN_COLUMNS}
-    and column[0] not in ("decode_verdict", "latency_verdict"))]
-"""The paired table's other columns (mde, acceptance length, ...), by category, in a second table."""
+
+def stats_columns() -> list[Column]:
+    """The paired table's columns: per compared metric its interval, verdict and mde, then acceptance, drafted
+    share, step cost and identical outputs."""
+    compared = [column for paired in paired_metrics() for column in (
+        Column(paired.key, f"{paired.key}_ci"), Column(f"{paired.name}_verdict", f"{paired.name}_verdict"),
+        Column(f"{paired.name}_mde", f"{paired.key}_mde_cell"))]
+    return [CATEGORY_COLUMN, Column.of(SAMPLES), *compared, Column.of(ACCEPT_RATE), Column.of(ACCEPTANCE_LENGTH),
+            Column.of(DRAFTED), Column.of(STEP_COST), IDENTICAL_COLUMN]
+
+
+def stats_markdown_columns() -> list[Column]:
+    """The paired table as a pull request shows it: at most 8 columns (GitHub's 1012 px), each speedup cell holding
+    its interval and, below it, its verdict; the other columns of `stats_columns()` go to `stats_more_columns()`."""
+    compared = [Column(paired.key, f"{paired.key}_md") for paired in paired_metrics()]
+    return [CATEGORY_COLUMN, Column.of(SAMPLES), *compared, Column.of(ACCEPT_RATE), Column.of(DRAFTED), IDENTICAL_COLUMN]
+
+
+def stats_more_columns() -> list[Column]:
+    """The paired table's other columns (mde, acceptance length, ...), by category, in a second table."""
+    shown = {column.header for column in stats_markdown_columns()}
+    verdicts = {f"{paired.name}_verdict" for paired in paired_metrics()}
+    return [CATEGORY_COLUMN, *(column for column in stats_columns()
+                               if column.header not in shown and column.header not in verdicts)]
+
 
 LOSSLESS_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("identical", "identical_cell", ""),
-    ("near_tie", "near_tie", "int"),
-    ("real", "real", "int"),
-    ("first_difference (sample@char: kind, baseline top-2 margin)", "first_diff", ""),
+    Column.of(CATEGORY),
+    IDENTICAL_COLUMN,
+    Column("near_tie", "near_tie", "int"),
+    Column("real", "real", "int"),
+    Column("first_difference (sample@char: kind, baseline top-2 margin)", "first_diff"),
 ]
 
 SPEEDUP_CV_COLUMNS: list[Column] = columns_of(SPEEDUP_CV_METRICS)
@@ -102,15 +103,15 @@ def _stats_cells(rows: Sequence[StatsRow], sequential: SequentialStop | None = N
     for row in rows:
         cell: dict[str, CellValue] = dict(row.as_cells())
         cell["category_cell"] = f"{row.category} (primary)" if row.primary else row.category
-        if row.primary and sequential is not None and not row.nothing_drafted:
-            cell["decode_verdict"] = f"{row.decode.word} (sequential test)"
-        for estimate in (row.decode, row.latency):
-            key = estimate.metric.key
-            cell[f"{key}_ci"] = ci_cell(estimate.point, estimate.low, estimate.high, estimate.confidence)
-            cell[f"{key}_mde_cell"] = mde_cell(estimate)
+        looked = row.primary and sequential is not None and not row.nothing_drafted  # decode read at the stop
+        for paired, estimate in row.compared():
+            verdict = f"{estimate.word} (sequential test)" if looked and estimate is row.decode else estimate.word
+            interval = ci_cell(estimate.point, estimate.low, estimate.high, estimate.confidence)
+            cell[f"{paired.name}_verdict"] = verdict
+            cell[f"{paired.key}_ci"] = interval
+            cell[f"{paired.key}_mde_cell"] = mde_cell(estimate)
+            cell[f"{paired.key}_md"] = (interval, verdict)  # two lines in a Markdown cell
         cell["identical_cell"] = f"{row.identical}/{row.compared_outputs}" if row.compared_outputs else "n/a"
-        for key, verdict in (("decode_speedup", "decode_verdict"), ("latency_speedup", "latency_verdict")):
-            cell[f"{key}_md"] = (cell[f"{key}_ci"], cell[verdict])  # two lines in a Markdown cell
         cells.append(cell)
     return cells
 
@@ -186,7 +187,7 @@ def _outlier_lines(rows: Sequence[StatsRow]) -> list[str]:
         lines.append(f"{row.category}: outlying samples (paired log ratio over {OUTLIER_DISTANCE:g} robust sd from "
                      f"the category median), by the arm that strayed: {named}")
     for row in rows:
-        for estimate in (row.decode, row.latency):
+        for _, estimate in row.compared():
             if estimate.note:
                 lines.append(f"{row.category} {estimate.metric.label}: {estimate.note}")
             if estimate.robust_disagrees and estimate.robust is not None:
@@ -224,7 +225,7 @@ def stats_text(rows: Sequence[StatsRow], threshold: float, family: Family | None
     lines = _disagreement_lines(rows) + _outlier_lines(rows) + sequential_lines(sequential, sequential_notes)
     notes = "".join(f"note: {line}\n" for line in lines)
     return (f"Paired statistics: {_stats_legend(threshold, rows, family, sequential)}\n"
-            + text_table(_stats_cells(rows, sequential), STATS_COLUMNS) + notes)
+            + text_table(_stats_cells(rows, sequential), stats_columns()) + notes)
 
 
 def stats_markdown(rows: Sequence[StatsRow], threshold: float, family: Family | None = None, *,
@@ -238,9 +239,9 @@ def stats_markdown(rows: Sequence[StatsRow], threshold: float, family: Family | 
     cells = _stats_cells(rows, sequential)
     short = (f"Speculative over baseline, samples matched by id: geometric mean of per-sample speedups with its "
              f"t-interval and verdict (the interval excludes 1.00x and the change is over {threshold:.0%}).\n\n")
-    return (short + markdown_table(cells, STATS_MARKDOWN_COLUMNS, wrap_headers=True)
-            + details("More columns: " + ", ".join(header for header, _, _ in STATS_MORE_COLUMNS[1:]),
-                      markdown_table(cells, STATS_MORE_COLUMNS))
+    more = stats_more_columns()
+    return (short + markdown_table(cells, stats_markdown_columns(), wrap_headers=True)
+            + details("More columns: " + ", ".join(column.header for column in more[1:]), markdown_table(cells, more))
             + details("How to read this table", f"{legend[0].upper()}{legend[1:]}.\n")
             + (f"\nNotes:\n{notes}\n" if notes else ""))
 
