@@ -46,14 +46,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "weighted_holm_levels",
     ),
     "_goodput": (
-        "ACHIEVED_RATE", "ATTAINMENT", "ATTAINMENT_DIFFERENCE", "GOODPUT", "GOODPUT_RATIO", "OUTPUT_THROUGHPUT",
-        "REQUEST_THROUGHPUT", "AttainmentRow", "Goodput", "Interval", "RequestTiming", "Slo", "Throughput",
+        "AttainmentRow", "Goodput", "Interval", "RequestTiming", "Slo", "Throughput",
         "attainment_interval", "goodput", "parse_slo", "request_timing", "request_timings", "throughput",
         "wilson_interval",
     ),
     "_paired_goodput": ("PairedGoodput", "paired_goodput"),
     "_history": (
-        "DEFAULT_TREND_WINDOW", "DRAFTED_SHARE", "HISTORY_METRIC", "IMPROVEMENT", "REGRESSION", "ChangePoint",
+        "DEFAULT_TREND_WINDOW", "HISTORY_METRIC", "IMPROVEMENT", "REGRESSION", "ChangePoint",
         "HistoryAnalysis", "Regression", "Series", "SeriesPoint", "Trend", "WindowReference", "analyse_history",
         "build_series", "history_gate", "history_rows", "open_regressions", "recent_trend", "window_references",
     ),
@@ -65,9 +64,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "yuen_log_mean",
     ),
     "_metrics": (
-        "ACCEPTANCE_LENGTH", "ACCEPT_RATE", "CATEGORY", "DECODE_RATE", "DECODE_SPEEDUP", "DRAFTED", "FORMATS",
-        "LATENCY", "LATENCY_SPEEDUP", "Metric", "REFERENCE_METRICS", "REPEATS", "REPEAT_CV_METRICS", "SAMPLES",
-        "SPEEDUP_CV_METRICS", "STEP_COST", "STREAM_METRICS", "STREAM_PARTS", "STREAM_QUANTILES", "SUMMARY_METRICS",
+        "ACCEPTANCE_LENGTH", "ACCEPT_RATE", "ACHIEVED_RATE", "ATTAINMENT", "ATTAINMENT_DIFFERENCE", "CATEGORY",
+        "DECODE_RATE", "DECODE_SPEEDUP", "DRAFTED", "FORMATS", "GOODPUT", "GOODPUT_RATIO", "LATENCY",
+        "LATENCY_SPEEDUP", "LATENCY_SPEEDUP_SCHEDULED", "Metric", "OUTPUT_THROUGHPUT", "REFERENCE_METRICS", "REPEATS",
+        "REPEAT_CV_METRICS", "REQUEST_THROUGHPUT", "SAMPLES", "SPEEDUP_CV_METRICS", "STEP_COST", "STREAM_METRICS",
+        "STREAM_PARTS", "STREAM_QUANTILES", "SUMMARY_METRICS", "THROUGHPUT_SPEEDUP", "TTFT_SPEEDUP_SCHEDULED",
         "metric_cells",
     ),
     "_lossless": (
@@ -90,7 +91,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
                     "stratified_block_mean", "stratified_block_ratio", "stratified_log_mean"),
     "_stream": ("Percentiles", "StreamRow", "stream_latency_stats"),
     "_sweep": (
-        "THROUGHPUT_SPEEDUP", "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
+        "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
         "cell_family", "crossover", "summarize_sweep", "sweep_cell",
     ),
     "_thinking": (
@@ -98,9 +99,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "segment_steps", "step_starts", "thinking_rows", "thinking_tokens", "tokens_per_step",
     ),
     "_traffic": (
-        "DECODE_SPEEDUP_PAIRED", "DEFAULT_SLO_TARGET", "LATENCY_SPEEDUP_SCHEDULED", "TTFT_SPEEDUP_SCHEDULED",
-        "PairedSpeedup", "RateLevel", "RateSweep", "SloCapacity", "TrafficComparison", "compare_traffic",
-        "paired_speedups", "rate_sweep", "slo_capacity",
+        "DEFAULT_SLO_TARGET", "PairedSpeedup", "RateLevel", "RateSweep", "SloCapacity", "TrafficComparison",
+        "compare_traffic", "paired_speedups", "rate_sweep", "slo_capacity",
     ),
     "_variation": ("RepeatCv", "SpeedupCv", "repeat_cv", "speedup_repeat_cv"),
 }
@@ -192,13 +192,6 @@ if TYPE_CHECKING:
         weighted_holm_levels as weighted_holm_levels,
     )
     from bench.analysis._goodput import (
-        ACHIEVED_RATE as ACHIEVED_RATE,
-        ATTAINMENT as ATTAINMENT,
-        ATTAINMENT_DIFFERENCE as ATTAINMENT_DIFFERENCE,
-        GOODPUT as GOODPUT,
-        GOODPUT_RATIO as GOODPUT_RATIO,
-        OUTPUT_THROUGHPUT as OUTPUT_THROUGHPUT,
-        REQUEST_THROUGHPUT as REQUEST_THROUGHPUT,
         AttainmentRow as AttainmentRow,
         Goodput as Goodput,
         Interval as Interval,
@@ -218,7 +211,6 @@ if TYPE_CHECKING:
     )
     from bench.analysis._history import (
         DEFAULT_TREND_WINDOW as DEFAULT_TREND_WINDOW,
-        DRAFTED_SHARE as DRAFTED_SHARE,
         HISTORY_METRIC as HISTORY_METRIC,
         IMPROVEMENT as IMPROVEMENT,
         REGRESSION as REGRESSION,
@@ -271,16 +263,24 @@ if TYPE_CHECKING:
     from bench.analysis._metrics import (
         ACCEPT_RATE as ACCEPT_RATE,
         ACCEPTANCE_LENGTH as ACCEPTANCE_LENGTH,
+        ACHIEVED_RATE as ACHIEVED_RATE,
+        ATTAINMENT as ATTAINMENT,
+        ATTAINMENT_DIFFERENCE as ATTAINMENT_DIFFERENCE,
         CATEGORY as CATEGORY,
         DECODE_RATE as DECODE_RATE,
         DECODE_SPEEDUP as DECODE_SPEEDUP,
         DRAFTED as DRAFTED,
         FORMATS as FORMATS,
+        GOODPUT as GOODPUT,
+        GOODPUT_RATIO as GOODPUT_RATIO,
         LATENCY as LATENCY,
         LATENCY_SPEEDUP as LATENCY_SPEEDUP,
+        LATENCY_SPEEDUP_SCHEDULED as LATENCY_SPEEDUP_SCHEDULED,
+        OUTPUT_THROUGHPUT as OUTPUT_THROUGHPUT,
         REFERENCE_METRICS as REFERENCE_METRICS,
         REPEAT_CV_METRICS as REPEAT_CV_METRICS,
         REPEATS as REPEATS,
+        REQUEST_THROUGHPUT as REQUEST_THROUGHPUT,
         SAMPLES as SAMPLES,
         SPEEDUP_CV_METRICS as SPEEDUP_CV_METRICS,
         STEP_COST as STEP_COST,
@@ -288,6 +288,8 @@ if TYPE_CHECKING:
         STREAM_PARTS as STREAM_PARTS,
         STREAM_QUANTILES as STREAM_QUANTILES,
         SUMMARY_METRICS as SUMMARY_METRICS,
+        THROUGHPUT_SPEEDUP as THROUGHPUT_SPEEDUP,
+        TTFT_SPEEDUP_SCHEDULED as TTFT_SPEEDUP_SCHEDULED,
         Metric as Metric,
         metric_cells as metric_cells,
     )
@@ -368,7 +370,6 @@ if TYPE_CHECKING:
         stream_latency_stats as stream_latency_stats,
     )
     from bench.analysis._sweep import (
-        THROUGHPUT_SPEEDUP as THROUGHPUT_SPEEDUP,
         BestArm as BestArm,
         Crossover as Crossover,
         Sweep as Sweep,
@@ -394,10 +395,7 @@ if TYPE_CHECKING:
         tokens_per_step as tokens_per_step,
     )
     from bench.analysis._traffic import (
-        DECODE_SPEEDUP_PAIRED as DECODE_SPEEDUP_PAIRED,
         DEFAULT_SLO_TARGET as DEFAULT_SLO_TARGET,
-        LATENCY_SPEEDUP_SCHEDULED as LATENCY_SPEEDUP_SCHEDULED,
-        TTFT_SPEEDUP_SCHEDULED as TTFT_SPEEDUP_SCHEDULED,
         PairedSpeedup as PairedSpeedup,
         RateLevel as RateLevel,
         RateSweep as RateSweep,

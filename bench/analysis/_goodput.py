@@ -26,16 +26,7 @@ import numpy as np
 from bench._constants import OVERALL
 from bench._errors import BenchError
 from bench.analysis._intervals import t_quantile
-from bench.analysis._metrics import Metric
 from bench.records import Run, SampleResult
-
-ATTAINMENT = Metric("slo_attainment", "SLO attainment", True, "share", "%")
-GOODPUT = Metric("goodput", "goodput (req/s)", True, "rate", "req/s")
-GOODPUT_RATIO = Metric("goodput_ratio", "goodput ratio", True, "speedup", "x")
-ATTAINMENT_DIFFERENCE = Metric("attainment_difference", "attainment change (points)", True, "difference", "points")
-REQUEST_THROUGHPUT = Metric("request_throughput", "requests/s", True, "rate", "req/s")
-OUTPUT_THROUGHPUT = Metric("output_throughput", "output tokens/s", True, "rate", "t/s")
-ACHIEVED_RATE = Metric("achieved_rate", "achieved rate (req/s)", True, "rate", "req/s")
 
 MIN_REQUESTS = 20
 """Below this many requests (in a row of the table) no attainment or goodput interval is printed."""

@@ -27,14 +27,11 @@ from bench.analysis._change_points import (
 )
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._intervals import t_quantile
-from bench.analysis._metrics import ACCEPT_RATE, DECODE_SPEEDUP, LATENCY_SPEEDUP, Metric
+from bench.analysis._metrics import ACCEPT_RATE, DECODE_SPEEDUP, DRAFTED, LATENCY_SPEEDUP, Metric
 from bench.records import HISTORY_METRICS, HistoryPoint, Machine, PointRow
 
-DRAFTED_SHARE = Metric("drafted_share", "drafted share", True, "rate", "%")
-"""Output tokens that came from accepted drafts / output tokens, as a history series."""
-
 HISTORY_METRIC: dict[str, Metric] = {
-    "decode": DECODE_SPEEDUP, "latency": LATENCY_SPEEDUP, "accept_rate": ACCEPT_RATE, "drafted_share": DRAFTED_SHARE,
+    "decode": DECODE_SPEEDUP, "latency": LATENCY_SPEEDUP, "accept_rate": ACCEPT_RATE, "drafted_share": DRAFTED,
 }
 """Each history metric's declaration (label, direction), by the name a point file uses."""
 

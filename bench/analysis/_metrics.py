@@ -11,8 +11,11 @@ from dataclasses import dataclass
 
 from bench._types import JsonObject
 
-FORMATS = ("", "int", "rate", "seconds", "speed", "speedup", "ms", "percent", "share", "difference")
-"""The display formats a metric may name: "" is the value as text; the render stage draws each one."""
+FORMATS = ("", "int", "rate", "seconds", "speed", "speedup", "ms", "percent", "difference", "number")
+"""The display formats a metric may name; `render.format_value` draws each one, the same in every renderer:
+"" the value as text, `int` a count, `rate` a fraction to four decimals (the reference's accept rate), `seconds`
+and `ms` a time in seconds, `speed` two decimals, `speedup` two decimals and `x`, `percent` a fraction as a
+percentage, `difference` a change of a fraction in percentage points (signed), `number` three significant digits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +47,24 @@ ACCEPT_RATE = Metric("accept_rate", "accept rate", True, "rate")
 DECODE_RATE = Metric("decode_rate", "decode t/s", True, "speed", "t/s")
 LATENCY = Metric("latency", "latency", False, "seconds", "s")
 ACCEPTANCE_LENGTH = Metric("acceptance_length", "acceptance length", True, "speed", "tokens/step", "accept_len")
-DRAFTED = Metric("drafted_share", "output from accepted drafts", True, "percent", "%", "drafted")
+DRAFTED = Metric("drafted_share", "drafted share", True, "percent", "%", "drafted")
+"""Output tokens that came from accepted drafts / output tokens (a table's `drafted` column, a history series)."""
 STEP_COST = Metric("step_cost", "decode step / baseline token", False, "speed", "x base token")
+
+THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup", "x")
+"""A sweep cell's tokens per second of the whole system, speculative over baseline."""
+LATENCY_SPEEDUP_SCHEDULED = Metric("latency_speedup", "latency speedup (from schedule)", True, "speedup", "x")
+"""An open-loop A/B's latency speedup, each latency counted from the request's scheduled arrival."""
+TTFT_SPEEDUP_SCHEDULED = Metric("ttft_speedup", "TTFT speedup (from schedule)", True, "speedup", "x")
+"""An open-loop A/B's time-to-first-token speedup, counted from the scheduled arrival."""
+
+ATTAINMENT = Metric("slo_attainment", "SLO attainment", True, "percent", "%")
+GOODPUT = Metric("goodput", "goodput (req/s)", True, "number", "req/s")
+GOODPUT_RATIO = Metric("goodput_ratio", "goodput ratio", True, "speedup", "x")
+ATTAINMENT_DIFFERENCE = Metric("attainment_difference", "attainment change (points)", True, "difference", "points")
+REQUEST_THROUGHPUT = Metric("request_throughput", "requests/s", True, "rate", "req/s")
+OUTPUT_THROUGHPUT = Metric("output_throughput", "output tokens/s", True, "rate", "t/s")
+ACHIEVED_RATE = Metric("achieved_rate", "achieved rate (req/s)", True, "rate", "req/s")
 
 CATEGORY = Metric("category", "category", None, "")
 SAMPLES = Metric("n", "samples", None, "int")

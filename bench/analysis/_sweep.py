@@ -20,10 +20,8 @@ from bench.analysis._achieved import LevelLoad, level_load
 from bench.analysis._compare import Comparison, Estimate, compare
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._intervals import bootstrap_geomean_ci, log_mean, t_quantile, verdict
-from bench.analysis._metrics import Metric
+from bench.analysis._metrics import THROUGHPUT_SPEEDUP
 from bench.records import BASELINE, Load, Run, cell_name
-
-THROUGHPUT_SPEEDUP = Metric("throughput_speedup", "system throughput speedup", True, "speedup", "x")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,37 +7,43 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench._types import JsonObject
 from bench.render._escape import markdown_escape, terminal_lines, terminal_text
-from bench.render._tables import markdown_table as _markdown_rows, text_table as _text_rows
+from bench.render._tables import Column, format_value, markdown_table as _markdown_rows, text_table as _text_rows
 
 if TYPE_CHECKING:
-    from bench.analysis import HistoryAnalysis
+    from bench.analysis import HistoryAnalysis, Metric, Regression, Series, Trend
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Rows of ready cells as the padded text table."""
-    return _text_rows([dict(zip(headers, row, strict=True)) for row in rows], [(name, name, "") for name in headers])
+    return _text_rows([dict(zip(headers, row, strict=True)) for row in rows], [Column(name, name) for name in headers])
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Rows of ready cells as a GitHub Markdown table (cells escaped by the table)."""
     return _markdown_rows([dict(zip(headers, row, strict=True)) for row in rows],
-                          [(name, name, "") for name in headers])
+                          [Column(name, name) for name in headers])
 
 _HEADERS = ["workload", "category", "metric", "commits", "latest", "95% interval", "change points"]
 _CHANGE_HEADERS = ["workload", "category", "metric", "commits", "direction", "before", "after", "change", "p"]
 
 
-def _value(metric: Any, value: float) -> str:
+_SHOWN_AS = {"speedup": "speedup", "rate": "percent", "percent": "percent"}
+"""The display format a history shows a metric's values in, by the metric's own: its rates are shares, shown as
+percentages; any other metric as a plain number."""
+
+
+def _value(metric: Metric, value: float) -> str:
+    """One value of a series as the history shows it (`n/a` when not finite)."""
     if not math.isfinite(value):
         return "n/a"
-    return f"{value:.2f}x" if metric.kind == "speedup" else f"{value:.1%}" if metric.kind == "rate" else f"{value:.3g}"
+    return format_value(value, _SHOWN_AS.get(metric.kind, "number"))
 
 
-def _series_rows(analysis: Any) -> list[list[str]]:
+def _series_rows(analysis: HistoryAnalysis) -> list[list[str]]:
     rows = []
     for series in analysis.series:
         last = series.points[-1]
@@ -48,13 +54,13 @@ def _series_rows(analysis: Any) -> list[list[str]]:
     return rows
 
 
-def _change_rows(analysis: Any) -> list[list[str]]:
+def _change_rows(analysis: HistoryAnalysis) -> list[list[str]]:
     return [[series.workload, series.category, series.name, f"{change.previous[:10]}..{change.commit[:10]}",
              change.direction, _value(series.metric, change.before), _value(series.metric, change.after),
              f"{change.change:+.1%}", f"{change.p_value:.1e}"] for series, change in analysis.change_points]
 
 
-def history_text(analysis: Any) -> str:
+def history_text(analysis: HistoryAnalysis) -> str:
     """The history as terminal text: one line per series, then every change point, then the method."""
     if not analysis.series:
         return "history: no points yet (speedbench history add FOLDER --history DIR)\n"
@@ -69,7 +75,7 @@ def history_text(analysis: Any) -> str:
     return terminal_lines(lines)
 
 
-def history_markdown(analysis: Any) -> str:
+def history_markdown(analysis: HistoryAnalysis) -> str:
     """The history as GitHub Markdown: the change points first, then every series."""
     if not analysis.series:
         return "No history points yet.\n"
@@ -108,7 +114,7 @@ def history_json(analysis: HistoryAnalysis) -> JsonObject:
     }
 
 
-def _regression_cells(regression: Any) -> list[str]:
+def _regression_cells(regression: Regression) -> list[str]:
     series, change = regression.series, regression.change
     return [series.workload, series.category, series.name, f"{change.previous[:10]}..{change.commit[:10]}",
             _value(series.metric, change.before), _value(series.metric, regression.newest), f"{regression.size:+.1%}"]
@@ -117,7 +123,7 @@ def _regression_cells(regression: Any) -> list[str]:
 _CHECK_HEADERS = ["workload", "category", "metric", "commits", "before", "now", "change"]
 
 
-def check_text(regressions: Sequence[Any], analysis: Any, threshold: float) -> str:
+def check_text(regressions: Sequence[Regression], analysis: HistoryAnalysis, threshold: float) -> str:
     """`history check`'s verdict as terminal text: each unrecovered regression, or that there is none."""
     if not regressions:
         return (f"history check: no unrecovered regression over {threshold:.0%} "
@@ -128,7 +134,7 @@ def check_text(regressions: Sequence[Any], analysis: Any, threshold: float) -> s
     return terminal_lines(lines)
 
 
-def check_markdown(regressions: Sequence[Any], analysis: Any, threshold: float) -> str:
+def check_markdown(regressions: Sequence[Regression], analysis: HistoryAnalysis, threshold: float) -> str:
     """`history check`'s verdict for $GITHUB_STEP_SUMMARY."""
     if not regressions:
         return (f"### History check: passed\n\nNo unrecovered regression over {threshold:.0%} in "
@@ -140,7 +146,7 @@ def check_markdown(regressions: Sequence[Any], analysis: Any, threshold: float) 
             f"_{markdown_escape(analysis.method)}_\n")
 
 
-def trend_line(trend: Any) -> str:
+def trend_line(trend: Trend | None) -> str:
     """One line: 'decode 1.34x; over the last 20 commits 1.36x -> 1.34x, no change point'."""
     if trend is None:
         return "history: no overall decode series for this workload yet"
@@ -173,7 +179,7 @@ def _page_text(value: object) -> str:
     return html.escape(terminal_text(value))
 
 
-def _chart(series: Any, width: int, height: int, title: str) -> str:
+def _chart(series: Series, width: int, height: int, title: str) -> str:
     """One series as an inline SVG: the 95% band, the estimates, and each change point as a dashed line."""
     points = series.points
     pad_left, pad_right, pad_top, pad_bottom = 46, 8, 18, 18
@@ -226,7 +232,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def history_html(analysis: Any, *, title: str = "speedbench history") -> str:
+def history_html(analysis: HistoryAnalysis, *, title: str = "speedbench history") -> str:
     """One self-contained page: per workload the overall trends with bands and change points, small multiples per
     category, the change points with their commit ranges, and the machine and model of the series."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -238,7 +244,7 @@ def history_html(analysis: Any, *, title: str = "speedbench history") -> str:
     if not analysis.series:
         parts.append("<p>No points yet.</p></body></html>")
         return "\n".join(parts)
-    groups: dict[tuple[str, str], list[Any]] = {}
+    groups: dict[tuple[str, str], list[Series]] = {}
     for series in analysis.series:
         groups.setdefault((series.machine.fingerprint, series.workload), []).append(series)
     for (_, workload), members in groups.items():

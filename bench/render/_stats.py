@@ -52,7 +52,8 @@ def stats_markdown_columns() -> list[Column]:
     """The paired table as a pull request shows it: at most 8 columns (GitHub's 1012 px), each speedup cell holding
     its interval and, below it, its verdict; the other columns of `stats_columns()` go to `stats_more_columns()`."""
     compared = [Column(paired.key, f"{paired.key}_md") for paired in paired_metrics()]
-    return [CATEGORY_COLUMN, Column.of(SAMPLES), *compared, Column.of(ACCEPT_RATE), Column.of(DRAFTED), IDENTICAL_COLUMN]
+    return [CATEGORY_COLUMN, Column.of(SAMPLES), *compared, Column.of(ACCEPT_RATE), Column.of(DRAFTED),
+            IDENTICAL_COLUMN]
 
 
 def stats_more_columns() -> list[Column]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, TypeAlias
 
 from bench._types import JsonValue
@@ -42,25 +42,30 @@ COMPARISON_COLUMNS: list[Column] = columns_of(REFERENCE_METRICS)
 NO_OVERLAP_MESSAGE = "No overlapping categories found for comparison."
 
 
+_FORMATTERS: dict[str, Callable[[float], str]] = {
+    "rate": lambda value: f"{value:.4f}",
+    "seconds": lambda value: f"{value:.3f}s",
+    "speed": lambda value: f"{value:.2f}",
+    "speedup": lambda value: f"{value:.2f}x",
+    "ms": lambda value: f"{1000.0 * value:.1f}ms",
+    "percent": lambda value: f"{100.0 * value:.1f}%",
+    "difference": lambda value: f"{100.0 * value:+.1f}",
+    "number": lambda value: f"{value:.3g}",
+}
+"""How each numeric display format of `FORMATS` draws a value ("" and `int` are drawn by `format_value` itself)."""
+
+
 def format_value(value: CellValue, kind: str = "") -> str:
-    """Format one cell the way the SpeedBench reference does (`n/a` for a missing value)."""
+    """Format one cell by its display format (a metric's `kind`), the way the SpeedBench reference does (`n/a` for a
+    missing value); every renderer draws a metric's value through this."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    if kind == "int":
+    formatter = _FORMATTERS.get(kind)
+    if kind == "int" and not isinstance(value, list | dict | tuple):
         return str(int(value))
-    if kind == "rate":
-        return f"{float(value):.4f}"
-    if kind == "seconds":
-        return f"{float(value):.3f}s"
-    if kind == "speed":
-        return f"{float(value):.2f}"
-    if kind == "speedup":
-        return f"{float(value):.2f}x"
-    if kind == "ms":
-        return f"{1000.0 * float(value):.1f}ms"
-    if kind == "percent":
-        return f"{100.0 * float(value):.1f}%"
-    return str(value)
+    if formatter is None or isinstance(value, list | dict | tuple):
+        return str(value)
+    return formatter(float(value))
 
 
 def _cells(rows: Sequence[Cells], columns: Sequence[Column]) -> list[list[str]]:

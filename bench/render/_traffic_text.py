@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from bench.analysis import ATTAINMENT, ATTAINMENT_DIFFERENCE, CATEGORY, GOODPUT, GOODPUT_RATIO
 from bench.records import finite
-from bench.render._tables import CellValue, Column, markdown_escape, markdown_table, text_table
+from bench.render._tables import CellValue, Column, format_value, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
     from bench.analysis import Goodput, Interval, PairedSpeedup, RateSweep, Throughput, TrafficComparison
@@ -27,16 +28,11 @@ def throughput_line(measured: Throughput) -> str:
     return ", ".join(parts)
 
 
-def interval_cell(interval: Interval, kind: str = "", *, why: bool = True) -> str:
-    """`0.92 [0.85, 0.96]`, or the point alone with why the interval is withheld (`why=False`: the point alone)."""
+def interval_cell(interval: Interval, kind: str, *, why: bool = True) -> str:
+    """`0.92 [0.85, 0.96]` with each value drawn by its display format (a metric's `kind`), or the point alone with
+    why the interval is withheld (`why=False`: the point alone)."""
     def show(value: float) -> str:
-        if kind == "percent":
-            return f"{100 * value:.1f}%"
-        if kind == "speedup":
-            return f"{value:.2f}x"
-        if kind == "points":
-            return f"{100 * value:+.1f}"
-        return f"{value:.3g}"
+        return format_value(value, kind)
 
     if math.isnan(interval.point):
         return "n/a"
@@ -47,15 +43,15 @@ def interval_cell(interval: Interval, kind: str = "", *, why: bool = True) -> st
 
 
 _GOODPUT_COLUMNS: list[Column] = [
-    ("category", "category", ""), ("requests", "requests", "int"), ("good", "good", "int"),
-    ("attainment", "attainment", ""), ("goodput req/s", "goodput", ""),
+    Column.of(CATEGORY), Column("requests", "requests", "int"), Column("good", "good", "int"),
+    Column("attainment", "attainment"), Column("goodput req/s", "goodput"),
 ]
 
 
 def _goodput_rows(result: Goodput) -> list[dict[str, CellValue]]:
     return [{"category": row.category, "requests": row.requests, "good": row.good,
-             "attainment": interval_cell(row.attainment, "percent", why=False),
-             "goodput": interval_cell(row.goodput, why=False)}
+             "attainment": interval_cell(row.attainment, ATTAINMENT.kind, why=False),
+             "goodput": interval_cell(row.goodput, GOODPUT.kind, why=False)}
             for row in result.rows]
 
 
@@ -76,8 +72,8 @@ def goodput_text(result: Goodput, *, markdown: bool = False) -> str:
 
 
 _SPEEDUP_COLUMNS: list[Column] = [
-    ("metric", "metric", ""), ("pairs", "pairs", "int"), ("by request", "by_request", ""),
-    ("by block", "by_block", ""), ("verdict", "verdict", ""),
+    Column("metric", "metric"), Column("pairs", "pairs", "int"), Column("by request", "by_request"),
+    Column("by block", "by_block"), Column("verdict", "verdict"),
 ]
 
 
@@ -85,17 +81,18 @@ def _speedup_rows(comparison: TrafficComparison) -> list[dict[str, CellValue]]:
     def row(item: PairedSpeedup) -> dict[str, CellValue]:
         label = item.metric.label if item.primary else f"{item.category}: {item.metric.label}"
         level = "" if item.primary or not item.estimate.has_interval else f" (at {item.estimate.confidence:.1%})"
-        return {"metric": label, "pairs": item.pairs, "by_request": interval_cell(item.by_request, "speedup"),
-                "by_block": interval_cell(item.by_block, "speedup"), "verdict": item.estimate.verdict + level}
+        return {"metric": label, "pairs": item.pairs, "by_request": interval_cell(item.by_request, item.metric.kind),
+                "by_block": interval_cell(item.by_block, item.metric.kind), "verdict": item.estimate.verdict + level}
 
     rows = [row(item) for item in comparison.speedups if item.primary]
     paired = comparison.goodput
     if paired is not None:
-        rows.append({"metric": "attainment change (points)", "pairs": paired.pairs,
-                     "by_request": interval_cell(paired.difference_by_request, "points"),
-                     "by_block": interval_cell(paired.difference_by_block, "points"), "verdict": paired.verdict})
-        rows.append({"metric": "goodput ratio", "pairs": paired.pairs, "by_request": "",
-                     "by_block": interval_cell(paired.goodput_ratio, "speedup"), "verdict": ""})
+        rows.append({"metric": ATTAINMENT_DIFFERENCE.label, "pairs": paired.pairs,
+                     "by_request": interval_cell(paired.difference_by_request, ATTAINMENT_DIFFERENCE.kind),
+                     "by_block": interval_cell(paired.difference_by_block, ATTAINMENT_DIFFERENCE.kind),
+                     "verdict": paired.verdict})
+        rows.append({"metric": GOODPUT_RATIO.label, "pairs": paired.pairs, "by_request": "",
+                     "by_block": interval_cell(paired.goodput_ratio, GOODPUT_RATIO.kind), "verdict": ""})
     return rows + [row(item) for item in comparison.speedups if not item.primary]
 
 
@@ -129,19 +126,20 @@ def traffic_text(comparison: TrafficComparison, *, markdown: bool = False) -> st
 
 
 _SWEEP_COLUMNS: list[Column] = [
-    ("arm", "arm", ""), ("req/s", "rate", ""), ("latency speedup", "latency", ""),
-    ("decode speedup", "decode", ""), ("attainment base", "base_attainment", ""),
-    ("attainment arm", "arm_attainment", ""), ("goodput ratio", "goodput_ratio", ""),
+    Column("arm", "arm"), Column("req/s", "rate"), Column("latency speedup", "latency"),
+    Column("decode speedup", "decode"), Column("attainment base", "base_attainment"),
+    Column("attainment arm", "arm_attainment"), Column("goodput ratio", "goodput_ratio"),
 ]
 
 
-def _chosen(item: Any) -> str:
+def _chosen(item: PairedSpeedup) -> str:
     """A paired speedup's by-block interval when it has one, else its by-request one."""
-    return interval_cell(item.by_block if item.by_block.has_interval else item.by_request, "speedup", why=False)
+    return interval_cell(item.by_block if item.by_block.has_interval else item.by_request, item.metric.kind,
+                         why=False)
 
 
 def _sweep_rows(sweep: RateSweep) -> list[dict[str, CellValue]]:
-    rows = []
+    rows: list[dict[str, CellValue]] = []
     for item in sweep.comparisons:
         latency = item.speedup("latency_speedup")
         decode = item.speedup("decode_speedup")
@@ -149,11 +147,12 @@ def _sweep_rows(sweep: RateSweep) -> list[dict[str, CellValue]]:
             "arm": item.candidate, "rate": f"{item.rate:g}",
             "latency": f"{_chosen(latency)} {latency.estimate.verdict}" if latency else "n/a",
             "decode": _chosen(decode) if decode else "n/a",
-            "base_attainment": interval_cell(item.goodput_baseline.overall.attainment, "percent", why=False)
+            "base_attainment": interval_cell(item.goodput_baseline.overall.attainment, ATTAINMENT.kind, why=False)
             if item.goodput_baseline else "",
-            "arm_attainment": interval_cell(item.goodput_candidate.overall.attainment, "percent", why=False)
+            "arm_attainment": interval_cell(item.goodput_candidate.overall.attainment, ATTAINMENT.kind, why=False)
             if item.goodput_candidate else "",
-            "goodput_ratio": interval_cell(item.goodput.goodput_ratio, "speedup", why=False) if item.goodput else "",
+            "goodput_ratio": interval_cell(item.goodput.goodput_ratio, GOODPUT_RATIO.kind, why=False)
+            if item.goodput else "",
         })
     return rows
 
@@ -178,7 +177,7 @@ def rate_sweep_text(sweep: RateSweep, *, markdown: bool = False) -> str:
     return out + "\n" + "\n".join(lines) + "\n"
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """Dataclasses (and tuples of them) as JSON-ready values, NaN as null."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
