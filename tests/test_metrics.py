@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import (
+    FORMATS,
     REFERENCE_METRICS,
     REPEAT_CV_METRICS,
     SPEEDUP_CV_METRICS,
@@ -23,7 +24,7 @@ from bench.analysis import (
     compare,
 )
 from bench.records import load_run
-from bench.render import comparison_payload, render_json, render_markdown, render_text
+from bench.render import comparison_payload, format_value, render_json, render_markdown, render_text
 
 SAMPLE = Path(__file__).resolve().parents[1] / "results" / "sample"
 
@@ -85,3 +86,11 @@ def test_a_comparison_without_statistics_renders_only_the_sections_that_need_non
     assert set(comparison_payload(bare)) <= {"comparison", "comparability", "cache", "drafter_state", "stats_note"}
     assert "Paired statistics" not in render_text(bare) and "### Lossless check" not in render_markdown(bare)
     assert render_text(bare).startswith("Comparison: baseline=")
+
+
+def test_one_formatter_draws_every_declared_format() -> None:
+    drawn = {kind: format_value(0.125, kind) for kind in FORMATS}
+    assert drawn == {"": "0.125", "int": "0", "rate": "0.1250", "seconds": "0.125s", "speed": "0.12",
+                     "speedup": "0.12x", "ms": "125.0ms", "percent": "12.5%", "difference": "+12.5",
+                     "number": "0.125"}
+    assert format_value(None, "percent") == format_value(float("nan"), "speedup") == "n/a"
