@@ -12,7 +12,7 @@ first turn cannot be told apart; such samples count only in the comparison betwe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bench._constants import OVERALL
@@ -138,7 +138,7 @@ def cache_use(baseline: Run, speculative: Run) -> CacheUse:
     order = list(dict.fromkeys([result.category for result in spec] + [result.category for result in base]))
     rows = []
     for category in [*order, OVERALL]:
-        def pick(results: list[SampleResult], category: str = category) -> list[SampleResult]:
+        def pick(results: Sequence[SampleResult], category: str = category) -> Sequence[SampleResult]:
             return results if category == OVERALL else [r for r in results if r.category == category]
 
         ids = tuple(dict.fromkeys(sample for cat, sample in differing if category in (OVERALL, cat)))

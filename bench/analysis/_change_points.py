@@ -86,7 +86,8 @@ def candidate_splits(n: int, min_size: int = DEFAULT_MIN_SIZE) -> int:
     return max(0, n - 2 * min_size + 1)
 
 
-def weighted_segmentation(y: Sequence[float], log_se: Sequence[float], n: Sequence[int], *, level: float,
+def weighted_segmentation(y: Sequence[float] | np.ndarray, log_se: Sequence[float] | np.ndarray,
+                          n: Sequence[int] | np.ndarray, *, level: float,
                           min_size: int = DEFAULT_MIN_SIZE) -> tuple[Split, ...]:
     """Change points of one series (log estimates `y` with their standard errors), each split tested at `level`.
 

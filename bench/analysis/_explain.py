@@ -215,11 +215,12 @@ def joint_and_conditional(positions: Sequence[float], drafts: float) -> tuple[tu
 def _per_sample_counts(result: SampleResult) -> tuple[float, float, float | None] | None:
     """(drafts, accepted, draft tokens) of one sample: counter deltas, or the engine's own step count."""
     spec = result.spec
-    if spec.get("drafts"):
+    drafts, steps = spec.get("drafts"), spec.get("steps")
+    if drafts:
         tokens = spec.get("draft_tokens")
-        return float(spec["drafts"]), float(spec.get("accepted") or 0.0), float(tokens) if tokens else None
-    if spec.get("steps"):
-        return float(spec["steps"]), float(result.draft_n_accepted), float(result.draft_n) or None
+        return float(drafts), float(spec.get("accepted") or 0.0), float(tokens) if tokens else None
+    if steps:
+        return float(steps), float(result.draft_n_accepted), float(result.draft_n) or None
     return None
 
 
@@ -275,6 +276,7 @@ def explain_row(
     elif category == OVERALL and run is not None and run.info.acceptance is not None \
             and run.info.acceptance.drafts and run.info.acceptance.accepted is not None:
         whole = run.info.acceptance
+        assert whole.accepted is not None  # the branch's condition
         source, partial = "run counters", whole.partial
         reported = sum(result.draft_n_accepted for result in speculative)  # the responses' own figures
         server_wide = whole.server_wide and reported > 0 \

@@ -247,8 +247,8 @@ class Goodput:
         return next(row for row in self.rows if row.category == OVERALL)
 
 
-def wilson_interval(good: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson's score interval of a binomial proportion."""
+def wilson_interval(good: float, n: float, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of a binomial proportion (`good` of `n`; an effective count may be fractional)."""
     if n <= 0:
         return (math.nan, math.nan)
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)

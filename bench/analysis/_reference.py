@@ -10,10 +10,16 @@ from bench.analysis._metrics import REFERENCE_METRICS, metric_cells
 from bench.records import Run
 
 
+def _number(value: JsonValue) -> float | None:
+    """A summary value that is a number, as it is (None when missing or not a number)."""
+    return value if isinstance(value, int | float) else None
+
+
 def _ratio(numerator: JsonValue, denominator: JsonValue) -> float | None:
-    if not numerator or not denominator:
+    top, bottom = _number(numerator), _number(denominator)
+    if not top or not bottom:
         return None
-    return float(numerator) / float(denominator)
+    return float(top) / float(bottom)
 
 
 def compare_summaries(
@@ -66,4 +72,18 @@ class ReferenceRow:
 
 def reference_rows(baseline: Run, speculative: Run) -> tuple[ReferenceRow, ...]:
     """The reference comparison rows, typed."""
-    return tuple(ReferenceRow(**row) for row in compare_summaries(baseline.summary, speculative.summary))
+    return tuple(_reference_row(row) for row in compare_summaries(baseline.summary, speculative.summary))
+
+
+def _reference_row(cells: JsonMapping) -> ReferenceRow:
+    """One comparison row read into its typed fields."""
+    return ReferenceRow(
+        category=str(cells["category"]),
+        base_avg_pred_t_s=_number(cells["base_avg_pred_t_s"]),
+        spec_avg_pred_t_s=_number(cells["spec_avg_pred_t_s"]),
+        decode_speedup=_number(cells["decode_speedup"]),
+        base_avg_latency=_number(cells["base_avg_latency"]),
+        spec_avg_latency=_number(cells["spec_avg_latency"]),
+        latency_speedup=_number(cells["latency_speedup"]),
+        accept_rate=_number(cells["accept_rate"]),
+    )

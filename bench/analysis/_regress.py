@@ -214,6 +214,7 @@ def _row_estimate(category: str, joined: Columns, metric: Metric, drift: tuple[f
                   gated: bool, strata: np.ndarray | None = None) -> _Pending | None:
     """One row's estimate; with `strata` (each sample's category, the overall row) the log ratios' mean is
     stratified by category (`stratified_log_mean`), as the comparison's overall row is."""
+    note: str | None = None
     if metric is ACCEPT_RATE:
         columns = [joined[key] for key in ("accepted_ref", "draft_n_ref", "accepted_new", "draft_n_new")]
         if columns[1].sum() <= 0 or columns[3].sum() <= 0:
@@ -231,7 +232,6 @@ def _row_estimate(category: str, joined: Columns, metric: Metric, drift: tuple[f
     else:
         labels = strata[keep]
         estimate = stratified_log_mean([logs[labels == name] for name in dict.fromkeys(labels)])
-    note = None
     if estimate is not None and metric in (DECODE_RATE, LATENCY):
         if drift is None:
             return _Pending(category, metric, None, reference, candidate, gated,

@@ -59,13 +59,13 @@ class StreamRow:
 
 def _tpot(group: Sequence[SampleResult]) -> list[float]:
     """Each sample's recorded time per output token (older run files: computed over single-turn samples)."""
-    return [
-        result.tpot_s if result.tpot_s is not None else
-        (result.latency_s - result.ttft_s) / (result.completion_tokens - 1)
-        for result in group
-        if result.tpot_s is not None
-        or (result.turns == 1 and result.completion_tokens > 1 and result.ttft_s is not None)
-    ]
+    times = []
+    for result in group:
+        if result.tpot_s is not None:
+            times.append(result.tpot_s)
+        elif result.turns == 1 and result.completion_tokens > 1 and result.ttft_s is not None:
+            times.append((result.latency_s - result.ttft_s) / (result.completion_tokens - 1))
+    return times
 
 
 def stream_latency_stats(run: Run) -> list[StreamRow]:

@@ -55,11 +55,11 @@ class Crossover:
     more than the margin there); None when not established. `undetermined_from`: the first level that is neither.
     """
 
-    faster_up_to: int | None
-    stops_at: int | None
-    highest: int
-    unknown: tuple[int, ...] = ()
-    undetermined_from: int | None = None
+    faster_up_to: float | None
+    stops_at: float | None
+    highest: float
+    unknown: tuple[float, ...] = ()
+    undetermined_from: float | None = None
     margin: float = DEFAULT_THRESHOLD
     bounds: tuple[float, float] | None = None
 
@@ -166,7 +166,8 @@ def sweep_cell(
     return SweepCell(arm, concurrency, comparison, throughput, base_tps, spec_tps)
 
 
-def crossover(levels: Sequence[int], estimates: Sequence[Estimate], *, margin: float = DEFAULT_THRESHOLD) -> Crossover:
+def crossover(levels: Sequence[float], estimates: Sequence[Estimate], *,
+              margin: float = DEFAULT_THRESHOLD) -> Crossover:
     """Fixed-sequence testing over ascending levels: "faster" while each interval lies above 1.00x; at the first level
     that is not, "stops paying" only if its interval lies at or below 1 + margin, else undetermined from there.
 

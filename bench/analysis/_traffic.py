@@ -368,7 +368,7 @@ def rate_sweep(comparisons: Sequence[TrafficComparison], *, target: float = DEFA
             paired = item.speedup(LATENCY_SPEEDUP_SCHEDULED.key)
             estimates.append(paired.estimate if paired is not None else Estimate(
                 LATENCY_SPEEDUP_SCHEDULED, math.nan, math.nan, math.nan, "not enough data"))
-        break_even.append((arm, crossover([item.rate for item in mine], estimates)))
+        break_even.append((arm, crossover([item.rate or 0.0 for item in mine], estimates)))  # every rate given
     levels: list[RateLevel] = []
     seen_baseline: set[float] = set()
     for item in comparisons:

@@ -156,7 +156,8 @@ def _pick(
         return Pick(scope, concurrency, 0, "no configuration is shown faster than the baseline: do not speculate",
                     done)
     assert leader is not None
-    tied, shown = [leader.draft_max], []
+    tied: list[int] = [leader.draft_max]
+    shown: list[int] = []
     for config in configs:
         test = (key, "leader", config.draft_max)
         if config is leader:
