@@ -20,7 +20,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_compare": (
         "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
-        "family_size",
+        "family_size", "look_estimate",
     ),
     "_compared": ("PAIRED_METRICS", "PairedMetric", "paired_metrics"),
     "_grouping": ("ArmPair",),
@@ -83,7 +83,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "gate_frames", "lost_samples", "regress",
     ),
     "_sequential": (
-        "SEQUENTIAL_METHOD", "Decided", "Look", "SequentialTest", "look_estimate", "overall_decode", "recorded_stop",
+        "SEQUENTIAL_METHOD", "Decided", "Look", "SequentialTest", "overall_decode", "recorded_stop",
         "sample_rounds", "sample_until_decided", "spent_alpha", "stopping_look", "verified_stop", "with_record",
     ),
     "_stats": ("paired_stats",),
@@ -150,6 +150,7 @@ if TYPE_CHECKING:
         compare as compare,
         family_estimates as family_estimates,
         family_size as family_size,
+        look_estimate as look_estimate,
     )
     from bench.analysis._compared import (
         PAIRED_METRICS as PAIRED_METRICS,
@@ -333,7 +334,6 @@ if TYPE_CHECKING:
         Decided as Decided,
         Look as Look,
         SequentialTest as SequentialTest,
-        look_estimate as look_estimate,
         overall_decode as overall_decode,
         recorded_stop as recorded_stop,
         sample_rounds as sample_rounds,

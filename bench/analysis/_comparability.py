@@ -16,7 +16,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench.analysis._thinking import longer_thinking, reasoning_mismatch
 from bench.records import (
@@ -177,7 +176,7 @@ def _check(
     differences: list[Difference] = []
     notes: list[str] = []
 
-    def differ(name: str, a: Any, b: Any, severity: str) -> None:
+    def differ(name: str, a: object, b: object, severity: str) -> None:
         differences.append(Difference(name, _show(a), _show(b), severity, labels))
 
     if _same_file(first, second):
@@ -359,7 +358,7 @@ def _file_name(path: str | None) -> str:
     return Path(path).name if path else "(in memory)"
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, Mapping | list | tuple):
         return json.dumps(value, sort_keys=True, default=str)
     return str(value)

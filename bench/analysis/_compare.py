@@ -34,12 +34,12 @@ from bench.analysis._lossless import LosslessRow, lossless_check
 from bench.analysis._metrics import DECODE_SPEEDUP, LATENCY_SPEEDUP, Metric
 from bench.analysis._paired import pair_runs, paired_log_mean, require_pairs, robust_log_mean
 from bench.analysis._reference import ReferenceRow, reference_rows
-from bench.analysis._sequential import look_estimate, verified_stop
+from bench.analysis._sequential import EQUIVALENT, LOOK_VERDICTS, UNDECIDED, verified_stop
 from bench.analysis._stratified import DEFAULT_WEIGHTS
 from bench.analysis._stream import StreamRow, stream_latency_stats
 from bench.analysis._thinking import ThinkingRow, thinking_rows
 from bench.analysis._variation import RepeatCv, SpeedupCv, repeat_cv, speedup_repeat_cv
-from bench.records import Acceptance, Run, SequentialStop, collector_paused
+from bench.records import Acceptance, Look, Run, SequentialStop, collector_paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +249,19 @@ class Comparison:
     def run_acceptance(self) -> Acceptance | None:
         """Server counters over the speculative run (acceptance length, per position), when recorded."""
         return self.speculative.info.acceptance
+
+
+def look_estimate(estimate: Estimate, look: Look) -> Estimate:
+    """An estimate that shows the stopping look: its interval, level and decision, not a fixed 95%."""
+    decided = LOOK_VERDICTS.get(look.decision, UNDECIDED)
+    robust = estimate.robust_verdict
+    if robust == "no significant change" and decided in (EQUIVALENT, UNDECIDED):
+        robust = decided  # neither interval decides: no disagreement to report
+    if not look.has_interval:
+        return replace(estimate, low=math.nan, high=math.nan, verdict=decided, robust_verdict=None,
+                                   confidence=look.confidence)
+    return replace(estimate, point=look.point, low=look.low, high=look.high, verdict=decided,
+                               confidence=look.confidence, robust_verdict=robust)
 
 
 def _stats_rows(baseline: Run, speculative: Run, reference: tuple[ReferenceRow, ...], stop: SequentialStop | None,

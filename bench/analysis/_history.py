@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -242,7 +242,7 @@ def build_series(points: Iterable[HistoryPoint], *, branch: str | None = None) -
             first.append(point)
     labels = [np.array([getattr(point, name) for point in first], dtype=object) for name in ("commit", "time",
                                                                                               "branch")]
-    layouts: dict[tuple[Any, ...], list[HistoryPoint]] = {}
+    layouts: dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], list[HistoryPoint]] = {}
     machines: dict[str, Machine] = {}
     for point in ordered:
         machines[point.machine.fingerprint] = point.machine

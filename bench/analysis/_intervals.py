@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -76,8 +75,8 @@ def bootstrap_geomean_ci(
     min_samples: int = MIN_SAMPLES_FOR_CI,
     normal_above: int = NORMAL_ABOVE,
     method: str = INTERVAL_METHOD,
-    groups: Sequence[Any] | np.ndarray | None = None,
-    ids: Sequence[Any] | np.ndarray | None = None,
+    groups: Sequence[Hashable] | np.ndarray | None = None,
+    ids: Sequence[Hashable] | np.ndarray | None = None,
 ) -> tuple[float, float, float]:
     """Geometric mean of positive ratios with a 95% interval: (geomean, low, high); NaN bounds below min_samples.
 
@@ -140,7 +139,7 @@ def bootstrap_ratio_of_sums(
     arrays = [np.asarray(values, dtype=float) for values in (
         reference_numerator, reference_denominator, candidate_numerator, candidate_denominator)]
 
-    def ratio(ref_num: Any, ref_den: Any, new_num: Any, new_den: Any) -> Any:
+    def ratio(ref_num: np.ndarray, ref_den: np.ndarray, new_num: np.ndarray, new_den: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return (new_num / new_den) / (ref_num / ref_den)
 
@@ -158,7 +157,7 @@ def bootstrap_ratio_of_sums(
     low, high = np.quantile(draws, [alpha, 1.0 - alpha])
     return (point, float(low), float(high))
 def _grouped_interval(
-    logs: np.ndarray, groups: Sequence[Any] | np.ndarray, ids: Sequence[Any] | np.ndarray, *,
+    logs: np.ndarray, groups: Sequence[Hashable] | np.ndarray, ids: Sequence[Hashable] | np.ndarray, *,
     confidence: float, min_samples: int,
 ) -> tuple[float, float, float]:
     """The crossed samples x repeats interval; one repeat (or too few complete samples) falls back to per-sample t."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -21,7 +19,7 @@ _FRAME_COLUMNS = ("id", "repeat", "category", "ok", "latency_s", "pred_t_s", "se
 def results_frame(run: Run) -> pd.DataFrame:
     """One row per (sample, repeat) of a run, the last attempt of each kept."""
     latest = run.latest
-    columns: dict[str, list[Any]] = {
+    columns: dict[str, list[object]] = {
         "id": [r.id for r in latest],
         "repeat": [r.repeat for r in latest],
         "category": [r.category for r in latest],

@@ -19,7 +19,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench._errors import BenchError
@@ -28,6 +28,9 @@ from bench.analysis._intervals import LogMean, verdict
 from bench.analysis._metrics import DECODE_SPEEDUP, Metric
 from bench.analysis._paired import pair_runs, paired_log_mean
 from bench.records import LOOK_DECISIONS, Look, Run, SequentialStop
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SEQUENTIAL_METHOD = ("group-sequential t-tests on the overall decode speedup stratified by category, Lan-DeMets "
                      "Pocock-type alpha spending, union bound over looks")
@@ -231,7 +234,7 @@ def sample_rounds(run: Run) -> dict[str, int]:
     return rounds
 
 
-def _replay_looks(stop: SequentialStop, test: SequentialTest, known: Any, paired_rounds: Any,
+def _replay_looks(stop: SequentialStop, test: SequentialTest, known: pd.DataFrame, paired_rounds: pd.Series,
                   refuse: Callable[[str], BenchError]) -> None:
     """Each recorded look taken again on the samples of its rounds; a BenchError where the record disagrees."""
     for index, recorded in enumerate(stop.looks, start=1):
@@ -251,7 +254,7 @@ def _replay_looks(stop: SequentialStop, test: SequentialTest, known: Any, paired
 
 
 def verified_stop(baseline: Run, speculative: Run, *, threshold: float | None = None,
-                  paired: Any = None) -> tuple[SequentialStop | None, tuple[str, ...]]:
+                  paired: pd.DataFrame | None = None) -> tuple[SequentialStop | None, tuple[str, ...]]:
     """The sequential record two runs carry, re-derived from their samples: the record's design (limit, rounds,
     error budget, threshold) is an input; every look's interval and decision is recomputed from the samples of its
     rounds; the record is refused (BenchError naming the run file) where it disagrees with the samples it claims:
@@ -322,16 +325,3 @@ def stopping_level(stop: SequentialStop) -> float:
 
 LOOK_VERDICTS = {FASTER: "better", SLOWER: "worse", EQUIVALENT: EQUIVALENT, UNDECIDED: UNDECIDED}
 """The stopping look's decision as an estimate's verdict (`better`/`worse` read as faster/slower)."""
-
-
-def look_estimate(estimate: Any, look: Look) -> Any:
-    """An estimate (`Estimate`) that shows the stopping look: its interval, level and decision, not a fixed 95%."""
-    decided = LOOK_VERDICTS.get(look.decision, UNDECIDED)
-    robust = estimate.robust_verdict
-    if robust == "no significant change" and decided in (EQUIVALENT, UNDECIDED):
-        robust = decided  # neither interval decides: no disagreement to report
-    if not look.has_interval:
-        return dataclasses.replace(estimate, low=math.nan, high=math.nan, verdict=decided, robust_verdict=None,
-                                   confidence=look.confidence)
-    return dataclasses.replace(estimate, point=look.point, low=look.low, high=look.high, verdict=decided,
-                               confidence=look.confidence, robust_verdict=robust)
