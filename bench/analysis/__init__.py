@@ -11,17 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "_cache": ("CACHED_SHARE", "ArmCache", "CacheUse", "CategoryCache", "cache_use", "served_from_cache"),
-    "_change_points": (
-        "asv_change_points", "otava_change_points", "weighted_segmentation",
-    ),
+    "_change_points": ("asv_change_points", "otava_change_points", "weighted_segmentation"),
     "_comparability": (
         "ERROR", "NOTHING_CHECKED", "WARNING", "ArmState", "Comparability", "Difference", "check_comparable",
         "check_regress_comparable", "summary_only",
     ),
-    "_compare": (
-        "Comparison", "Estimate", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates",
-        "family_size", "look_estimate",
-    ),
+    "_compare": ("Comparison", "Family", "ReferenceRow", "StatsRow", "compare", "family_estimates", "family_size"),
+    "_estimate": ("Estimate", "look_estimate"),
     "_compared": ("PAIRED_METRICS", "PairedMetric", "paired_metrics"),
     "_grouping": ("ArmPair",),
     "_explain": (
@@ -46,9 +42,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "weighted_holm_levels",
     ),
     "_goodput": (
-        "AttainmentRow", "Goodput", "Interval", "RequestTiming", "Slo", "Throughput",
-        "attainment_interval", "goodput", "parse_slo", "request_timing", "request_timings", "throughput",
-        "wilson_interval",
+        "AttainmentRow", "Goodput", "Interval", "RequestTiming", "Slo", "Throughput", "attainment_interval",
+        "goodput", "parse_slo", "request_timing", "request_timings", "throughput", "wilson_interval",
     ),
     "_paired_goodput": ("PairedGoodput", "paired_goodput"),
     "_history": (
@@ -58,10 +53,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_history_intervals": ("checked_intervals", "expected_interval"),
     "_intervals": (
-        "SPEED_VERDICT_WORDS", "LogMean",
-        "accept_rate_log_mean", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums", "crossed_log_mean",
-        "crossed_t_interval", "geomean_t_intervals", "log_mean", "repeat_log_mean", "t_cdf", "t_quantile", "verdict",
-        "yuen_log_mean",
+        "SPEED_VERDICT_WORDS", "LogMean", "accept_rate_log_mean", "bootstrap_geomean_ci", "bootstrap_ratio_of_sums",
+        "crossed_log_mean", "crossed_t_interval", "geomean_t_intervals", "log_mean", "repeat_log_mean", "t_cdf",
+        "t_quantile", "verdict", "yuen_log_mean",
     ),
     "_metrics": (
         "ACCEPTANCE_LENGTH", "ACCEPT_RATE", "ACHIEVED_RATE", "ATTAINMENT", "ATTAINMENT_DIFFERENCE", "CATEGORY",
@@ -73,15 +67,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "_lossless": (
         "NEAR_TIE_MARGIN", "NEAR_TIE_STEPS", "Divergence", "LosslessRow", "Resolution", "divergence",
-        "estimate_resolution", "lossless_check",
-        "run_margins",
+        "estimate_resolution", "lossless_check", "run_margins",
     ),
     "_paired": ("first_difference", "pair_runs", "paired_log_mean", "results_frame"),
     "_reference": ("compare_runs", "compare_summaries"),
-    "_regress": (
-        "INCONCLUSIVE", "NON_INFERIOR", "REGRESSED", "Gate", "GateRow", "GateSide", "gate",
-        "gate_frames", "lost_samples", "regress",
-    ),
+    "_regress": ("INCONCLUSIVE", "NON_INFERIOR", "REGRESSED", "Gate", "GateRow", "GateSide", "gate", "gate_frames",
+                 "lost_samples", "regress"),
     "_sequential": (
         "SEQUENTIAL_METHOD", "Decided", "Look", "SequentialTest", "overall_decode", "recorded_stop",
         "sample_rounds", "sample_until_decided", "spent_alpha", "stopping_look", "verified_stop", "with_record",
@@ -90,10 +81,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_stratified": ("BLOCKED_METHOD", "DF_RULES", "ONE_SAMPLE_RULE", "ONE_SAMPLE_RULES", "STRATIFIED_METHOD",
                     "stratified_block_mean", "stratified_block_ratio", "stratified_log_mean"),
     "_stream": ("Percentiles", "StreamRow", "stream_latency_stats"),
-    "_sweep": (
-        "BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms",
-        "cell_family", "crossover", "summarize_sweep", "sweep_cell",
-    ),
+    "_sweep": ("BestArm", "Crossover", "Sweep", "SweepCell", "batch_throughput", "best_arms", "cell_family",
+               "crossover", "summarize_sweep", "sweep_cell"),
     "_thinking": (
         "EMPTY_ANSWER_FLAG", "Budget", "ThinkingRow", "budget_exhausted", "budget_line", "fitting_osl",
         "segment_steps", "step_starts", "thinking_rows", "thinking_tokens", "tokens_per_step",
@@ -143,14 +132,12 @@ if TYPE_CHECKING:
     )
     from bench.analysis._compare import (
         Comparison as Comparison,
-        Estimate as Estimate,
         Family as Family,
         ReferenceRow as ReferenceRow,
         StatsRow as StatsRow,
         compare as compare,
         family_estimates as family_estimates,
         family_size as family_size,
-        look_estimate as look_estimate,
     )
     from bench.analysis._compared import (
         PAIRED_METRICS as PAIRED_METRICS,
@@ -168,6 +155,10 @@ if TYPE_CHECKING:
         first_repeat as first_repeat,
         recorded_states as recorded_states,
         state_warnings as state_warnings,
+    )
+    from bench.analysis._estimate import (
+        Estimate as Estimate,
+        look_estimate as look_estimate,
     )
     from bench.analysis._explain import (
         RECONCILE_TOLERANCE as RECONCILE_TOLERANCE,

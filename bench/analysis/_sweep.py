@@ -17,7 +17,8 @@ import numpy as np
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI
 from bench.analysis._achieved import LevelLoad, level_load
-from bench.analysis._compare import Comparison, Estimate, compare
+from bench.analysis._compare import Comparison, compare
+from bench.analysis._estimate import Estimate
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._intervals import bootstrap_geomean_ci, log_mean, t_quantile, verdict
 from bench.analysis._metrics import THROUGHPUT_SPEEDUP

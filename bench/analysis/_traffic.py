@@ -24,8 +24,8 @@ import numpy as np
 
 from bench._constants import DEFAULT_THRESHOLD, OVERALL
 from bench._errors import BenchError
-from bench.analysis._compare import Estimate
 from bench.analysis._drafter_state import DrafterState
+from bench.analysis._estimate import Estimate
 from bench.analysis._family import HOLM_METHOD, holm_levels
 from bench.analysis._goodput import (
     MIN_BLOCKS,
