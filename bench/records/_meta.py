@@ -24,6 +24,7 @@ from bench.records._sections import (
     read_dataset,
     read_interleaving,
     read_machine,
+    section_object,
 )
 from bench.records._sequential import SequentialStop
 from bench.records._settings import setting
@@ -32,14 +33,14 @@ MAX_META_NUMBER = 1e15
 """Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
 
 
-def _number(value: JsonValue) -> float | None:
+def _number(value: object) -> float | None:
     """A number in range as written (an int stays an int, so a file rewrites byte for byte), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_META_NUMBER < value < MAX_META_NUMBER:
         return None  # NaN fails the comparison too
     return value
 
 
-def _text(value: JsonValue) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
@@ -266,7 +267,8 @@ class RunMeta(Mapping[str, JsonValue]):
         """Read the metadata keys of a run file or journal header (any version); unknown keys land in `extra`."""
         if isinstance(meta, RunMeta):
             return meta
-        harness = meta.get("harness") if isinstance(meta.get("harness"), Mapping) else {}
+        harness_value = meta.get("harness")
+        harness: JsonMapping = harness_value if isinstance(harness_value, Mapping) else {}
         warnings = meta.get("warnings")
         served = meta.get("served_models")
         version = meta.get("schema_version", SCHEMA_VERSION)
@@ -309,11 +311,11 @@ class RunMeta(Mapping[str, JsonValue]):
             "acceptance": self.acceptance.to_dict() if self.acceptance is not None else None,
             "interrupted": self.interrupted,
             "warnings": list(self.warnings),
-            "machine": dict(self.machine),
+            "machine": section_object(self.machine),
             "prompts_sha256": self.prompts_sha256,
-            "client_lag": json_section(self.client_lag),
-            "dataset": json_section(self.dataset),
-            "interleaved": json_section(self.interleaved),
+            "client_lag": section_object(self.client_lag),
+            "dataset": section_object(self.dataset),
+            "interleaved": section_object(self.interleaved),
             "served_models": list(self.served_models),
         }
         if self.interleaved is None:
