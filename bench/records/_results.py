@@ -225,7 +225,7 @@ def _all_numbers(items: list[JsonValue], allowed: frozenset[type]) -> TypeGuard[
     return {type(item) for item in items} <= allowed or all(_is_a(item, allowed) for item in items)
 
 
-def result_from_dict(data: JsonMapping, source: str = "result") -> SampleResult:
+def result_from_dict(data: JsonValue | JsonMapping, source: str = "result") -> SampleResult:
     """Build a SampleResult from a dict, ignoring unknown keys; raise BenchError when it is malformed.
 
     Every field is checked against the type it must have, in one pass over the dict: loading 100,000
