@@ -24,13 +24,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, TypeGuard
+from typing import NamedTuple
 
 import numpy as np
 
 from bench._errors import BenchError
 from bench._inputs import read_input
-from bench._types import JsonMapping, JsonObject, JsonValue
+from bench._types import JsonMapping, JsonObject, JsonValue, is_str_list
 from bench.records._lock import open_no_follow
 
 HISTORY_SCHEMA = "speedbench-history-point"
@@ -179,7 +179,7 @@ def _table(columns: JsonValue) -> PointTable:
     if len(lists) != len(ROW_COLUMNS) or any(len(column) != count for column in lists.values()):
         raise ValueError("every column of rows must be a list of one value per row")
     category, metric = lists["category"], lists["metric"]
-    if not (_texts(category) and _texts(metric)):
+    if not (is_str_list(category) and is_str_list(metric)):
         raise ValueError("category and metric must be strings")
     for name in _NUMBERS:
         for value in lists[name]:
@@ -188,10 +188,6 @@ def _table(columns: JsonValue) -> PointTable:
     return PointTable(category=tuple(category), metric=tuple(metric), **dict(zip(_NUMBERS[:-1], numbers, strict=True)),
                       n=np.asarray(lists["n"], dtype=int))
 
-
-def _texts(items: list[JsonValue]) -> TypeGuard[list[str]]:
-    """Whether every item of a JSON list is a string."""
-    return set(map(type, items)) <= {str}
 
 
 _LIMITS = {"estimate": (0.0, 1e6), "low": (0.0, 1e6), "high": (0.0, 1e6), "log_se": (0.0, 100.0),

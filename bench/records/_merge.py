@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench._types import JsonObject, JsonValue
+from bench._types import JsonObject, JsonValue, is_str_list
 from bench.records._identity import RunIdentity
 from bench.records._meta import RunMeta
 from bench.records._results import SampleResult
@@ -55,11 +55,11 @@ class ShardMarker:
         ids_digest = data.get("ids_sha256")
         if not (
             isinstance(index, int) and isinstance(count, int) and 0 <= index < count
-            and isinstance(digest, str) and isinstance(selected, int) and isinstance(ids, list)
-            and all(isinstance(item, str) for item in ids) and (ids_digest is None or isinstance(ids_digest, str))
+            and isinstance(digest, str) and isinstance(selected, int) and is_str_list(ids)
+            and (ids_digest is None or isinstance(ids_digest, str))
         ):
             raise BenchError(f"{source}: its shard marker is malformed ({dict(data)!r:.120})")
-        return cls(index, count, digest, selected, tuple(item for item in ids if isinstance(item, str)), ids_digest)
+        return cls(index, count, digest, selected, tuple(ids), ids_digest)
 
     def to_dict(self) -> JsonObject:
         """The marker as the run file keeps it."""
