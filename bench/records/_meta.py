@@ -9,7 +9,7 @@ are kept in `extra` and written back unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._acceptance import AcceptanceSummary
@@ -27,7 +27,7 @@ from bench.records._sections import (
     section_object,
 )
 from bench.records._sequential import SequentialStop
-from bench.records._settings import setting
+from bench.records._settings import SettingValue, setting
 
 MAX_META_NUMBER = 1e15
 """Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
@@ -42,6 +42,10 @@ def _number(value: object) -> float | None:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 GAUGES = "gauges"
@@ -360,9 +364,16 @@ class RecordedSettings:
     @classmethod
     def from_mapping(cls, config: JsonMapping) -> RecordedSettings:
         """Read a run file's `config` object (any version), each key as its declared kind (absent: unset)."""
-        values = {item.name: setting(item.name).read(config.get(item.name),
-                                                     {} if item.default is MISSING else item.default)
-                  for item in fields(cls)}
-        values["repeat"] = values["repeat"] or 1
-        values["tags"] = {str(key): str(value) for key, value in values["tags"].items()}
-        return cls(**values)
+
+        def read(key: str) -> SettingValue:
+            return setting(key).read(config.get(key))
+
+        repeat, rate, extra_inputs, tags = read("repeat"), read("request_rate"), read("extra_inputs"), read("tags")
+        return cls(
+            url=_text(read("url")), model=_text(read("model")), bench=_text(read("bench")),
+            category=_text(read("category")), osl=_integer(read("osl")), concurrency=_integer(read("concurrency")),
+            limit=_integer(read("limit")), dataset=_text(read("dataset")), repeat=_integer(repeat) or 1,
+            stream=read("stream") is True, request_rate=rate if isinstance(rate, float) else None,
+            trace=_text(read("trace")), extra_inputs=dict(extra_inputs) if isinstance(extra_inputs, Mapping) else {},
+            tags={str(key): str(value) for key, value in tags.items()} if isinstance(tags, Mapping) else {},
+        )
