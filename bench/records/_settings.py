@@ -155,7 +155,8 @@ def setting(key: str) -> Setting:
 
 
 def default(key: str) -> Any:
-    """The declared default of `key` (a fresh copy of a mapping)."""
+    """The declared default of `key` (a fresh copy of a mapping): a value of the key's kind, so `Any` (the runner's
+    dataclass field that takes it declares the kind)."""
     value = _BY_KEY[key].default
     return dict(value) if isinstance(value, Mapping) else value
 
