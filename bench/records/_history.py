@@ -189,7 +189,6 @@ def _table(columns: JsonValue) -> PointTable:
                       n=np.asarray(lists["n"], dtype=int))
 
 
-
 _LIMITS = {"estimate": (0.0, 1e6), "low": (0.0, 1e6), "high": (0.0, 1e6), "log_se": (0.0, 100.0),
            "df": (0.0, 1e9), "n": (0, 10**9)}
 """Each number's range in a point: a speedup or a rate is not negative and far below a million, a log standard
