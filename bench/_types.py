@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, TypeGuard
 
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 """One JSON value: what `json.loads` returns and what a run file's writer accepts."""
@@ -13,6 +13,11 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 JsonMapping: TypeAlias = "Mapping[str, JsonValue]"
 """A JSON object as read: a server's response body or a file's section, before an adapter types what it needs."""
+
+
+def is_str_list(value: object) -> TypeGuard[list[str]]:
+    """Whether a value read from JSON is a list of strings (an empty list is one)."""
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 class Writer(Protocol):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypeAlias, TypedDict
 
-COUNTER_KEYS = ("drafts", "draft_tokens", "accepted")
+CounterKey: TypeAlias = Literal["drafts", "draft_tokens", "accepted"]
+"""The name of one acceptance counter."""
+COUNTER_KEYS: tuple[CounterKey, ...] = ("drafts", "draft_tokens", "accepted")
 """The acceptance counters every engine adapter reads: draft steps, drafted tokens, accepted tokens."""
 
 
@@ -54,7 +56,7 @@ def sample_positions(spec: Mapping[str, float | None]) -> tuple[float, ...]:
     """A sample's per-position counter deltas in position order (position 0 first); () when it has none."""
     if f"{POSITION_KEY}0" not in spec:
         return ()
-    positions = []
+    positions: list[float] = []
     while (value := spec.get(f"{POSITION_KEY}{len(positions)}")) is not None:
         positions.append(float(value))
     return tuple(positions)
@@ -96,7 +98,8 @@ def counter_acceptance(
     return result
 
 
-def _delta(before: CounterSnapshot, after: CounterSnapshot, key: str) -> float | None:
-    if after.get(key) is None:
+def _delta(before: CounterSnapshot, after: CounterSnapshot, key: CounterKey) -> float | None:
+    value = after.get(key)
+    if value is None:
         return None
-    return float(after[key]) - float(before.get(key) or 0.0)
+    return float(value) - float(before.get(key) or 0.0)

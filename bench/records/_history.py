@@ -30,7 +30,7 @@ import numpy as np
 
 from bench._errors import BenchError
 from bench._inputs import read_input
-from bench._types import JsonMapping, JsonObject, JsonValue
+from bench._types import JsonMapping, JsonObject, JsonValue, is_str_list
 from bench.records._lock import open_no_follow
 
 HISTORY_SCHEMA = "speedbench-history-point"
@@ -68,15 +68,24 @@ class Machine:
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
-    def from_mapping(cls, data: JsonMapping, source: str) -> Machine:
+    def from_mapping(cls, data: JsonValue | JsonMapping, source: str) -> Machine:
         """Read a point file's `machine` object."""
         try:
+            if not isinstance(data, Mapping):
+                raise TypeError("not an object")
             return cls(name=str(data["name"]), fingerprint=str(data["fingerprint"]),
-                       cpu_model=str(data.get("cpu_model", "")), cores=int(data.get("cores", 0)),
+                       cpu_model=str(data.get("cpu_model", "")), cores=_integer(data.get("cores", 0), "cores"),
                        engine_build=str(data.get("engine_build", "")), model=str(data.get("model", "")),
                        model_digest=str(data.get("model_digest", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise BenchError(f"{source}: machine object is malformed ({exc})") from None
+
+
+def _integer(value: JsonValue, name: str) -> int:
+    """`int(value)` of a number or a numeric text; TypeError naming `name` for any other JSON value."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"{name} {str(value)[:40]!r} is not a number")
 
 
 def machine_fingerprint(cpu_model: str, cores: int, engine_build: str, model_digest: str) -> str:
@@ -140,9 +149,9 @@ class PointTable:
         columns = [self.category, self.metric, *(getattr(self, name).tolist() for name in _NUMBERS)]
         return tuple(map(PointRow._make, zip(*columns, strict=True)))
 
-    def to_dict(self) -> dict[str, list[JsonValue]]:
+    def to_dict(self) -> JsonObject:
         """The columns as a point file's `rows` object (non-finite numbers as null)."""
-        return {"category": list(self.category), "metric": list(self.metric),
+        return {"category": [*self.category], "metric": [*self.metric],
                 **{name: [_significant(value) for value in getattr(self, name).tolist()] for name in _NUMBERS}}
 
 
@@ -156,26 +165,28 @@ def _significant(value: float) -> float | int | None:
 
 def point_table(rows: Sequence[PointRow]) -> PointTable:
     """PointRows as a table."""
-    return PointTable(tuple(row.category for row in rows), tuple(row.metric for row in rows),
-                      *(np.array([getattr(row, name) for row in rows], dtype=float) for name in _NUMBERS[:-1]),
-                      np.array([row.n for row in rows], dtype=int))
+    numbers = {name: np.array([getattr(row, name) for row in rows], dtype=float) for name in _NUMBERS[:-1]}
+    return PointTable(category=tuple(row.category for row in rows), metric=tuple(row.metric for row in rows),
+                      **numbers, n=np.array([row.n for row in rows], dtype=int))
 
 
 def _table(columns: JsonValue) -> PointTable:
     """A point file's columnar rows as a table (null numbers as NaN); ValueError when malformed."""
     if not isinstance(columns, Mapping) or set(columns) != set(ROW_COLUMNS):
         raise ValueError(f"rows must be an object of the columns {', '.join(ROW_COLUMNS)}")
-    count = len(columns["category"])
-    if any(not isinstance(columns[name], list) or len(columns[name]) != count for name in ROW_COLUMNS):
+    lists = {name: column for name in ROW_COLUMNS if isinstance(column := columns[name], list)}
+    count = len(lists.get("category", ()))
+    if len(lists) != len(ROW_COLUMNS) or any(len(column) != count for column in lists.values()):
         raise ValueError("every column of rows must be a list of one value per row")
-    labels = [tuple(columns[name]) for name in ROW_COLUMNS[:2]]
-    if not set(map(type, labels[0] + labels[1])) <= {str}:
+    category, metric = lists["category"], lists["metric"]
+    if not (is_str_list(category) and is_str_list(metric)):
         raise ValueError("category and metric must be strings")
     for name in _NUMBERS:
-        for value in columns[name]:
+        for value in lists[name]:
             _check_number(name, value)
-    numbers = np.array([columns[name] for name in _NUMBERS[:-1]], dtype=float).reshape(len(_NUMBERS) - 1, count)
-    return PointTable(*labels, *numbers, np.asarray(columns["n"], dtype=int))
+    numbers = np.array([lists[name] for name in _NUMBERS[:-1]], dtype=float).reshape(len(_NUMBERS) - 1, count)
+    return PointTable(category=tuple(category), metric=tuple(metric), **dict(zip(_NUMBERS[:-1], numbers, strict=True)),
+                      n=np.asarray(lists["n"], dtype=int))
 
 
 _LIMITS = {"estimate": (0.0, 1e6), "low": (0.0, 1e6), "high": (0.0, 1e6), "log_se": (0.0, 100.0),
@@ -266,9 +277,14 @@ def point_from_dict(data: JsonValue, source: str, machines: dict[str, Machine] |
     try:
         table = _table(data["rows"])
         source_info = data.get("source") or {}
+        if not isinstance(source_info, Mapping):
+            raise ValueError(f"source {str(source_info)[:40]!r} is not an object")
+        branch = data.get("branch")
+        if branch is not None and not isinstance(branch, str):
+            raise ValueError(f"branch {str(branch)[:40]!r} is not a string")
         time = utc_time(data["time"], "time")
         return HistoryPoint(
-            commit=check_commit(str(data["commit"])), branch=data.get("branch"), time=time,
+            commit=check_commit(str(data["commit"])), branch=branch, time=time,
             added_at=utc_time(data.get("added_at") or data["time"], "added_at"), workload=str(data["workload"]),
             machine=_machine(data["machine"], source, machines), source_folder=str(source_info.get("folder", "")),
             source_digest=str(source_info.get("digest", "")), harness=str(data.get("harness", "")), table=table,

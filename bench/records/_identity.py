@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from bench._errors import BenchError
-from bench._types import JsonMapping
+from bench._types import JsonMapping, JsonValue
 from bench.records._settings import COMPARED_AS_ERROR, COMPARED_AS_WARNING, IDENTITY
 
 STARTED_HERE = ("embedded", "command")
@@ -28,8 +27,8 @@ class Mismatch:
     """One identity setting that differs: its key and both values as recorded."""
 
     key: str
-    was: Any
-    now: Any
+    was: JsonValue
+    now: JsonValue
 
     def message(self) -> str:
         """`osl was 16, now 32`."""
@@ -40,14 +39,14 @@ class Mismatch:
 class RunIdentity:
     """The identity settings of one run, read from its recorded `config` (run file or journal header)."""
 
-    values: tuple[tuple[str, Any], ...]
+    values: tuple[tuple[str, JsonValue], ...]
 
     @classmethod
     def of(cls, config: JsonMapping) -> RunIdentity:
         """The identity of a recorded config (a setting it does not record reads as None)."""
         return cls(tuple((setting.key, config.get(setting.key)) for setting in IDENTITY))
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> JsonValue:
         """The recorded value of `key` (None when not recorded)."""
         return dict(self.values).get(key)
 
@@ -83,7 +82,7 @@ def refuse_resume(source: str, recorded: JsonMapping, asked: JsonMapping) -> Non
         raise BenchError(f"{source}: cannot resume: " + "; ".join(mismatch.message() for mismatch in mismatches))
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: JsonValue) -> str:
     """A value compared as JSON would write it (dict order and tuple/list differences ignored)."""
     return json.dumps(value, sort_keys=True, default=str)
 

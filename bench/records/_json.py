@@ -14,7 +14,6 @@ from __future__ import annotations
 import codecs
 import json
 from json.encoder import encode_basestring_ascii
-from typing import Any
 
 import msgspec
 
@@ -37,7 +36,7 @@ def _escape(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error(_ESCAPES, _escape)
 
 
-def _python(payload: Any) -> bytes:
+def _python(payload: object) -> bytes:
     try:
         text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
     except ValueError:
@@ -85,7 +84,7 @@ def _mend_floats(document: bytes) -> bytes:
     return b"".join([*pieces, document[done:]])
 
 
-def reference_json(payload: Any) -> bytes:
+def reference_json(payload: object) -> bytes:
     """`payload` as `json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)` writes it, NaN as null."""
     try:
         compact = _ENCODER.encode(payload)
@@ -97,6 +96,6 @@ def reference_json(payload: Any) -> bytes:
     return document.replace(b"\x7f", b"\\u007f")  # DEL is ASCII, but Python escapes it too (it is only in text)
 
 
-def python_reference_json(payload: Any) -> bytes:
+def python_reference_json(payload: object) -> bytes:
     """The same bytes from Python's own encoder: what `reference_json` is checked against."""
     return _python(payload)

@@ -9,14 +9,27 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO, Literal, TextIO, TypeAlias, overload
 
 from bench._errors import BenchError
 from bench._redact import redact_known
 from bench.records._layout import lock_path
 
+TextMode: TypeAlias = Literal["w", "a", "x"]
+"""The modes `open_no_follow` opens a text handle in (UTF-8)."""
+BinaryMode: TypeAlias = Literal["wb", "xb", "a+b", "rb+"]
+"""The modes `open_no_follow` opens a binary handle in."""
 
-def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
+
+@overload
+def open_no_follow(path: str | os.PathLike[str], mode: TextMode) -> TextIO: ...
+
+
+@overload
+def open_no_follow(path: str | os.PathLike[str], mode: BinaryMode) -> BinaryIO: ...
+
+
+def open_no_follow(path: str | os.PathLike[str], mode: TextMode | BinaryMode) -> TextIO | BinaryIO:
     """Open a file for writing without following a symbolic link planted at `path` (one-line BenchError if one is).
 
     `mode` is "w" (truncate), "wb" (the same, binary), "a" (append), "x" (a new file only) or "a+b" (a binary
@@ -43,9 +56,11 @@ def open_no_follow(path: str | os.PathLike[str], mode: str) -> Any:
         os.close(descriptor)
         raise not_regular
     os.set_blocking(descriptor, True)
-    binary = "b" in mode
-    return os.fdopen(descriptor, mode.replace("x", "w"),
-                     **({} if binary else {"encoding": "utf-8"}))
+    if mode == "a+b" or mode == "rb+":
+        return os.fdopen(descriptor, mode)
+    if mode == "wb" or mode == "xb":
+        return os.fdopen(descriptor, "wb")
+    return os.fdopen(descriptor, "a" if mode == "a" else "w", encoding="utf-8")
 
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from bench._constants import OVERALL
 from bench._errors import BenchError
-from bench._types import JsonObject
+from bench._types import JsonObject, JsonValue, is_str_list
 from bench.records._identity import RunIdentity
+from bench.records._meta import RunMeta
 from bench.records._results import SampleResult
 from bench.records._run import Run
-from bench.records._sections import ClientLag
+from bench.records._sections import ClientLag, section_object
 from bench.records._summary import summarize
 
 SHARD_KEY = "shard"
@@ -52,12 +53,11 @@ class ShardMarker:
         index, count, ids = data.get("index"), data.get("count"), data.get("sample_ids")
         digest, selected = data.get("prompts_sha256"), data.get("selected_samples")
         ids_digest = data.get("ids_sha256")
-        valid = (
+        if not (
             isinstance(index, int) and isinstance(count, int) and 0 <= index < count
-            and isinstance(digest, str) and isinstance(selected, int) and isinstance(ids, list)
-            and all(isinstance(item, str) for item in ids) and (ids_digest is None or isinstance(ids_digest, str))
-        )
-        if not valid:
+            and isinstance(digest, str) and isinstance(selected, int) and is_str_list(ids)
+            and (ids_digest is None or isinstance(ids_digest, str))
+        ):
             raise BenchError(f"{source}: its shard marker is malformed ({dict(data)!r:.120})")
         return cls(index, count, digest, selected, tuple(ids), ids_digest)
 
@@ -132,7 +132,7 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
             position[sample_id] = local * marker.count + marker.index
     _check_ids(markers, position, [name(run) for run in runs], complete=not missing)
     ordered = sorted(markers, key=lambda marker: marker.index)
-    results = []
+    results: list[SampleResult] = []
     for marker in ordered:
         run = by_index[marker.index]
         strays = [result.id for result in run.results if owner.get(result.id) != marker.index]
@@ -141,9 +141,9 @@ def merge_shards(runs: Sequence[Run], *, vary: frozenset[str] = SAME_CONFIG_EXCE
         results.extend(run.results)
     results.sort(key=lambda result: (result.repeat, position[result.id]))
     done = {(result.id, result.repeat) for result in results}
-    missing = [(sample_id, index) for index in range(repeat) for sample_id in sorted(owner, key=position.__getitem__)
-               if (sample_id, index) not in done]
-    return _merged_run(ordered, by_index, results, first_marker, part, missing)
+    unfinished = [(sample_id, index) for index in range(repeat)
+                  for sample_id in sorted(owner, key=position.__getitem__) if (sample_id, index) not in done]
+    return _merged_run(ordered, by_index, results, first_marker, part, unfinished)
 
 
 def _check_ids(markers: Sequence[ShardMarker], position: Mapping[str, int], names: Sequence[str], *,
@@ -193,17 +193,22 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
     concurrency = [run.settings.concurrency for run in runs]
     if all(value is not None for value in concurrency):
         config["concurrency"] = sum(value for value in concurrency if value is not None)
-    started = [run.meta.get("started_at") for run in runs if isinstance(run.meta.get("started_at"), str)]
-    finished = [run.meta.get("finished_at") for run in runs if isinstance(run.meta.get("finished_at"), str)]
-    elapsed = [float(run.meta["elapsed_s"]) for run in runs if isinstance(run.meta.get("elapsed_s"), int | float)]
-    warnings = [f"{part} {item.index}/{item.count}: {warning}"
-                for item, run in zip(ordered, runs, strict=True) for warning in run.info.warnings]
+    started = [time for run in runs if isinstance(time := run.meta.get("started_at"), str)]
+    finished = [time for run in runs if isinstance(time := run.meta.get("finished_at"), str)]
+    elapsed = [float(seconds) for run in runs if isinstance(seconds := run.meta.get("elapsed_s"), int | float)]
+    warnings: list[JsonValue] = [f"{part} {item.index}/{item.count}: {warning}"
+                                 for item, run in zip(ordered, runs, strict=True) for warning in run.info.warnings]
     interrupted = any(run.info.interrupted for run in runs) or bool(missing)
     if missing:
         shown = ", ".join(f"{sample_id}" + (f" (repeat {index})" if index else "") for sample_id, index in missing[:10])
         more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
         warnings.append(f"{len(missing)} of the {part}s' {marker.selected_samples} selected samples have no result: "
                         f"{shown}{more}")
+    if len(runs) > 1:
+        warnings.append(
+            f"merged from {len(runs)} {part}s; run-wide acceptance from the servers' counters is not summed "
+            f"({part}s that share a server count each other's drafts): per-sample figures and meta.{part}s keep it"
+        )
     meta = {key: value for key, value in first.meta.items() if key != "shard"}
     meta.update({
         "started_at": min(started, default=None),
@@ -212,7 +217,7 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
         "prompts_sha256": marker.prompts_sha256,
         "interrupted": interrupted,
         "warnings": warnings,
-        "client_lag": _worst_lag(runs),
+        "client_lag": section_object(_worst_lag(runs)),
         "acceptance": first.meta.get("acceptance") if len(runs) == 1 else None,
         f"{part}s": [
             {"index": item.index, "count": item.count, "path": run.path, "machine": run.meta.get("machine"),
@@ -222,18 +227,13 @@ def _merged_run(ordered: list[ShardMarker], by_index: Mapping[int, Run], results
             for item, run in zip(ordered, runs, strict=True)
         ],
     })
-    if len(runs) > 1:
-        meta["warnings"].append(
-            f"merged from {len(runs)} {part}s; run-wide acceptance from the servers' counters is not summed "
-            f"({part}s that share a server count each other's drafts): per-sample figures and meta.{part}s keep it"
-        )
-    categories = [row["category"] for row in first.summary if row.get("category") != OVERALL]
+    categories = [row.category for row in first.summary if row.get("category") != OVERALL]
     return Run(
         config=config,
         selected_samples=marker.selected_samples,
         results=tuple(results),
         summary=tuple(summarize(results, categories or None)),
-        meta=meta,
+        meta=RunMeta.from_mapping(meta),
         path=None,
     )
 

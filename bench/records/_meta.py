@@ -9,7 +9,7 @@ are kept in `extra` and written back unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.records._acceptance import AcceptanceSummary
@@ -24,23 +24,28 @@ from bench.records._sections import (
     read_dataset,
     read_interleaving,
     read_machine,
+    section_object,
 )
 from bench.records._sequential import SequentialStop
-from bench.records._settings import setting
+from bench.records._settings import SettingValue, setting
 
 MAX_META_NUMBER = 1e15
 """Metadata numbers beyond +-this (or not finite) are read as unknown: no file overflows a reader."""
 
 
-def _number(value: JsonValue) -> float | None:
+def _number(value: object) -> float | None:
     """A number in range as written (an int stays an int, so a file rewrites byte for byte), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_META_NUMBER < value < MAX_META_NUMBER:
         return None  # NaN fails the comparison too
     return value
 
 
-def _text(value: JsonValue) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 GAUGES = "gauges"
@@ -266,7 +271,8 @@ class RunMeta(Mapping[str, JsonValue]):
         """Read the metadata keys of a run file or journal header (any version); unknown keys land in `extra`."""
         if isinstance(meta, RunMeta):
             return meta
-        harness = meta.get("harness") if isinstance(meta.get("harness"), Mapping) else {}
+        harness_value = meta.get("harness")
+        harness: JsonMapping = harness_value if isinstance(harness_value, Mapping) else {}
         warnings = meta.get("warnings")
         served = meta.get("served_models")
         version = meta.get("schema_version", SCHEMA_VERSION)
@@ -309,11 +315,11 @@ class RunMeta(Mapping[str, JsonValue]):
             "acceptance": self.acceptance.to_dict() if self.acceptance is not None else None,
             "interrupted": self.interrupted,
             "warnings": list(self.warnings),
-            "machine": dict(self.machine),
+            "machine": section_object(self.machine),
             "prompts_sha256": self.prompts_sha256,
-            "client_lag": json_section(self.client_lag),
-            "dataset": json_section(self.dataset),
-            "interleaved": json_section(self.interleaved),
+            "client_lag": section_object(self.client_lag),
+            "dataset": section_object(self.dataset),
+            "interleaved": section_object(self.interleaved),
             "served_models": list(self.served_models),
         }
         if self.interleaved is None:
@@ -358,9 +364,16 @@ class RecordedSettings:
     @classmethod
     def from_mapping(cls, config: JsonMapping) -> RecordedSettings:
         """Read a run file's `config` object (any version), each key as its declared kind (absent: unset)."""
-        values = {item.name: setting(item.name).read(config.get(item.name),
-                                                     {} if item.default is MISSING else item.default)
-                  for item in fields(cls)}
-        values["repeat"] = values["repeat"] or 1
-        values["tags"] = {str(key): str(value) for key, value in values["tags"].items()}
-        return cls(**values)
+
+        def read(key: str) -> SettingValue:
+            return setting(key).read(config.get(key))
+
+        repeat, rate, extra_inputs, tags = read("repeat"), read("request_rate"), read("extra_inputs"), read("tags")
+        return cls(
+            url=_text(read("url")), model=_text(read("model")), bench=_text(read("bench")),
+            category=_text(read("category")), osl=_integer(read("osl")), concurrency=_integer(read("concurrency")),
+            limit=_integer(read("limit")), dataset=_text(read("dataset")), repeat=_integer(repeat) or 1,
+            stream=read("stream") is True, request_rate=rate if isinstance(rate, float) else None,
+            trace=_text(read("trace")), extra_inputs=dict(extra_inputs) if isinstance(extra_inputs, Mapping) else {},
+            tags={str(key): str(value) for key, value in tags.items()} if isinstance(tags, Mapping) else {},
+        )

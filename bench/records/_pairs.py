@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._errors import BenchError
+from bench._types import JsonValue, is_str_list
 from bench.records._layout import PAIRS_FILE
 from bench.records._lock import write_text_file
 
@@ -43,15 +44,14 @@ def read_pairs_file(folder: str | os.PathLike[str]) -> PairsRecord | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data: JsonValue = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BenchError(f"{path}: unreadable ({exc})") from None
-    names = data.get("pairs") if isinstance(data, dict) else None
-    title = data.get("title") if isinstance(data, dict) else None
-    threshold = data.get("threshold") if isinstance(data, dict) else None
-    valid_names = (isinstance(names, list) and names and all(isinstance(name, str) and name and "/" not in name
-                                                             and name not in (".", "..") for name in names))
-    if (not isinstance(data, dict) or data.get("kind") != PAIRS_KIND or not valid_names
+    record = data if isinstance(data, dict) else {}
+    names, title, threshold = record.get("pairs"), record.get("title"), record.get("threshold")
+    if (record.get("kind") != PAIRS_KIND
+            or not (is_str_list(names) and names and all(name and "/" not in name and name not in (".", "..")
+                                                         for name in names))
             or not (title is None or isinstance(title, str))
             or isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < 1):
         raise BenchError(f"{path}: not a bench --config record (kind {PAIRS_KIND}, pairs, title, threshold)")

@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypeAlias
+from typing import Final, TypeAlias, TypeGuard
 
 from bench._errors import BenchError
 from bench._redact import redact
@@ -132,6 +132,8 @@ _JSON_TYPES: dict[type, frozenset[type]] = {
     float: frozenset({int, float}), int: frozenset({int}), str: frozenset({str}),
 }
 """The types json.loads gives that stand for each wanted type (an int is a float; a bool is no number)."""
+_NUMBER_TYPES: Final = (int, float)
+"""The types of a JSON number, as a tuple (an `isinstance` check of a union is slower, in the loading loop)."""
 _TYPE_NAMES = {float: "a number", int: "an integer", str: "a string"}
 _NUMBER_FIELDS = ("latency_s", "prompt_ms", "predicted_ms", "prompt_per_second", "predicted_per_second")
 _COUNT_FIELDS = frozenset({"prompt_tokens", "completion_tokens", "total_tokens", "draft_n", "draft_n_accepted",
@@ -149,8 +151,9 @@ _SETTERS = tuple(
 """Per field: its name, its slot's setter and its default (MISSING for required fields, spec's factory apart)."""
 
 
-FieldValues: TypeAlias = "dict[str, JsonValue | tuple[JsonValue, ...]]"
-"""A result's checked field values by name, as `result_from_dict` reads them (JSON lists held as tuples)."""
+FieldValues: TypeAlias = "dict[str, object]"
+"""A result's checked field values by name, each of its field's type (JSON lists held as tuples): `_build` sets
+them on the record as they are."""
 
 MAX_NUMBER = 1e15
 """Numbers a record holds are within +-this (a count, a time, a rate); anything beyond is a corrupt file."""
@@ -162,14 +165,14 @@ _NULL_AS = {
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     """A number as shown in an error: at most 40 characters (an integer of 400 digits is not printed)."""
     if isinstance(value, int) and abs(value) >= 10**30:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     return str(value)[:40]
 
 
-def _numbers_in_range(values: list[Any]) -> bool:
+def _numbers_in_range(values: list[float]) -> bool:
     """Whether every number of a list is finite and within +-MAX_NUMBER (min/max/fsum: no Python loop)."""
     if not -MAX_NUMBER < min(values) or not max(values) < MAX_NUMBER:
         return False
@@ -192,7 +195,7 @@ def valid_texts(texts: Iterable[str]) -> tuple[tuple[str, ...], int]:
     return tuple(text for text, _ in cleaned), sum(count for _, count in cleaned)
 
 
-def checked_text(value: Any, where: str) -> str:
+def checked_text(value: object, where: str) -> str:
     """A record's name (id, category) as a string; one that is not valid Unicode (a lone surrogate) is refused."""
     text = value if isinstance(value, str) else str(value)
     if not text.isascii() and _SURROGATE.search(text):
@@ -203,20 +206,26 @@ def checked_text(value: Any, where: str) -> str:
 
 def checked_spec(spec: JsonMapping, where: str) -> dict[str, float | None]:
     """A result's `spec` (counter deltas, step counts): numbers within range only."""
+    checked: dict[str, float | None] = {}
     for key, value in spec.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_NUMBER < value < MAX_NUMBER:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not -MAX_NUMBER < value < MAX_NUMBER):
             raise BenchError(f"{where} spec.{key} is {_short(value)!s}, not a number within +-{MAX_NUMBER:g}")
-    return dict(spec)
+        checked[key] = value
+    return checked
 
 
-def _is_a(value: Any, allowed: frozenset[type]) -> bool:
+def _is_a(value: object, allowed: frozenset[type]) -> bool:
     """Whether a value not of an exact JSON type is still of an allowed one (a subclass; a bool is no number)."""
     return not isinstance(value, bool) and isinstance(value, tuple(allowed))
 
 
-def result_from_dict(data: JsonMapping, source: str = "result") -> SampleResult:
+def _all_numbers(items: list[JsonValue], allowed: frozenset[type]) -> TypeGuard[list[float]]:
+    """Whether every item of a JSON list is a number of an `allowed` type (an integer for a count; no bool)."""
+    return {type(item) for item in items} <= allowed or all(_is_a(item, allowed) for item in items)
+
+
+def result_from_dict(data: JsonValue | JsonMapping, source: str = "result") -> SampleResult:
     """Build a SampleResult from a dict, ignoring unknown keys; raise BenchError when it is malformed.
 
     Every field is checked against the type it must have, in one pass over the dict: loading 100,000
@@ -242,15 +251,21 @@ def result_from_dict(data: JsonMapping, source: str = "result") -> SampleResult:
         elif is_list:
             if type(value) is not list:
                 raise BenchError(f"{source}: result {data['id']!r} field {name!r} is not a list")
-            if value and not {type(item) for item in value} <= allowed and not all(_is_a(v, allowed) for v in value):
-                raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds an item that is not {label}")
-            if value and label != "a string" and not _numbers_in_range(value):
-                raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds a number out of range "
-                                 f"(beyond +-{MAX_NUMBER:g}, or not finite)")
+            if value and label == "a string":
+                if not {type(item) for item in value} <= allowed and not all(_is_a(item, allowed) for item in value):
+                    raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds an item that is not "
+                                     f"{label}")
+            elif value:
+                if not _all_numbers(value, allowed):
+                    raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds an item that is not "
+                                     f"{label}")
+                if not _numbers_in_range(value):
+                    raise BenchError(f"{source}: result {data['id']!r} field {name!r} holds a number out of range "
+                                     f"(beyond +-{MAX_NUMBER:g}, or not finite)")
             values[name] = tuple(value)
         elif type(value) not in allowed and not _is_a(value, allowed):
             raise BenchError(f"{source}: result {data['id']!r} field {name!r} is {value!r}, not {label}")
-        elif label == "a string" or -MAX_NUMBER < value < MAX_NUMBER:
+        elif label == "a string" or (isinstance(value, _NUMBER_TYPES) and -MAX_NUMBER < value < MAX_NUMBER):
             values[name] = value
         elif value != value or value in (math.inf, -math.inf):  # NaN or infinity: unknown, as the writer stores it
             values[name] = _NULL_AS.get(name)
@@ -262,7 +277,7 @@ def result_from_dict(data: JsonMapping, source: str = "result") -> SampleResult:
 
 def _settled(values: FieldValues, data: JsonMapping, source: str) -> FieldValues:
     """A result's checked values with its texts, spec and identity checked and its unknowns settled."""
-    spec = values.get("spec")
+    spec = data.get("spec")
     values["spec"] = checked_spec(spec, f"{source}: result {data['id']!r}") if isinstance(spec, Mapping) else {}
     values["id"] = checked_text(values["id"], f"{source}: a result's id")
     values["category"] = checked_text(values["category"], f"{source}: result {data['id']!r} category")
@@ -274,11 +289,12 @@ def _settled(values: FieldValues, data: JsonMapping, source: str) -> FieldValues
                       error=values.get("error") or "the run file records no latency for it (null or NaN)")
     replaced = 0
     for name in ("outputs", "reasoning"):  # a run file written before text was made valid
-        if name in values:
-            values[name], count = valid_texts(values[name])
+        texts = values.get(name)
+        if isinstance(texts, tuple):
+            values[name], count = valid_texts(texts)
             replaced += count
     if replaced:
-        values["replaced_chars"] = (values.get("replaced_chars") or 0) + replaced
+        values["replaced_chars"] = _count(values, "replaced_chars") + replaced
     values.setdefault("turns", 1)
     values.setdefault("latency_s", 0.0)
     _check_counts(values, data, source)
@@ -294,12 +310,18 @@ def _check_counts(values: FieldValues, data: JsonMapping, source: str) -> None:
     """Refuse a result no server run could have written: a negative count, more tokens accepted than drafted."""
     for name in _COUNTS:
         value = values.get(name)
-        if value is not None and value < 0:
+        if isinstance(value, int) and value < 0:
             raise BenchError(f"{source}: result {data['id']!r} field {name!r} is negative ({_short(value)})")
-    accepted, drafted = values.get("draft_n_accepted") or 0, values.get("draft_n") or 0
+    accepted, drafted = _count(values, "draft_n_accepted"), _count(values, "draft_n")
     if accepted > drafted:
         raise BenchError(f"{source}: result {data['id']!r} has {_short(accepted)} draft tokens accepted of "
                          f"{_short(drafted)} drafted")
+
+
+def _count(values: FieldValues, name: str) -> int:
+    """A checked count of a result (0 when absent or null)."""
+    value = values.get(name)
+    return value if isinstance(value, int) else 0
 
 
 def _build(values: FieldValues) -> SampleResult:
@@ -318,8 +340,8 @@ def _build(values: FieldValues) -> SampleResult:
 def redacted_result(result: SampleResult) -> JsonObject:
     """A result as a JSON-ready dict with its error message redacted (the one field a server writes freely)."""
     data = result.to_dict()
-    if data["error"]:
-        data["error"] = redact(data["error"])
+    if result.error:
+        data["error"] = redact(result.error)
     return data
 
 

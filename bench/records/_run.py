@@ -11,7 +11,7 @@ import gc
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -155,9 +155,10 @@ def run_from_dict(data: JsonValue, source: str) -> Run:
     if not isinstance(data, dict):
         raise BenchError(f"{source}: not a run file (the top level is not a JSON object)")
     data = upgrade(data, source)
-    summary = data.get("summary")
-    if not isinstance(summary, list) or not all(isinstance(row, dict) for row in summary):
+    stored = data.get("summary")
+    if not isinstance(stored, list) or not all(isinstance(row, dict) for row in stored):
         raise BenchError(f"{source}: does not contain a summary list")
+    summary: Sequence[JsonMapping] = [row for row in stored if isinstance(row, dict)]
     for row in summary:
         check_summary_row(row, source)
     results_raw = data.get("results", [])
@@ -181,15 +182,16 @@ def run_from_dict(data: JsonValue, source: str) -> Run:
         if key not in {"config", "selected_samples", "completed_samples", "failed_samples", "summary", "results"}
     }
     if differs:
-        warnings = meta.get("warnings") if isinstance(meta.get("warnings"), list) else []
+        stored_warnings = meta.get("warnings")
+        warnings = stored_warnings if isinstance(stored_warnings, list) else []
         meta["warnings"] = [*warnings, f"the stored summary did not match the samples ({differs}): every summary "
                                        "row is recomputed from the samples"]
     return Run(
         config=config,
         selected_samples=int(selected) if isinstance(selected, int) else len(results),
         results=results,
-        summary=tuple(summary),
-        meta=meta,
+        summary=tuple(SummaryRow.from_mapping(row) for row in summary),
+        meta=RunMeta.from_mapping(meta),
         path=source,
     )
 
@@ -215,8 +217,8 @@ def check_summary_row(row: JsonMapping, source: str) -> None:
 
 
 def summary_from_results(
-    summary: list[JsonMapping], results: tuple[SampleResult, ...], source: str
-) -> tuple[list[JsonMapping], str | None]:
+    summary: Sequence[JsonMapping], results: tuple[SampleResult, ...], source: str
+) -> tuple[Sequence[JsonMapping], str | None]:
     """The summary its results give, and what of the stored one differed (None when it matches). The reference
     table is read from the summary: checked against the samples, an edited one can never contradict the statistics
     beside it. A matching summary is kept as written (its bytes unchanged); one that differs is recomputed (other
@@ -235,7 +237,8 @@ def summary_from_results(
     return rows, differs
 
 
-def _quick_rows(results: tuple[SampleResult, ...], order: list[str], source: str) -> dict[str, dict[str, float]]:
+def _quick_rows(results: tuple[SampleResult, ...], order: list[str], source: str
+                ) -> dict[str, dict[str, float | None]]:
     """Each category's summary figures (and overall's) in one pass, with exactly rounded sums (`math.fsum`): within
     an ulp of `summarize`'s means, at a tenth of its cost on a large run; a sample recorded twice is refused."""
     keys: set[tuple[str, int]] = set()
@@ -283,14 +286,14 @@ def _summary_difference(stored: Mapping[str, JsonMapping], computed: Mapping[str
     return None
 
 
-def _same_number(given: JsonValue, expected: JsonValue) -> bool:
-    """Whether a stored summary figure is the one recomputed (NaN or null as unknown, rounding forgiven)."""
-    unknown = (None,)
+def _same_number(given: JsonValue, expected: float | None) -> bool:
+    """Whether a stored summary figure (a number or null, as `check_summary_row` lets through) is the one
+    recomputed (NaN or null as unknown, rounding forgiven)."""
     if isinstance(given, float) and not math.isfinite(given):
         given = None
-    if given in unknown or expected in unknown:
-        return given in unknown and expected in unknown
-    return math.isclose(float(given), float(expected), rel_tol=1e-9, abs_tol=1e-9)
+    if given is None or expected is None:
+        return given is None and expected is None
+    return isinstance(given, int | float) and math.isclose(float(given), expected, rel_tol=1e-9, abs_tol=1e-9)
 
 
 @contextlib.contextmanager
@@ -318,14 +321,17 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         header, journalled = read_journal(source)
         results = latest_by_key(journalled)
         config = header.get("config", {})
+        if not isinstance(config, dict):
+            raise BenchError(f"{source}: 'config' is not a JSON object")
+        selected = header.get("selected_samples", len(results))
         meta = {key: value for key, value in header.items() if key not in {"type", "config", "selected_samples"}}
         summary = summarize(results)
         return Run(
             config=config,
-            selected_samples=int(header.get("selected_samples", len(results))),
+            selected_samples=int(selected) if isinstance(selected, int | float | str) else len(results),
             results=tuple(results),
             summary=tuple(summary),
-            meta=meta,
+            meta=RunMeta.from_mapping(meta),
             path=source,
         )
     try:

@@ -39,7 +39,6 @@ and flushed as samples finish, so an interrupted run keeps its results and can b
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from bench._errors import BenchError
 from bench._types import JsonObject
@@ -54,8 +53,9 @@ LOAD_KEY = "load"
 SCHEMA_VERSION = THINKING_SCHEMA_VERSION
 
 
-def finite(value: Any) -> Any:
-    """The value with NaN and infinities (at any depth) replaced by None, for strict JSON."""
+def finite(value: object) -> object:
+    """The value with NaN and infinities (at any depth) replaced by None, for strict JSON (what a JSON encoder
+    takes: objects, lists and tuples, numbers, texts, flags and None)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):

@@ -7,9 +7,9 @@ and they are kept), so each is a `TypedDict`: the keys the runner writes, named 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict, cast
+from typing import TypeAlias, TypedDict, cast, overload
 
-from bench._types import JsonObject, JsonValue
+from bench._types import JsonMapping, JsonObject, JsonValue
 
 
 class MachineInfo(TypedDict, total=False):
@@ -56,9 +56,30 @@ class Interleaving(TypedDict, total=False):
     partner: str | list[str]
 
 
-def json_section(value: JsonValue) -> JsonObject | None:
+Section: TypeAlias = "MachineInfo | ClientLag | DatasetSource | Interleaving"
+"""A JSON section with its keys declared."""
+
+
+def json_section(value: JsonValue | JsonMapping) -> JsonObject | None:
     """A copy of a JSON object section as read (None when absent or not an object)."""
     return dict(value) if isinstance(value, Mapping) else None
+
+
+@overload
+def section_object(section: Section) -> JsonObject: ...
+
+
+@overload
+def section_object(section: Section | None) -> JsonObject | None: ...
+
+
+def section_object(section: Section | None) -> JsonObject | None:
+    """A copy of a declared section as the JSON object the run file writes (None when absent).
+
+    Every key a section declares holds a JSON value, but a type checker does not see a `TypedDict` as a mapping
+    of JSON values, hence the cast.
+    """
+    return cast(JsonObject, dict(section)) if section is not None else None
 
 
 def read_machine(value: JsonValue) -> MachineInfo:

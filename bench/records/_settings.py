@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from bench._errors import BenchError
-from bench._types import JsonValue
+from bench._types import JsonMapping, JsonValue
 
 SettingValue: TypeAlias = "JsonValue | Mapping[str, JsonValue]"
 """A run setting's value: a number, text, flag or None, or a mapping (request fields, tags, headers)."""
@@ -51,7 +51,7 @@ class Setting:
     key: str
     kind: str
     """int, float, text, bool, mapping or list: how a recorded value is read back."""
-    default: Any
+    default: SettingValue
     help: str
     identity: str | None = None
     minimum: float | None = None
@@ -65,7 +65,7 @@ class Setting:
         """The command-line option: `--max-response-bytes`."""
         return "--" + self.key.replace("_", "-")
 
-    def read(self, value: Any, missing: Any = None) -> Any:
+    def read(self, value: JsonValue | JsonMapping, missing: SettingValue = None) -> SettingValue:
         """A recorded value read as this setting's kind; `missing` when it is absent or of another kind."""
         if self.kind in ("int", "float"):
             if isinstance(value, bool) or not isinstance(value, int | float) or not -_LARGEST < value < _LARGEST:
@@ -79,7 +79,7 @@ class Setting:
             return dict(value) if isinstance(value, Mapping) else missing
         return value if value is not None else missing
 
-    def check(self, value: Any) -> None:
+    def check(self, value: SettingValue) -> None:
         """Refuse a value outside the limits with a one-line BenchError (`--osl must be >= 1 (got 0)`)."""
         if value is None or isinstance(value, bool) or not isinstance(value, int | float):
             return
@@ -155,7 +155,8 @@ def setting(key: str) -> Setting:
 
 
 def default(key: str) -> Any:
-    """The declared default of `key` (a fresh copy of a mapping)."""
+    """The declared default of `key` (a fresh copy of a mapping): a value of the key's kind, so `Any` (the runner's
+    dataclass field that takes it declares the kind)."""
     value = _BY_KEY[key].default
     return dict(value) if isinstance(value, Mapping) else value
 

@@ -25,18 +25,20 @@ class SummaryRow(Mapping[str, JsonValue]):
     """One row of the reference's per-category summary of a run.
 
     As a read-only mapping it is the row's JSON object (what the reference's tables and compare read);
-    keys of other tools are kept in `extra`, and a row read from a file writes back the keys it had.
+    keys of other tools are kept in `extra`, and a row read from a file writes back the keys it had. A row
+    `summarize` computes holds a count in each count; one read from a file holds its figures as written, so
+    any of them may be a float or null.
     """
 
     category: str
-    requests: int = 0
-    turns: int = 0
-    failed: int = 0
+    requests: float | None = 0
+    turns: float | None = 0
+    failed: float | None = 0
     avg_prompt_t_s: float | None = None
     avg_pred_t_s: float | None = None
     avg_latency: float | None = None
-    draft_n: float = 0
-    accepted: float = 0
+    draft_n: float | None = 0
+    accepted: float | None = 0
     accept_rate: float | None = None
     extra: JsonMapping = field(default_factory=dict)
     """Keys of other tools' rows, written back as read."""
@@ -47,8 +49,8 @@ class SummaryRow(Mapping[str, JsonValue]):
         """Read a run file's summary row (its numbers checked by `check_summary_row` when loaded)."""
         if isinstance(row, SummaryRow):
             return row
-        present = {key: row[key] for key in SUMMARY_KEYS if key in row and key != "category"}
-        return cls(category=row["category"], **present,
+        present = {key: _figure(row[key]) for key in SUMMARY_KEYS if key in row and key != "category"}
+        return cls(category=str(row["category"]), **present,
                    extra={key: value for key, value in row.items() if key not in SUMMARY_KEYS},
                    written=frozenset(SUMMARY_KEYS).intersection(row))
 
@@ -69,6 +71,11 @@ class SummaryRow(Mapping[str, JsonValue]):
     def __len__(self) -> int:
         """How many keys the row's JSON object has."""
         return len(self.written) + len(self.extra)
+
+
+def _figure(value: JsonValue) -> float | None:
+    """A summary figure as read: a number, or None for null (`check_summary_row` refuses any other value)."""
+    return value if isinstance(value, int | float) else None
 
 
 def summarize_group(category: str, results: Sequence[SampleResult]) -> SummaryRow:
