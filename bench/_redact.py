@@ -24,9 +24,11 @@ import io
 import re
 import sys
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TextIO, overload
 from urllib.parse import quote, unquote, urlsplit
+
+from bench._types import JsonMapping, JsonObject, JsonValue
 
 MASK = "***"
 SECRET_RUN = 8
@@ -244,9 +246,9 @@ def _secret_key(key: object) -> bool:
     return isinstance(key, str) and SENSITIVE_HEADER.match(key.strip()) is not None
 
 
-def key_secrets(value: Any, *, under_secret: bool = False) -> list[str]:
+def key_secrets(value: JsonValue | JsonMapping, *, under_secret: bool = False) -> list[str]:
     """Every scalar under a secret-named key of a JSON value, at any depth, as text: to register as secrets."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return [found for key, item in value.items()
                 for found in key_secrets(item, under_secret=under_secret or _secret_key(key))]
     if isinstance(value, list | tuple):
@@ -256,7 +258,7 @@ def key_secrets(value: Any, *, under_secret: bool = False) -> list[str]:
     return []
 
 
-def masked_by_key(value: Any) -> Any:
+def masked_by_key(value: JsonValue) -> JsonValue:
     """A JSON value with the value of every secret-named key, at any depth, replaced by the mask (whatever its
     type or length: a secret too short to register is masked here too)."""
     if isinstance(value, dict):
@@ -266,7 +268,11 @@ def masked_by_key(value: Any) -> Any:
     return value
 
 
-def redact_tree(value: Any) -> Any:
+@overload
+def redact_tree(value: JsonObject) -> JsonObject: ...
+@overload
+def redact_tree(value: JsonValue) -> JsonValue: ...
+def redact_tree(value: JsonValue) -> JsonValue:
     """A JSON-ready value with `redact` applied to every string in it (keys included), at any depth."""
     if isinstance(value, str):
         return redact(value)
@@ -289,7 +295,7 @@ def one_line(text: str, limit: int = 500) -> str:
 class RedactingStream(io.TextIOBase):
     """A text stream that masks registered secrets (`redact_known`) in everything written through it."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: TextIO) -> None:
         """Wrap `stream` (e.g. sys.stderr); everything else is delegated to it."""
         super().__init__()
         self._stream = stream
@@ -311,17 +317,19 @@ class RedactingStream(io.TextIOBase):
         """The wrapped stream's file descriptor."""
         return int(self._stream.fileno())
 
+    # typeshed declares TextIOBase's `encoding` and `errors` writeable attributes; at run time they are read-only
+    # descriptors, so read-only properties override them as the runtime allows
     @property
-    def encoding(self) -> Any:
+    def encoding(self) -> str | None:  # type: ignore[override]
         """The wrapped stream's encoding."""
         return getattr(self._stream, "encoding", None)
 
     @property
-    def errors(self) -> Any:
+    def errors(self) -> str | None:  # type: ignore[override]
         """The wrapped stream's error handler."""
         return getattr(self._stream, "errors", None)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._stream, name)
 
 

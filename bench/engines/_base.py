@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypedDict
+from typing import ClassVar, TypedDict
 
 from bench._types import JsonMapping, JsonObject, JsonValue
+from bench.engines._json import first_object, object_at, text_at
 from bench.engines._prometheus import by_label, parse_prometheus, value_of
 from bench.records import (
     AcceptanceSummary,
@@ -69,15 +70,16 @@ def checked(timings: JsonMapping, key: str) -> float | None:
     return number
 
 
-def _number(value: Any) -> float | None:
+def _number(value: JsonValue) -> float | None:
     """A finite, non-negative number or None (rejects bools, NaN, infinities, negatives)."""
-    kind = type(value)  # exact types: bool is not a number here, and this is on every request's path
-    if (kind is float or kind is int) and 0 <= value < math.inf:  # NaN fails the comparison
+    # exact types: bool is not a number here, and this is on every request's path
+    if (type(value) is float or type(value) is int) and 0 <= value < math.inf:  # NaN fails the comparison
         return float(value)
     return None
 
 
-def count(value: Any) -> int | None:
+def count(value: JsonValue) -> int | None:
+    """A whole count from a number that `_number` accepts (a fraction truncated), None otherwise."""
     number = _number(value)
     return int(number) if number is not None else None
 
@@ -132,25 +134,23 @@ class ResponseFields(TypedDict):
 
 def openai_fields(data: JsonMapping) -> ResponseFields:
     """Fields every OpenAI-compatible response has: usage, text, reasoning, finish reason, the model named."""
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = object_at(data, "usage")
     content = ""
     reasoning = ""
-    finish_reason = None
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+    choice = first_object(data.get("choices"))
+    if choice is None:
         raise ResponseError("missing_fields", "response has no choices")
-    choice = choices[0]
-    finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+    finish_reason = text_at(choice, "finish_reason")
     message = choice.get("message")
     if isinstance(message, dict):
-        if isinstance(message.get("content"), str):
-            content = message["content"]
+        content = text_at(message, "content") or content
         for key in ("reasoning_content", "reasoning"):
-            if isinstance(message.get(key), str):
-                reasoning = message[key]
+            said = text_at(message, key)
+            if said is not None:
+                reasoning = said
                 break
-    elif isinstance(choice.get("text"), str):
-        content = choice["text"]
+    else:
+        content = text_at(choice, "text") or content
     prompt_tokens = usage_count(usage, "prompt_tokens") or 0
     completion_tokens = usage_count(usage, "completion_tokens") or 0
     total_tokens = usage_count(usage, "total_tokens") or prompt_tokens + completion_tokens
@@ -269,10 +269,8 @@ class Engine:
 
     def describe(self, info: JsonMapping) -> ServerDescription:
         """Engine, build, model (a file or model name, never a local path) and slots from the info documents."""
-        models = info.get("models")
-        data = models.get("data") if isinstance(models, Mapping) else None
-        first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
-        model = first.get("id") if isinstance(first.get("id"), str) else None
+        first = first_object(object_at(info, "models").get("data"))
+        model = text_at(first, "id") if first is not None else None
         return ServerDescription(engine=self.name, model=_file_name(model))
 
     def tokenize_request(self, text: str) -> tuple[str, JsonObject] | None:
@@ -308,7 +306,7 @@ class Engine:
             return None
         return start if any(getattr(start, name) is not None for name in ServerStart.__slots__) else None
 
-    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float | None] | None:
         """Time-averaged acceptance gauges {acceptance_length, accept_rate} from /metrics, if the engine has them."""
         return None
 
@@ -343,7 +341,9 @@ def spec_decode_counters(metrics_text: str, prefix: str) -> CounterSnapshot | No
     }
 
 
-def acceptance_gauges_of(metrics_text: str, prefix: str) -> dict[str, float] | None:
+def acceptance_gauges_of(metrics_text: str, prefix: str) -> dict[str, float | None] | None:
+    """The `<prefix>:spec_accept_length` and `<prefix>:spec_accept_rate` gauges (either may be absent), None
+    when neither is exported."""
     series = parse_prometheus(metrics_text)
     length = value_of(series, f"{prefix}:spec_accept_length")
     rate = value_of(series, f"{prefix}:spec_accept_rate")
@@ -356,15 +356,14 @@ def chunk_token_evidence(chunk: JsonMapping) -> tuple[str, int] | None:
     """What a streamed chunk says about its own tokens, or None: ("usage", cumulative completion tokens)
     (vLLM's `continuous_usage_stats`, any server that reports usage per chunk), ("token_ids", count) (vLLM's
     `return_token_ids`, SGLang), or ("logprobs", count) (OpenAI `logprobs.content`, one entry per token)."""
-    choices = chunk.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        choice = choices[0]
+    choice = first_object(chunk.get("choices"))
+    if choice is not None:
         ids = choice.get("token_ids")
         if isinstance(ids, list):
             return ("token_ids", len(ids))
-        logprobs = choice.get("logprobs")
-        if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
-            return ("logprobs", len(logprobs["content"]))
+        entries = object_at(choice, "logprobs").get("content")
+        if isinstance(entries, list):
+            return ("logprobs", len(entries))
     usage = chunk.get("usage")
     if isinstance(usage, dict):
         tokens = usage.get("completion_tokens")

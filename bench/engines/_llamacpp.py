@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines._base import Engine, TurnStats, checked, count, drafts, openai_fields, spec_decode_counters
+from bench.engines._json import object_at
 from bench.records import CounterSnapshot, ServerDescription
 
 
@@ -19,7 +20,7 @@ class LlamaCpp(Engine):
     def parse(self, data: JsonMapping) -> TurnStats:
         """Read usage, text and the `timings` object."""
         fields = openai_fields(data)
-        timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
+        timings = object_at(data, "timings")
         if not timings:
             self.notes.add("llama.cpp responses carry no 'timings': server t/s and acceptance are n/a")
         prompt_n = count(checked(timings, "prompt_n"))
@@ -85,7 +86,7 @@ class LlamaCpp(Engine):
     def describe(self, info: JsonMapping) -> ServerDescription:
         """`/props` names the build, the model file and the slots."""
         described = super().describe(info)
-        props = info.get("props") if isinstance(info.get("props"), Mapping) else {}
+        props = object_at(info, "props")
         build = props.get("build_info")
         if isinstance(build, str) and build and build != "b0-unknown":
             described = replace(described, build=build)
@@ -129,8 +130,9 @@ def _with_speculation(described: ServerDescription, props: JsonMapping, slots: J
     if not params:
         defaults = props.get("default_generation_settings")
         params = _speculative_params(defaults.get("params") if isinstance(defaults, Mapping) else None)
-    kind = params.get("speculative.types")
-    kind = kind if isinstance(kind, str) and kind else None
+    said = params.get("speculative.types")
+    kind = said if isinstance(said, str) and said else None
+    mode: str | None
     if flags == {False}:
         mode = "none"
     elif kind and kind != "none":

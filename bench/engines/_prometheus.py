@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def _samples(text: str) -> Iterator[Any]:
+def _samples(text: str) -> Iterator[Sample]:
     """Every sample of the exposition; a malformed text is read line by line so one bad line costs only itself."""
     try:
         for family in text_string_to_metric_families(text):

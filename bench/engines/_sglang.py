@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bench._types import JsonMapping, JsonObject
 from bench.engines._base import Engine, TurnStats, acceptance_gauges_of, count, drafts, openai_fields
+from bench.engines._json import object_at
 
 
 class SGLang(Engine):
@@ -27,8 +28,7 @@ class SGLang(Engine):
     def parse(self, data: JsonMapping) -> TurnStats:
         """Read usage, text and `sglext.spec_tokens_details`."""
         fields = openai_fields(data)
-        ext = data.get("sglext") if isinstance(data.get("sglext"), dict) else {}
-        spec = ext.get("spec_tokens_details") if isinstance(ext.get("spec_tokens_details"), dict) else {}
+        spec = object_at(object_at(data, "sglext"), "spec_tokens_details")
         if not spec:
             self.notes.add("SGLang responses carry no sglext.spec_tokens_details: per-request acceptance is n/a")
         return self.seen(TurnStats(
@@ -37,7 +37,7 @@ class SGLang(Engine):
             spec_steps=count(spec.get("spec_verify_ct")),
         ))
 
-    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float | None] | None:
         """Read `sglang:spec_accept_length` and `sglang:spec_accept_rate` (time-averaged)."""
         return acceptance_gauges_of(metrics_text, "sglang")
 

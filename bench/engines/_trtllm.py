@@ -11,6 +11,6 @@ class TensorRTLLM(Engine):
     name = "trtllm"
     metric_prefix = "trtllm"
 
-    def acceptance_gauges(self, metrics_text: str) -> dict[str, float] | None:
+    def acceptance_gauges(self, metrics_text: str) -> dict[str, float | None] | None:
         """Read `trtllm:spec_accept_length` and `trtllm:spec_accept_rate`."""
         return acceptance_gauges_of(metrics_text, "trtllm")

@@ -20,6 +20,7 @@ from bench.engines._base import (
     openai_fields,
     spec_decode_counters,
 )
+from bench.engines._json import object_at
 from bench.records import CounterSnapshot
 
 
@@ -39,8 +40,8 @@ gauge beside it, and labels `engine`, `model_name` (per-position ones also `posi
     def parse(self, data: JsonMapping) -> TurnStats:
         """Read usage, text and `metrics.speculative_decoding` when the server sends it."""
         fields = openai_fields(data)
-        metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
-        spec = metrics.get("speculative_decoding") if isinstance(metrics.get("speculative_decoding"), dict) else {}
+        metrics = object_at(data, "metrics")
+        spec = object_at(metrics, "speculative_decoding")
         if not spec:
             self.notes.add(
                 "vLLM responses carry no metrics.speculative_decoding (speculation off, or vLLM started "

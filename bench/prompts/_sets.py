@@ -78,31 +78,26 @@ def categories_dir() -> Path:
 def _turns_from_row(row: JsonMapping) -> list[str] | None:
     turns = row.get("turns")
     if isinstance(turns, list) and turns:
-        if not all(isinstance(turn, str) or turn is None for turn in turns):
+        if any(turn is not None and not isinstance(turn, str) for turn in turns):
             return None  # a dict or a number is not a prompt: never send its Python repr
-        clean = [turn.strip() for turn in turns if turn is not None and turn.strip()]
+        clean = [turn.strip() for turn in turns if isinstance(turn, str) and turn.strip()]
         return clean or None
     messages = row.get("messages")
     if isinstance(messages, list):
-        clean = [
-            str(message.get("content")).strip()
-            for message in messages
-            if isinstance(message, Mapping)
-            and message.get("role") == "user"
-            and isinstance(message.get("content"), str)
-            and message["content"].strip()
-        ]
+        said = [message.get("content") for message in messages
+                if isinstance(message, Mapping) and message.get("role") == "user"]
+        clean = [content.strip() for content in said if isinstance(content, str) and content.strip()]
         return clean or None
     return None
 
 
 def _is_spec_bench(rows: Sequence[JsonValue]) -> bool:
     """Spec-Bench rows have integer question ids and its own category names."""
-    rows = [row for row in rows if isinstance(row, Mapping)]
-    if not rows:
+    objects = [row for row in rows if isinstance(row, Mapping)]
+    if not objects:
         return False
-    ints = all(isinstance(row.get("question_id"), int) for row in rows)
-    names = {row.get("category") for row in rows}
+    ints = all(isinstance(row.get("question_id"), int) for row in objects)
+    names = {row.get("category") for row in objects}
     return ints and bool(names) and names <= set(SPEC_BENCH_CATEGORY_MAP)
 
 

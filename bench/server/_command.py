@@ -21,7 +21,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from bench._redact import command_secrets, redact, register_secrets
 from bench.records import open_no_follow
@@ -41,7 +40,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def fill_command(template: str, **values: Any) -> list[str]:
+def fill_command(template: str, **values: int | str) -> list[str]:
     """The template's words with `{port}`, `{draft_max}`, `{concurrency}` filled in; a bad template is an error.
 
     A placeholder is one of the given names alone: an index, attribute, conversion or format (`{port[0]}`,
@@ -85,7 +84,7 @@ class CommandServer:
     """One server started from a command template, stopped with its whole process group."""
 
     def __init__(self, template: str, log_path: Path, *, ready_timeout: float = 120.0, api_key: str | None = None,
-                 **values: Any) -> None:
+                 **values: int | str) -> None:
         """Prepare (nothing starts until `start`); `api_key` fills `{api_key}` and is sent on the readiness probes."""
         if "{port}" not in template:
             raise ServerError(f"server command {template!r} has no {{port}}: the server must listen where asked")

@@ -25,7 +25,7 @@ import time
 import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from bench.server._child import ChildConfig
 from bench.server._models import ModelError, resolve_model
@@ -181,7 +181,7 @@ class ServerProcess:
         """No process yet: nothing is spawned until start()."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: str | None = None
-        self._finalizer: Any = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], str], ServerProcess] | None = None
         self._url: str | None = None
         self._log_lines: list[str] = []
         self.start_seconds: float | None = None  # wall time of the last successful start()

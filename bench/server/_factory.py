@@ -35,14 +35,14 @@ def _llamacpp(request: ServerRequest) -> EmbeddedServer:
     return EmbeddedServer(ServerConfig(
         mode=request.mode, model_path=request.model, draft_model_path=request.draft, n_threads=request.threads,
         n_parallel=request.slots, ctx_size=request.ctx_per_slot * request.slots,
-        **({"draft_max": request.draft_max} if request.draft_max else {}),
+        draft_max=request.draft_max or ServerConfig.draft_max,
     ))
 
 
 def _vllm(request: ServerRequest) -> VllmServer:
     return VllmServer(VllmConfig(
         mode=request.mode, model_path=request.model, draft_model_path=request.draft, n_threads=request.threads,
-        **({"draft_max": request.draft_max} if request.draft_max else {}),
+        draft_max=request.draft_max or VllmConfig.draft_max,
     ))
 
 

@@ -36,7 +36,7 @@ _LIVE: dict[str, Kept] = {}
 def _prctl() -> Callable[..., int] | None:
     """libc's prctl, bound before any fork (a child calls it between fork and exec), or None off Linux."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 
