@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from bench.commands._common import bounded_number, header_pair, json_object
 
@@ -33,6 +33,15 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_run_settings_options(parser)
 
 
+class _OptionArguments(TypedDict, total=False):
+    """What a run setting's option gives `add_argument` besides its flag and help text."""
+
+    type: Callable[[str], object]
+    action: str | type[argparse.Action]
+    choices: Sequence[str]
+    default: object
+
+
 def add_run_settings_options(parser: argparse.ArgumentParser, *, levels: bool = False,
                              logprobs: bool | None = None) -> None:
     """The run settings' options, declared once for every command that runs requests (run, bench, sweep, tune):
@@ -42,10 +51,10 @@ def add_run_settings_options(parser: argparse.ArgumentParser, *, levels: bool = 
     from bench.prompts import HUB_REVISION
     from bench.records import REASONING_SETTINGS, setting
 
-    def declared(key: str, **kwargs: Any) -> None:
+    def declared(key: str, help: str | None = None, **kwargs: Unpack[_OptionArguments]) -> None:
         item = setting(key)
         kwargs.setdefault("default", item.default)
-        parser.add_argument(item.flag, help=kwargs.pop("help", item.help), **kwargs)
+        parser.add_argument(item.flag, help=item.help if help is None else help, **kwargs)
 
     declared("model")
     declared("bench")
