@@ -89,7 +89,7 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig,
                                    workers_auto=why)
 
 
-def _report_death(side: str, server: EngineServer | None, out: Writer) -> bool:
+def _report_death(side: str, server: CommandServer | EngineServer | None, out: Writer) -> bool:
     """Whether the side's embedded server died; if so print its last log lines."""
     if server is None or server.is_running():
         return False
