@@ -34,7 +34,7 @@ BENCH  ?= $(if $(wildcard categories/grounded),grounded$(comma)qualitative,quali
 MERMAID_DIR   := tests/mermaid
 MERMAID_STAMP := $(MERMAID_DIR)/node_modules/.installed
 
-.PHONY: install vllm-env mermaid chromium slurm llama-server test test-fast test-vllm test-slurm test-llama-server bench sweep report perf lint clean
+.PHONY: install vllm-env mermaid chromium slurm llama-server test test-fast test-vllm test-slurm test-llama-server bench sweep report perf structure lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -134,6 +134,11 @@ report: $(STAMP)
 
 perf: $(STAMP)
 	$(BIN)/python benchmarks/perf.py $(PERF_ARGS)
+
+# docs/structure.md's figures (each package's modules, layers, import cycles and long functions; the parameters
+# followed through the calls that pass them on) computed from the code and written into its marked block.
+structure: $(STAMP)
+	$(BIN)/python benchmarks/structure.py --write
 
 lint: $(STAMP)
 	$(BIN)/ruff check bench tests benchmarks

@@ -13,12 +13,12 @@ import datetime as dt
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from bench._errors import BenchError
-from bench._types import JsonObject
+from bench._types import JsonObject, JsonValue
 from bench.commands._common import json_object
 from bench.commands._options import given_options
 
@@ -33,8 +33,9 @@ KEY_ENV = "api_key_env"
 TomlValue: TypeAlias = "str | int | float | bool | list[TomlValue] | TomlTable | dt.date | dt.time | dt.datetime"
 """A value `tomllib` reads."""
 TomlTable: TypeAlias = "dict[str, TomlValue]"
-OptionValue: TypeAlias = "str | int | float | bool | JsonObject | list[tuple[str, str]] | None"
-"""An option's value as its own parsing gives it: text, a number, a flag, a JSON object, header pairs."""
+OptionValue: TypeAlias = "str | int | float | bool | JsonObject | tuple[str, str] | list[OptionValue] | None"
+"""An option's value as its own parsing gives it: text, a number, a flag, a JSON object, a header pair, or a list
+of them (a repeated option's)."""
 PAIR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A pair's name: its results folder's name, so letters, digits, `.`, `_` and `-` only."""
 
@@ -65,8 +66,31 @@ def _kind(action: argparse.Action) -> str:
     return "a number or a string"
 
 
+def _parser(action: argparse.Action) -> Callable[[str], OptionValue] | None:
+    """The option's own parsing of a text, None for an option that keeps the text (every `type` of bench's options
+    is a function)."""
+    parse = action.type
+    if parse is None:
+        return None
+    if isinstance(parse, argparse.FileType) or not callable(parse):
+        raise TypeError(f"option {action.dest!r}: its type {parse!r} is not a parsing function")
+    return parse
+
+
+def _json_value(value: TomlValue) -> JsonValue:
+    """A TOML value as JSON; ValueError for a date or time, which JSON has no value for."""
+    if isinstance(value, dict):
+        return {key: _json_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dt.date | dt.time):
+        raise ValueError("expected a JSON value, not a date or time")
+    return value
+
+
 def _converted(action: argparse.Action, value: TomlValue) -> OptionValue:
     """A file's value as the option's own parsing gives it; ValueError (its message) when it cannot be."""
+    parse = _parser(action)
     if _is_flag(action):
         if not isinstance(value, bool):
             raise ValueError(f"expected {_kind(action)}")
@@ -74,17 +98,17 @@ def _converted(action: argparse.Action, value: TomlValue) -> OptionValue:
     if isinstance(action, argparse._AppendAction):
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ValueError(f"expected {_kind(action)}")
-        return [action.type(item) if action.type else item for item in value]
+        return [parse(item) if parse else item for item in value if isinstance(item, str)]
     if action.type is json_object and isinstance(value, dict):
-        return value
+        return {key: _json_value(item) for key, item in value.items()}
     if action.type is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"expected {_kind(action)}")
         return value
     if isinstance(value, bool) or not isinstance(value, str | int | float) or (
-            action.type is None and not isinstance(value, str)):
+            parse is None and not isinstance(value, str)):
         raise ValueError(f"expected {_kind(action)}")
-    result = action.type(str(value)) if action.type is not None else value
+    result = parse(str(value)) if parse is not None else value
     if action.choices is not None and result not in action.choices:
         raise ValueError(f"expected one of {', '.join(map(str, action.choices))}")
     return result
@@ -159,7 +183,7 @@ def read_pairs(args: argparse.Namespace, build: Callable[[argparse.Namespace], P
             if merged.get(f"{flag}_url") and merged.get(f"{flag}_cmd"):
                 raise BenchError(f"{where}keys '{flag}_url' and '{flag}_cmd': give one for the {flag} side")
         key_env = merged.pop(KEY_ENV, None)
-        if key_env is not None and "api_key" not in given:
+        if isinstance(key_env, str) and "api_key" not in given:
             if key_env not in os.environ:
                 raise BenchError(f"{where}key {KEY_ENV!r}: the environment variable {key_env!r} is not set")
             merged["api_key"] = os.environ[key_env]
@@ -168,7 +192,14 @@ def read_pairs(args: argparse.Namespace, build: Callable[[argparse.Namespace], P
             pairs.append(Pair(name, build(values)))
         except BenchError as exc:
             raise BenchError(f"{where}{exc}") from None
-    return PairsConfig(pairs=tuple(pairs), title=top.get("title", args.title) if "title" not in given else args.title,
-                       label=command_line.get("label") or top.get("label") or path.stem,
-                       results_dir=command_line.get("results_dir") or top.get("results_dir") or args.results_dir,
+    title = _text(top, "title") if "title" in top and "title" not in given else args.title
+    return PairsConfig(pairs=tuple(pairs), title=title,
+                       label=command_line.get("label") or _text(top, "label") or path.stem,
+                       results_dir=command_line.get("results_dir") or _text(top, "results_dir") or args.results_dir,
                        resume=args.resume)
+
+
+def _text(values: Mapping[str, OptionValue], key: str) -> str | None:
+    """A text option's value in a table (its parsing keeps text), None when the table has none."""
+    value = values.get(key)
+    return value if isinstance(value, str) else None

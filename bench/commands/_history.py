@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench._constants import DEFAULT_GATE_THRESHOLD, EXIT_FAILED, EXIT_OK
 from bench._errors import BenchError
 from bench._types import Writer
 from bench.commands._common import gate_threshold
+
+if TYPE_CHECKING:
+    from bench.analysis import HistoryAnalysis
 
 HELP = "track speedups across commits: add points, show series and change points, check for regressions, draw a page"
 
@@ -96,7 +99,7 @@ def _add(args: argparse.Namespace, out: Writer) -> int:
     return EXIT_OK
 
 
-def _check(args: argparse.Namespace, analysis: Any, out: Writer) -> int:
+def _check(args: argparse.Namespace, analysis: HistoryAnalysis, out: Writer) -> int:
     from bench.analysis import open_regressions
     from bench.render import check_markdown, check_text
 

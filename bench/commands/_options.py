@@ -6,14 +6,14 @@ Each option takes its default and help text from the run settings' one declarati
 from __future__ import annotations
 
 import argparse
-import functools
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from bench.commands._common import bounded_number, header_pair, json_object
 
 if TYPE_CHECKING:
+    from bench.records import SettingValue
     from bench.runner import RunSettings
 
 
@@ -33,6 +33,15 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_run_settings_options(parser)
 
 
+class _OptionArguments(TypedDict, total=False):
+    """What a run setting's option gives `add_argument` besides its flag and help text."""
+
+    type: Callable[[str], object]
+    action: str | type[argparse.Action]
+    choices: Sequence[str]
+    default: object
+
+
 def add_run_settings_options(parser: argparse.ArgumentParser, *, levels: bool = False,
                              logprobs: bool | None = None) -> None:
     """The run settings' options, declared once for every command that runs requests (run, bench, sweep, tune):
@@ -42,10 +51,10 @@ def add_run_settings_options(parser: argparse.ArgumentParser, *, levels: bool = 
     from bench.prompts import HUB_REVISION
     from bench.records import REASONING_SETTINGS, setting
 
-    def declared(key: str, **kwargs: Any) -> None:
+    def declared(key: str, help: str | None = None, **kwargs: Unpack[_OptionArguments]) -> None:
         item = setting(key)
         kwargs.setdefault("default", item.default)
-        parser.add_argument(item.flag, help=kwargs.pop("help", item.help), **kwargs)
+        parser.add_argument(item.flag, help=item.help if help is None else help, **kwargs)
 
     declared("model")
     declared("bench")
@@ -74,7 +83,7 @@ def add_run_settings_options(parser: argparse.ArgumentParser, *, levels: bool = 
     declared("reasoning", choices=list(REASONING_SETTINGS))
 
 
-def run_settings(args: argparse.Namespace, **fixed: Any) -> RunSettings:
+def run_settings(args: argparse.Namespace, **fixed: SettingValue) -> RunSettings:
     """The run settings of parsed options (`add_run_settings_options`, the open-loop options, the seeds): the one
     place the command line becomes a `RunSettings`; `fixed` values win (a level's concurrency, say)."""
     from bench.runner import RunSettings
@@ -130,17 +139,24 @@ def track_given_options(parser: argparse.ArgumentParser) -> None:
             action.__class__ = _recording(type(action))
 
 
-@functools.cache
+_RECORDING: dict[type[argparse.Action], type[argparse.Action]] = {}
+"""Each action class's recording subclass, made once."""
+
+
 def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
     """`base` that also adds its destination to the namespace's given options when it is called."""
+    known = _RECORDING.get(base)
+    if known is not None:
+        return known
 
     class Recording(base):  # type: ignore[misc,valid-type]
-        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                      option_string: str | None = None) -> None:
             setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
             super().__call__(parser, namespace, values, option_string)
 
     Recording.__name__ = base.__name__
+    _RECORDING[base] = Recording
     return Recording
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_OK
 from bench._errors import BenchError
 from bench._types import Writer
+
+if TYPE_CHECKING:
+    from bench.analysis import Comparison
 
 HELP = "write a PR-ready report.md with plots"
 
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace, out: Writer) -> int:
     return EXIT_OK
 
 
-def _pairs_report(args: argparse.Namespace, folder: Any, out: Writer) -> int:
+def _pairs_report(args: argparse.Namespace, folder: Path, out: Writer) -> int:
     """Rewrite a `bench --config` folder's report.md from its pairs' run files (the recorded title unless --title)."""
     from bench.pipeline import pair_comparisons
     from bench.records import read_pairs_file
@@ -98,14 +102,14 @@ def _pairs_report(args: argparse.Namespace, folder: Any, out: Writer) -> int:
     return EXIT_OK
 
 
-def _trends(args: argparse.Namespace, comparisons: list[Any]) -> list[str]:
+def _trends(args: argparse.Namespace, comparisons: list[Comparison]) -> list[str]:
     """With --history: one trend line per compared workload, else none."""
     from bench.pipeline import report_trends
 
     return report_trends(args.history, comparisons)
 
 
-def _comparison(args: argparse.Namespace, baseline_path: str, speculative_path: str) -> Any:
+def _comparison(args: argparse.Namespace, baseline_path: str, speculative_path: str) -> Comparison:
     """The vetted comparison of two run files."""
     from bench.pipeline import vetted_comparison
 
@@ -125,7 +129,7 @@ def _report_inputs(args: argparse.Namespace) -> tuple[str, str]:
     return args.baseline, args.speculative
 
 
-def _latest_results(results_dir: str) -> Any:
+def _latest_results(results_dir: str) -> Path:
     """The newest results folder of any kind (comparison, workloads, sweep, rate sweep) under `results_dir`."""
     from bench.records import latest_results_folder
 

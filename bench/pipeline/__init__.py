@@ -8,7 +8,7 @@ modules the other jobs use.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "_artefacts": ("write_comparison", "write_traffic"),
@@ -128,7 +128,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Import the module that defines `name` on first use."""
     module = _HOME.get(name)
     if module is None:

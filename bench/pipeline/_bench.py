@@ -48,7 +48,7 @@ from bench.runner import (
 )
 
 if TYPE_CHECKING:
-    from bench.server import EngineServer
+    from bench.server import CommandServer, EngineServer
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ class PipelineConfig:
         return cls(ComparisonJob.build(**values), interleave, title)
 
 
-def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, server: Any) -> RunConfig:
+def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig,
+                server: CommandServer | EngineServer | None) -> RunConfig:
     """The run config of one side: its endpoint, the run settings and tags describing its server."""
     from bench.server import CommandServer, server_tags
 
@@ -88,13 +89,13 @@ def _run_config(side: str, endpoint: str, mode: str, config: PipelineConfig, ser
                                    workers_auto=why)
 
 
-def _report_death(side: str, server: EngineServer | None, out: Writer) -> bool:
+def _report_death(side: str, server: CommandServer | EngineServer | None, out: Writer) -> bool:
     """Whether the side's embedded server died; if so print its last log lines."""
-    died = server is not None and not server.is_running()
-    if died:
-        out(f"speedbench: the {side} server died during the run; its last log lines:\n")
-        out("".join(f"  {line}\n" for line in server.log_tail(20)))
-    return died
+    if server is None or server.is_running():
+        return False
+    out(f"speedbench: the {side} server died during the run; its last log lines:\n")
+    out("".join(f"  {line}\n" for line in server.log_tail(20)))
+    return True
 
 
 def _resuming(config: PipelineConfig, output: Path) -> bool:
@@ -224,9 +225,9 @@ def workloads(config: PipelineConfig) -> list[str]:
     return names
 
 
-def _workload(config: PipelineConfig, bench: str, **job_changes: Any) -> PipelineConfig:
-    """The pipeline of one of its prompt sets (`bench`), with the job's fields in `job_changes` changed."""
-    job = replace(config.job, settings=replace(config.job.settings, bench=bench), **job_changes)
+def _workload(config: PipelineConfig, bench: str, *, results_dir: str, label: str) -> PipelineConfig:
+    """The pipeline of one of its prompt sets (`bench`), its results in `results_dir` under `label`."""
+    job = replace(config.job, settings=replace(config.job.settings, bench=bench), results_dir=results_dir, label=label)
     return replace(config, job=job)
 
 
@@ -247,11 +248,11 @@ def validate(config: PipelineConfig) -> None:
         raise BenchError("--resume continues one workload's folder: give its --bench and that folder")
     if job.until_decided and (job.resume is not None or not config.interleave):
         raise BenchError("--until-decided runs interleaved rounds in a new folder: drop --resume and --sequential")
-    for name, side, mode in job.sides():
-        if side.command is not None:
+    for name, server_side, mode in job.sides():
+        if server_side.command is not None:
             flag = "--base-cmd" if name == BASELINE else "--spec-cmd"
             key = {"api_key": job.settings.api_key} if job.settings.api_key is not None else {}
-            check_command(side.command, flag, **command_values(job, mode), **key)
+            check_command(server_side.command, flag, **command_values(job, mode), **key)
     if job.resume is not None:
         _results_folder(config)  # a folder with no interrupted comparison is refused here, before anything runs
     for bench in workloads(config):

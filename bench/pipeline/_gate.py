@@ -87,6 +87,8 @@ def speculation_change(reference: Run, candidate: Run) -> tuple[bool, str] | Non
 def _gate_runs(job: GateJob, reference_path: str) -> Gate:
     """The gate of two comparison folders, two run files, or a folder of reference runs against one run."""
     reference, candidate = _gate_side(reference_path), _gate_side(job.candidate)
+    if isinstance(candidate, list):
+        raise BenchError("give one candidate run (several reference runs are allowed)")
     if isinstance(reference, tuple) and isinstance(candidate, tuple):
         pairs: Iterable[tuple[Run, Run]] = zip(reference, candidate, strict=True)
     elif isinstance(candidate, tuple) or isinstance(reference, tuple):
@@ -100,7 +102,7 @@ def _gate_runs(job: GateJob, reference_path: str) -> Gate:
     # the speculative arms first: a refusal names the drafter's state before the baseline's prompt cache
     for (first, second), arm in reversed(list(zip(pairs, arms, strict=True))):
         vet(first, second, allow_mismatch=job.allow_mismatch, gate=True, said=said, collect=warnings, arm=arm)
-    failures = []
+    failures: list[str] = []
     for first, second in pairs:
         change = speculation_change(first, second)
         if change is not None:
@@ -124,7 +126,10 @@ def _gate_sweeps(job: GateJob, reference: str) -> Gate:
     """The gate over every cell (level, arm) of the reference sweep; rows named `c<level>/<arm>: <category>`, and
     cells the candidate lacks named as missing."""
     candidate = job.candidate
-    rows, missing, notes, warnings = [], [], [], []
+    rows: list[GateRow] = []
+    missing: list[str] = []
+    notes: list[str] = []
+    warnings: list[str] = []
     for level, arm in sweep_cells(reference):
         cell, twin = (sweep_cell_file(folder, level, arm) for folder in (reference, candidate))
         name = f"{level}/{arm}"

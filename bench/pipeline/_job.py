@@ -112,12 +112,15 @@ def job_field_names() -> set[str]:
 
 
 
-def settings_prompts(settings: RunSettings, **changes: Any) -> PromptSet:
-    """The prompt set the run settings name: dataset, revision, prompt set, categories, limit (`changes` win)."""
-    values = {"bench": settings.bench, "category": settings.category, "limit": settings.limit, **changes}
-    if settings.revision is not None:
-        values.setdefault("revision", settings.revision)
-    return load_prompts(settings.dataset, **values)
+def settings_prompts(settings: RunSettings, *, bench: str | None = None, limit: int | None = None) -> PromptSet:
+    """The prompt set the run settings name: dataset, revision, prompt set, categories, limit (`bench` and `limit`
+    given win)."""
+    bench = settings.bench if bench is None else bench
+    limit = settings.limit if limit is None else limit
+    if settings.revision is None:
+        return load_prompts(settings.dataset, bench=bench, category=settings.category, limit=limit)
+    return load_prompts(settings.dataset, bench=bench, category=settings.category, limit=limit,
+                        revision=settings.revision)
 
 
 def most_rounds(settings: RunSettings, prompts: PromptSet) -> int:

@@ -119,8 +119,8 @@ def run_pairs(config: PairsConfig, *, out: Writer, progress: Progress) -> int:
             return EXIT_INTERRUPTED
     from bench.render import decision_text, write_pairs_report
 
-    comparisons = pair_comparisons(folder, names, threshold)
-    out(f"speedbench: wrote {write_pairs_report(comparisons, folder, title=config.title)}\n")
-    for name, comparison in comparisons:
+    finished = pair_comparisons(folder, names, threshold)
+    out(f"speedbench: wrote {write_pairs_report(finished, folder, title=config.title)}\n")
+    for name, comparison in finished:
         out(f"speedbench: {name}: {decision_text([comparison])}\n")
     return code

@@ -13,7 +13,6 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from bench._constants import EXIT_INTERRUPTED
 from bench._errors import BenchError
@@ -130,10 +129,10 @@ def run_rate_sweep(config: RateSweepConfig, *, out: Writer, progress: Progress) 
     written = write_rate_sweep(result, runs, folder)
     out("\n" + rate_sweep_text(result))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
-    return finished_exit_code(runs, out, where="the rate folders")
+    return finished_exit_code(runs.values(), out, where="the rate folders")
 
 
-def summarize_rate_sweep(runs: dict[float, dict[str, Run]], arms: list[str], *, slo: Any, target: float,
+def summarize_rate_sweep(runs: dict[float, dict[str, Run]], arms: list[str], *, slo: Slo | None, target: float,
                          threshold: float) -> RateSweep:
     """Each arm against the baseline at each rate, then break-even rates and SLO capacities."""
     comparisons = []

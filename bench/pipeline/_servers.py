@@ -7,14 +7,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench._errors import BenchError
 from bench._types import Writer
 from bench.pipeline._job import ComparisonJob, ServerSide
 
 if TYPE_CHECKING:
-    from bench.server import ServerRequest
+    from bench.server import CommandServer, EngineServer, ServerRequest
 
 LOG_NAMES = {"baseline": "baseline.log", "speculative": "spec.log"}
 """The file that keeps a command's output, per side."""
@@ -30,7 +30,7 @@ def ended_on_signals() -> Iterator[None]:
         yield
 
 
-def check_command(template: str, flag: str, **values: Any) -> None:
+def check_command(template: str, flag: str, **values: str | int) -> None:
     """Refuse a server command without `{port}` or with a placeholder it will not get, in one line."""
     from bench.server import ServerError, fill_command
 
@@ -44,7 +44,7 @@ def check_command(template: str, flag: str, **values: Any) -> None:
 
 @contextlib.contextmanager
 def command_server(template: str, side: str, where: Path, *, ready_timeout: float, api_key: str | None,
-                   out: Writer, **values: Any) -> Iterator[Any]:
+                   out: Writer, **values: int) -> Iterator[CommandServer]:
     """A server started from the user's command for one side, stopped (its whole process group) on the way out."""
     from bench.server import CommandServer, ServerError
 
@@ -80,7 +80,7 @@ def command_values(job: ComparisonJob, mode: str) -> dict[str, int]:
 
 @contextlib.contextmanager
 def side_endpoint(side: str, server_side: ServerSide, mode: str, job: ComparisonJob, folder: Path,
-              out: Writer) -> Iterator[tuple[str, Any]]:
+              out: Writer) -> Iterator[tuple[str, CommandServer | EngineServer | None]]:
     """Yield (url, server or None): the given URL, the user's command started fresh, or an embedded server."""
     if server_side.url:
         yield server_side.url, None
@@ -93,15 +93,15 @@ def side_endpoint(side: str, server_side: ServerSide, mode: str, job: Comparison
     from bench.server import ServerError, engine_display_name, make_server
 
     try:
-        server = make_server(_server_request(mode, job))
+        embedded = make_server(_server_request(mode, job))
         out(f"speedbench: starting embedded {engine_display_name(job.embedded_engine)} server ({mode})\n")
-        server.start()
+        embedded.start()
     except (ServerError, ValueError) as exc:
         raise BenchError(str(exc)) from None
     try:
-        yield server.url, server
+        yield embedded.url, embedded
     finally:
-        server.stop()
+        embedded.stop()
 
 
 def check_embedded(job: ComparisonJob) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,6 +201,7 @@ def _folder(config: SweepConfig) -> Path:
 def _arm_config(config: SweepConfig, level: int, name: str, url: str) -> RunConfig:
     """The run config of one arm at one level (`--workers N` gives a level of concurrency c at most c workers)."""
     asked = config.job.workers
+    why: str | None
     if asked is not None and asked > level:
         workers, why = level, f"--workers {asked}: {level} at concurrency {level}, one per request"
     else:
@@ -273,15 +274,16 @@ def run_sweep(config: SweepConfig, *, out: Writer, progress: Progress) -> int:
     written = write_sweep(sweep, folder)
     out("\n" + sweep_text(sweep))
     out(f"\nspeedbench: wrote {', '.join(str(path) for path in written)}\n")
-    code = finished_exit_code(runs, out, where="the cell folders")
+    code = finished_exit_code(runs.values(), out, where="the cell folders")
     out(f"speedbench: {sweep_decision_text(sweep).replace('sweep decision', 'decision', 1)}\n")
     return code
 
 
-def finished_exit_code(runs: Mapping[float, Mapping[str, Run]], out: Writer, *, where: str) -> int:
-    """EXIT_OK when every selected sample of every level's runs finished; else say how many did not, EXIT_FAILED."""
+def finished_exit_code(levels: Iterable[Mapping[str, Run]], out: Writer, *, where: str) -> int:
+    """EXIT_OK when every selected sample of every level's runs (by arm) finished; else say how many did not,
+    EXIT_FAILED."""
     unfinished = sum(run.failed_samples + max(0, run.selected_samples - len(run.results))
-                     for cell in runs.values() for run in cell.values())
+                     for cell in levels for run in cell.values())
     if unfinished:
         out(f"speedbench: {unfinished} samples failed or did not finish; see {where}\n")
         return EXIT_FAILED

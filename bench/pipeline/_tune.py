@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench._constants import DEFAULT_THRESHOLD, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
@@ -50,6 +50,10 @@ from bench.records import (
 )
 from bench.render import plot_tune, tune_markdown, tune_text
 from bench.runner import Arm, Progress, RunConfig, RunOptions, long_turns, prompts_digest, run_arms
+
+if TYPE_CHECKING:
+    from bench.analysis import ConfigParts, Measured, Prediction
+    from bench.server import EngineServer
 
 OVERALL = "overall"
 
@@ -115,11 +119,12 @@ def _server(config: TuneConfig, *, speculative: bool, level: int, draft_max: int
         yield job.base.url, None
         return
     command = job.spec.command if speculative else job.base.command
+    server: CommandServer | EngineServer
     try:
         if command:
-            server: Any = CommandServer(command, where / LOG_NAMES[SPECULATIVE if speculative else BASELINE],
-                                        ready_timeout=job.server.ready_timeout, api_key=job.settings.api_key,
-                                        draft_max=draft_max, concurrency=level)
+            server = CommandServer(command, where / LOG_NAMES[SPECULATIVE if speculative else BASELINE],
+                                   ready_timeout=job.server.ready_timeout, api_key=job.settings.api_key,
+                                   draft_max=draft_max, concurrency=level)
         else:
             server = make_server(ServerRequest(
                 engine=job.embedded_engine, mode=config.mode if speculative else "baseline", model=job.server.model,
@@ -322,7 +327,7 @@ def run_tune(config: TuneConfig, *, out: Writer, progress: Progress) -> int:
         try:
             for level in config.levels:
                 measured = comparisons.setdefault(level, {})
-                prediction = None
+                prediction: Prediction | None = None
                 budget = None if config.full_grid else default_budget(config.grid)  # each level planned on its own
                 while True:
                     wanted = plan_next(config.grid, measured, None if config.full_grid else prediction,
@@ -393,7 +398,7 @@ def _uncovered(grid: tuple[int, ...], measured: dict[int, Comparison], categorie
     their picks to be proven; the plan measures it beyond the budget, and a note says so."""
     from bench.analysis import comparison_scopes, cover_scopes, predicted_best
 
-    by_scope: dict[str, dict[int, Any]] = {}
+    by_scope: dict[str, dict[int, tuple[Measured, ConfigParts | None]]] = {}
     for k, comparison in measured.items():
         for scope, item in comparison_scopes(comparison, k).items():
             if scope == OVERALL or categories:
@@ -411,7 +416,7 @@ def _uncovered(grid: tuple[int, ...], measured: dict[int, Comparison], categorie
     return wanted
 
 
-def _overall_prediction(measured: dict[int, Comparison]) -> Any:
+def _overall_prediction(measured: dict[int, Comparison]) -> Prediction:
     from bench.analysis import comparison_scopes
 
     return scope_prediction({k: comparison_scopes(comparison, k)[OVERALL] for k, comparison in measured.items()})

@@ -7,7 +7,7 @@ Plots, the report and the progress display load matplotlib or rich, so they are 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench.render._comparison import comparison_payload, render_json, render_markdown, render_text
 from bench.render._console import CONSOLE_LINES, console_text, note_lines
@@ -205,7 +205,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Import plots, the report or the rich display on first use."""
     module = _LAZY.get(name)
     if module is None:

@@ -233,7 +233,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("reference table", text=lambda comparison: comparison_text(
         _reference_rows(comparison), comparison.baseline_label, comparison.speculative_label),
         markdown=lambda comparison: "### SpeedBench comparison\n\n" + comparison_markdown(_reference_rows(comparison)),
-        payload=lambda comparison: {"comparison": _reference_rows(comparison)}, needs_stats=False),
+        payload=lambda comparison: {"comparison": [*_reference_rows(comparison)]}, needs_stats=False),
     Section("why no statistics", text=_stats_note_text, markdown=_stats_note_markdown,
             payload=lambda comparison: {"stats_note": comparison.stats_note} if comparison.stats_note else {},
             needs_stats=False),

@@ -61,7 +61,7 @@ def _rates(values: Sequence[float]) -> str:
 
 
 def _cells(rows: Sequence[StatsRow]) -> list[dict[str, CellValue]]:
-    cells = []
+    cells: list[dict[str, CellValue]] = []
     for row in rows:
         parts = row.parts
         if parts is None:

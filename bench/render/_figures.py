@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import matplotlib
 
 from bench.records import open_no_follow
 from bench.render._escape import terminal_text
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "speedbench"  # stable SVG ids: same inputs, same bytes
@@ -20,7 +23,7 @@ BLUE, ORANGE, GREEN, VERMILLION, GREY = "#0072B2", "#E69F00", "#009E73", "#D55E0
 FORMATS = ("png", "svg")
 
 
-def _save(figure: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+def _save(figure: Figure, out_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
@@ -33,6 +36,6 @@ def _save(figure: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list
     return paths
 
 
-def _label(text: Any) -> str:
+def _label(text: object) -> str:
     """Text shown as is: `$` would start matplotlib mathtext; control characters are shown escaped."""
     return terminal_text(text).replace("$", r"\$")

@@ -13,15 +13,15 @@ if TYPE_CHECKING:
     from bench.analysis import Gate, GateRow
 
 GATE_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("metric", "metric", ""),
-    ("n", "n", "int"),
-    ("reference", "reference", "speed"),
-    ("candidate", "candidate", "speed"),
-    ("change", "change", ""),
-    ("interval", "ci", ""),
-    ("status", "status", ""),
-    ("could_detect", "detectable", ""),
+    Column("category", "category", ""),
+    Column("metric", "metric", ""),
+    Column("n", "n", "int"),
+    Column("reference", "reference", "speed"),
+    Column("candidate", "candidate", "speed"),
+    Column("change", "change", ""),
+    Column("interval", "ci", ""),
+    Column("status", "status", ""),
+    Column("could_detect", "detectable", ""),
 ]
 _LEGEND = (
     "reference, candidate: geometric means over the samples both share (accept rate: pooled); "

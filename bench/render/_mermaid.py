@@ -116,8 +116,8 @@ def speedup_chart(
     has_decode = any(value is not None for value in decode_values)
     has_latency = any(value is not None for value in latency_values)
     if not (has_decode or has_latency):
-        names = ", ".join(markdown_escape(category) for category in categories) or "no category"
-        return f"_No speedup to chart: {DECODE_NAME} and {LATENCY_NAME} are n/a for every category ({names})._\n"
+        listed = ", ".join(markdown_escape(category) for category in categories) or "no category"
+        return f"_No speedup to chart: {DECODE_NAME} and {LATENCY_NAME} are n/a for every category ({listed})._\n"
     kept: list[int] = []
     missing: list[str] = []
     for index, category in enumerate(categories):

@@ -11,10 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench.render._figures import BLUE, FORMATS, GREEN, GREY, ORANGE, VERMILLION, _label, _save, plt
 from bench.render._tables import Cells
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _number(row: Cells, key: str) -> float | None:
@@ -22,7 +25,7 @@ def _number(row: Cells, key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def parts_figure(rows: Sequence[Cells]) -> Any | None:
+def parts_figure(rows: Sequence[Cells]) -> Figure | None:
     """The three-panel figure of the rows whose parts were computed (None when no row has them)."""
     shown = [row for row in rows if _number(row, "explained_speedup") is not None
              and _number(row, "tokens_per_step") is not None and _number(row, "step_cost") is not None]
@@ -49,8 +52,8 @@ def parts_figure(rows: Sequence[Cells]) -> Any | None:
     cost.barh(positions, costs, color=GREY, alpha=0.6, label="step cost (all steps)")
     for key, marker, colour, label in (("drafted_step_cost", ">", VERMILLION, "a step with a draft"),
                                        ("plain_step_cost", "o", BLUE, "a step without one")):
-        points = [(value, y) for y, row in zip(positions, shown, strict=True)
-                  if (value := _number(row, key)) is not None]
+        points = [(step_cost, y) for y, row in zip(positions, shown, strict=True)
+                  if (step_cost := _number(row, key)) is not None]
         if points:
             cost.scatter([x for x, _ in points], [y for _, y in points], marker=marker, color=colour, zorder=3,
                          label=label)
@@ -64,9 +67,9 @@ def parts_figure(rows: Sequence[Cells]) -> Any | None:
     speedup.barh(positions, [value or 0.0 for value in measured], color=GREEN, alpha=0.8,
                  label="measured (pooled: output tokens per generation second)")
     speedup.scatter(explained, positions, marker="D", color=ORANGE, zorder=3, label="tokens/step / step cost")
-    for y, row, value in zip(positions, shown, measured, strict=True):
+    for y, row, pooled in zip(positions, shown, measured, strict=True):
         mark = "" if row.get("reconciles") is not False else "  not reconciled"
-        speedup.text(max(value or 0.0, explained[y]), y, f"  {value or 0.0:.2f}x{mark}", va="center", fontsize=7)
+        speedup.text(max(pooled or 0.0, explained[y]), y, f"  {pooled or 0.0:.2f}x{mark}", va="center", fontsize=7)
     speedup.axvline(1.0, color="black", linewidth=0.8)
     speedup.set_xlim(0, max([*(value or 0.0 for value in measured), *explained, 1.0]) * 1.35)
     speedup.set_xlabel("decode speedup (x)")

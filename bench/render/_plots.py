@@ -7,8 +7,9 @@ import statistics
 import textwrap
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeGuard
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
@@ -17,14 +18,24 @@ from bench.render._parts_plot import speedup_parts
 from bench.render._tables import Cells
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
+    from matplotlib.transforms import Bbox
+
     from bench.analysis import Comparison
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def _footnote(figure: Any, axis: Any, lines: Sequence[str], *, width: int = 110) -> None:
+def _number(value: object) -> float:
+    """A cell's value to draw: NaN where it is not a finite number."""
+    return float(value) if _finite(value) else math.nan
+
+
+def _footnote(figure: Figure, axis: Axes, lines: Sequence[str], *, width: int = 110) -> None:
     """Notes under the x-axis label (itself under the rotated tick labels), so they never overlap them."""
     if not lines:
         return
@@ -39,7 +50,7 @@ def _names(names: Sequence[str], limit: int = 12) -> str:
     return ", ".join(shown) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _mark_missing(axis: Any, positions: Sequence[float], present: Sequence[bool], colour: str) -> list[int]:
+def _mark_missing(axis: Axes, positions: Sequence[float], present: Sequence[bool], colour: str) -> list[int]:
     """Write `n/a` where a bar has no value; the indices of those bars."""
     missing = [i for i, found in enumerate(present) if not found]
     for i in missing:
@@ -47,8 +58,8 @@ def _mark_missing(axis: Any, positions: Sequence[float], present: Sequence[bool]
     return missing
 
 
-def _whiskers(axis: Any, positions: Sequence[float], values: Sequence[float], lows: Sequence[Any],
-              highs: Sequence[Any], with_ci: Sequence[int]) -> None:
+def _whiskers(axis: Axes, positions: Sequence[float], values: Sequence[float], lows: Sequence[float],
+              highs: Sequence[float], with_ci: Sequence[int]) -> None:
     """Interval whiskers on the bars that have an interval."""
     if with_ci:
         axis.errorbar([positions[i] for i in with_ci], [values[i] for i in with_ci],
@@ -58,7 +69,7 @@ def _whiskers(axis: Any, positions: Sequence[float], values: Sequence[float], lo
 
 
 def speedup_figure(stats: Sequence[Cells], *, title: str = "", interval: str = "95% CI",
-                   no_drafts: Collection[str] = ()) -> Any:
+                   no_drafts: Collection[str] = ()) -> Figure:
     """The speedup bar chart as a matplotlib figure (whiskers only where an interval exists, and it says where).
 
     `interval` names the intervals the whiskers draw (`95% CI`, or the level of a sequential test's stopping look).
@@ -76,9 +87,9 @@ def speedup_figure(stats: Sequence[Cells], *, title: str = "", interval: str = "
         (-width / 2, "decode_speedup", BLUE, "decode speedup (t/s)"),
         (width / 2, "latency_speedup", ORANGE, "latency speedup (end to end)"),
     ):
-        values = [row.get(key) if _finite(row.get(key)) else 0.0 for row in rows]
-        lows = [row.get(f"{key}_low") for row in rows]
-        highs = [row.get(f"{key}_high") for row in rows]
+        values = [value if _finite(value := row.get(key)) else 0.0 for row in rows]
+        lows = [_number(row.get(f"{key}_low")) for row in rows]
+        highs = [_number(row.get(f"{key}_high")) for row in rows]
         positions = [index + offset for index in range(len(rows))]
         bars = axis.bar(positions, values, width, color=colour, label=label)
         for index in undrafted:  # nothing drafted: the bar is noise, drawn faint and hatched
@@ -97,13 +108,13 @@ def speedup_figure(stats: Sequence[Cells], *, title: str = "", interval: str = "
     if undrafted:
         notes.append(f"No drafts (hatched): {_names([categories[i] for i in undrafted])}: nothing was drafted there, "
                      "so those speedups are noise and carry no verdict.")
-    with_ci = [c for c in categories if c in with_interval["decode_speedup"] or c in with_interval["latency_speedup"]]
-    scope = _interval_scope(categories, with_ci, interval)
+    shown_ci = [c for c in categories if c in with_interval["decode_speedup"] or c in with_interval["latency_speedup"]]
+    scope = _interval_scope(categories, shown_ci, interval)
     axis.set_title(_label(title) if title else f"Speedup per category (geometric mean of per-sample speedups, {scope})")
-    if rows and len(with_ci) < len(rows):
-        without = [c for c in categories if c not in with_ci]
+    if rows and len(shown_ci) < len(rows):
+        without = [c for c in categories if c not in shown_ci]
         drawn = "95% t-interval" if interval == "95% CI" else f"t-interval {interval.removeprefix('CI ')}"
-        whiskers = f"Whiskers: {drawn} on the logs, on {_names(with_ci)}. " if with_ci else ""
+        whiskers = f"Whiskers: {drawn} on the logs, on {_names(shown_ci)}. " if shown_ci else ""
         notes.insert(0, f"{whiskers}No whiskers on {_names(without)}: fewer than {MIN_SAMPLES_FOR_CI} paired "
                         "samples, no confidence interval.")
     if dropped:
@@ -150,14 +161,17 @@ def _candidates() -> list[tuple[int, int]]:
     return [*LABEL_OFFSETS, *far]
 
 
-def place_labels(axis: Any, points: Sequence[tuple[float, float]], labels: Sequence[str]) -> list[Any]:
+def place_labels(axis: Axes, points: Sequence[tuple[float, float]], labels: Sequence[str]) -> list[Annotation]:
     """Annotate points so no two labels overlap each other or a point; labels moved away get a leader line."""
     figure = axis.figure
-    figure.canvas.draw()
-    renderer = figure.canvas.get_renderer()
+    canvas = figure.canvas
+    if not isinstance(canvas, FigureCanvasAgg):  # every chart is drawn on Agg (`bench.render._figures`)
+        raise TypeError(f"labels are placed on an Agg canvas, not {type(canvas).__name__}")
+    canvas.draw()
+    renderer = canvas.get_renderer()
     marks = [axis.transData.transform(point) for point in points]
     margin = 3 * figure.dpi / 72.0
-    placed: list[Any] = []
+    placed: list[Bbox] = []
     annotations = []
     for (x, y), text in sorted(zip(points, labels, strict=True), key=lambda item: (-item[0][1], item[0][0])):
         for dx, dy in _candidates():
@@ -181,7 +195,7 @@ def place_labels(axis: Any, points: Sequence[tuple[float, float]], labels: Seque
     return annotations
 
 
-def accept_figure(stats: Sequence[Cells]) -> Any:
+def accept_figure(stats: Sequence[Cells]) -> Figure:
     """Accept rate against decode speedup as a figure; categories that cannot be placed are named on it."""
     categories = [row for row in stats if row.get("category") != "overall"]
     rows = [row for row in categories if _finite(row.get("accept_rate")) and _finite(row.get("decode_speedup"))]
@@ -189,15 +203,15 @@ def accept_figure(stats: Sequence[Cells]) -> Any:
     no_speedup = [_label(row.get("category")) for row in categories
                   if _finite(row.get("accept_rate")) and not _finite(row.get("decode_speedup"))]
     figure, axis = plt.subplots(figsize=(6.5, 4.6))
-    rates = {float(row["accept_rate"]) for row in rows}
-    shares = [row.get("drafted_share") for row in rows]
+    rates = {_number(row.get("accept_rate")) for row in rows}
+    shares = [_number(row.get("drafted_share")) for row in rows]
     by_share = len(rows) > 1 and max(rates) - min(rates) < ACCEPT_SPREAD and all(_finite(share) for share in shares)
     if by_share:  # one accept rate everywhere (1.0 when every draft is taken) separates nothing: drafted share does
-        points = [(float(share), float(row["decode_speedup"])) for share, row in zip(shares, rows, strict=True)]
+        points = [(share, _number(row.get("decode_speedup"))) for share, row in zip(shares, rows, strict=True)]
         axis.set_xlabel("drafted share (output tokens that came from accepted drafts)")
         axis.set_title(f"Drafted share vs decode speedup per category (every accept rate {min(rates):.2f})")
     else:
-        points = [(float(row["accept_rate"]), float(row["decode_speedup"])) for row in rows]
+        points = [(_number(row.get("accept_rate")), _number(row.get("decode_speedup"))) for row in rows]
         axis.set_xlabel("accept rate (accepted / drafted tokens)")
         axis.set_title("Accept rate vs decode speedup per category")
     axis.scatter([x for x, _ in points], [y for _, y in points], color=GREEN, s=40, zorder=3)
@@ -241,7 +255,7 @@ FEW_SAMPLES = 5
 """Below this many requests per arm and category, latencies are drawn as points: a box of 1-2 values is a line."""
 
 
-def latency_figure(ratios: Mapping[str, Sequence[float]], missing: Sequence[str] = ()) -> Any:
+def latency_figure(ratios: Mapping[str, Sequence[float]], missing: Sequence[str] = ()) -> Figure:
     """Per category, each prompt's latency speedup (its baseline latency / its speculative latency): prompts of
     very different length are compared each with itself, never pooled. Boxes where there are enough prompts,
     the prompts themselves where there are few; `missing` names categories without a matched prompt."""

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench._constants import MIN_SAMPLES_FOR_CI, OVERALL
-from bench._types import JsonMapping
-from bench.records import Run, report_file, write_text_file
+from bench.records import MachineInfo, Run, report_file, write_text_file
 from bench.render._comparison import acceptance_line, cache_line, reader_lines
 from bench.render._explain import explained_markdown
 from bench.render._mermaid import speedup_chart, sweep_chart
@@ -20,7 +19,7 @@ from bench.render._tables import comparison_text, format_value, markdown_escape
 from bench.render._thinking import thinking_markdown
 
 if TYPE_CHECKING:
-    from bench.analysis import Comparison, Estimate, RateSweep, StatsRow, Sweep
+    from bench.analysis import Comparison, Estimate, RateSweep, StatsRow, Sweep, SweepCell
 
 PLOT_TITLES = {
     "goodput_rate": "Goodput and SLO attainment against the arrival rate, every arm, with interval bands",
@@ -76,7 +75,7 @@ def _draft_settings(run: Run) -> str | None:
     return ", ".join(f"{key.removeprefix('speculative.')} {value}" for key, value in sorted(settings.items()))
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None or value == "":
         return "n/a"
     if isinstance(value, Mapping):
@@ -84,20 +83,20 @@ def _cell(value: Any) -> str:
     return markdown_escape(str(value)).replace("|", "\\|")
 
 
-def _machine(machine: JsonMapping) -> str | None:
+def _machine(machine: MachineInfo) -> str | None:
     if not machine:
         return None
     cpu = machine.get("processor") or machine.get("machine")
     return f"{machine.get('cpu_count')} CPUs, {cpu}, {machine.get('platform')}"
 
 
-def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, Any]]:
+def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, object, object]]:
     """(setting, baseline value, speculative value) rows that describe both runs."""
 
-    def both(getter: Any) -> tuple[Any, Any]:
+    def both(getter: Callable[[Run], object]) -> tuple[object, object]:
         return getter(baseline), getter(speculative)
 
-    rows: list[tuple[str, Any, Any]] = [
+    rows: list[tuple[str, object, object]] = [
         ("server", *both(_server)),
         ("engine", *both(lambda run: run.info.engine)),
         ("model", *both(_model_name)),
@@ -115,7 +114,7 @@ def configuration_rows(baseline: Run, speculative: Run) -> list[tuple[str, Any, 
     if any(settings):
         rows.append(("draft settings (server)", *settings))
     for key in ("threads", "draft_model", "draft_max"):
-        values = both(lambda run, key=key: run.settings.tags.get(key))
+        values = baseline.settings.tags.get(key), speculative.settings.tags.get(key)
         if any(values):
             rows.append((key, *values))
     rows.append(("machine", *both(lambda run: _machine(run.info.machine))))
@@ -320,7 +319,7 @@ def _safe_name(name: str) -> str:
 def _sweep_charts(sweep: Sweep) -> str:
     """The sweep's throughput and decode speedups per arm across concurrency levels, as Mermaid charts."""
 
-    def points(estimate_of: Any) -> dict[str, list[float | None]]:
+    def points(estimate_of: Callable[[SweepCell], Estimate]) -> dict[str, list[float | None]]:
         values: dict[str, list[float | None]] = {}
         for arm in sweep.arms:
             cells = [sweep.cell(arm, level) for level in sweep.levels]

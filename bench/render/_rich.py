@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from bench.records import SampleResult
 from bench.render._escape import terminal_text
@@ -29,7 +35,7 @@ class RichProgress:
             console=self._console,
             transient=False,
         )
-        self._task: Any = None
+        self._task: TaskID | None = None
         self._failed = 0
 
     def start(self, total: int, description: str) -> None:
@@ -42,7 +48,8 @@ class RichProgress:
     def advance(self, result: SampleResult) -> None:
         """Move the bar by one sample."""
         self._failed += 0 if result.ok else 1
-        self._progress.update(self._task, advance=1, failed=self._failed)
+        if self._task is not None:
+            self._progress.update(self._task, advance=1, failed=self._failed)
 
     def message(self, text: str) -> None:
         """Print a notice above the bar."""

@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench._types import JsonObject
 from bench.records import BASELINE, finite, open_no_follow
@@ -15,46 +15,52 @@ from bench.render._stats import ci_cell, details
 from bench.render._tables import CellValue, Column, format_value, markdown_escape, markdown_table, text_table
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from bench.analysis import Crossover, Estimate, Sweep
 
 SWEEP_COLUMNS: list[Column] = [
-    ("arm", "arm", ""),
-    ("concurrency", "concurrency", "int"),
-    ("n", "n", "int"),
-    ("decode_speedup", "decode", ""),
-    ("decode_verdict", "decode_verdict", ""),
-    ("latency_speedup", "latency", ""),
-    ("throughput_speedup", "throughput", ""),
-    ("throughput_verdict", "throughput_verdict", ""),
-    ("base_tok/s", "base_tps", "speed"),
-    ("spec_tok/s", "spec_tps", "speed"),
-    ("accept_rate", "accept_rate", "rate"),
+    Column("arm", "arm", ""),
+    Column("concurrency", "concurrency", "int"),
+    Column("n", "n", "int"),
+    Column("decode_speedup", "decode", ""),
+    Column("decode_verdict", "decode_verdict", ""),
+    Column("latency_speedup", "latency", ""),
+    Column("throughput_speedup", "throughput", ""),
+    Column("throughput_verdict", "throughput_verdict", ""),
+    Column("base_tok/s", "base_tps", "speed"),
+    Column("spec_tok/s", "spec_tps", "speed"),
+    Column("accept_rate", "accept_rate", "rate"),
 ]
 SWEEP_MARKDOWN_COLUMNS: list[Column] = [
-    ("arm", "arm", ""),
-    ("concurrency", "concurrency", "int"),
-    ("n", "n", "int"),
-    ("decode_speedup", "decode_md", ""),
-    ("throughput_speedup", "throughput_md", ""),
-    ("latency_speedup", "latency", ""),
-    ("accept_rate", "accept_rate", "rate"),
+    Column("arm", "arm", ""),
+    Column("concurrency", "concurrency", "int"),
+    Column("n", "n", "int"),
+    Column("decode_speedup", "decode_md", ""),
+    Column("throughput_speedup", "throughput_md", ""),
+    Column("latency_speedup", "latency", ""),
+    Column("accept_rate", "accept_rate", "rate"),
 ]
 """The cell table as a pull request shows it (GitHub's 1012 px): each speedup with its verdict under it; the
 arms' tokens/s in a second table."""
-SWEEP_MORE_COLUMNS: list[Column] = [("arm", "arm", ""), ("concurrency", "concurrency", "int"),
-                                    ("base_tok/s", "base_tps", "speed"), ("spec_tok/s", "spec_tps", "speed")]
+SWEEP_MORE_COLUMNS: list[Column] = [
+    Column("arm", "arm", ""),
+    Column("concurrency", "concurrency", "int"),
+    Column("base_tok/s", "base_tps", "speed"),
+    Column("spec_tok/s", "spec_tps", "speed"),
+]
 
 CROSSOVER_COLUMNS: list[Column] = [
-    ("arm", "arm", ""),
-    ("decode_speedup_crossover", "decode", ""),
-    ("throughput_speedup_crossover", "throughput", ""),
+    Column("arm", "arm", ""),
+    Column("decode_speedup_crossover", "decode", ""),
+    Column("throughput_speedup_crossover", "throughput", ""),
 ]
 BEST_COLUMNS: list[Column] = [
-    ("concurrency", "concurrency", "int"),
-    ("best_arm", "arm", ""),
-    ("throughput_speedup", "speedup", "speedup"),
-    ("runner_up", "runner_up", ""),
-    ("margin", "margin", "percent"),
+    Column("concurrency", "concurrency", "int"),
+    Column("best_arm", "arm", ""),
+    Column("throughput_speedup", "speedup", "speedup"),
+    Column("runner_up", "runner_up", ""),
+    Column("margin", "margin", "percent"),
 ]
 LEGEND = (
     "the cell table's verdicts are one family: Holm over arm x level x metric (family-wise 5%), each interval drawn "
@@ -80,7 +86,7 @@ def _shown(sweep: Sweep, arm: str, level: int, estimate: Estimate) -> Estimate:
 
 
 def _cell_rows(sweep: Sweep) -> list[dict[str, CellValue]]:
-    rows = []
+    rows: list[dict[str, CellValue]] = []
     for arm in sweep.arms:
         for level in sweep.levels:
             cell = sweep.cell(arm, level)
@@ -90,17 +96,20 @@ def _cell_rows(sweep: Sweep) -> list[dict[str, CellValue]]:
             decode = _shown(sweep, arm, level, cell.decode) if overall else None
             latency = _shown(sweep, arm, level, cell.latency) if overall else None
             throughput = _shown(sweep, arm, level, cell.throughput)
+            decode_cell = _ci(decode) if decode else "n/a"
+            decode_verdict = decode.word if decode else "not enough data"
+            throughput_cell = _ci(throughput)
             rows.append({
                 "arm": arm, "concurrency": level, "n": overall.n if overall else 0,
-                "decode": _ci(decode) if decode else "n/a",
-                "decode_verdict": decode.word if decode else "not enough data",
+                "decode": decode_cell,
+                "decode_verdict": decode_verdict,
                 "latency": _ci(latency) if latency else "n/a",
-                "throughput": _ci(throughput), "throughput_verdict": throughput.word,
+                "throughput": throughput_cell, "throughput_verdict": throughput.word,
                 "base_tps": cell.base_tokens_per_s, "spec_tps": cell.spec_tokens_per_s,
                 "accept_rate": overall.accept_rate if overall else None,
+                "decode_md": (decode_cell, decode_verdict),  # two lines in Markdown
+                "throughput_md": (throughput_cell, throughput.word),
             })
-            rows[-1]["decode_md"] = (rows[-1]["decode"], rows[-1]["decode_verdict"])  # two lines in Markdown
-            rows[-1]["throughput_md"] = (rows[-1]["throughput"], rows[-1]["throughput_verdict"])
     return rows
 
 
@@ -202,7 +211,7 @@ def sweep_json(sweep: Sweep) -> str:
     return json.dumps(finite(payload), indent=2, sort_keys=True) + "\n"
 
 
-def _save_figure(figure: Any, stem: Path, formats: tuple[str, ...]) -> list[Path]:
+def _save_figure(figure: Figure, stem: Path, formats: tuple[str, ...]) -> list[Path]:
     """Lay out and write a figure in each format (no link or non-regular file followed); the paths written."""
     figure.tight_layout()
     files = []

@@ -12,14 +12,14 @@ if TYPE_CHECKING:
     from bench.analysis import Comparison, ThinkingRow
 
 THINKING_COLUMNS: list[Column] = [
-    ("category", "category", ""),
-    ("pairs", "pairs", "int"),
-    ("thinking_share (base/spec)", "share_cell", ""),
-    ("decode", "decode_speedup", "speedup"),
-    ("answer_decode", "answer_decode", "speedup"),
-    ("tok/step thinking (base/spec)", "steps_thinking_cell", ""),
-    ("tok/step answer (base/spec)", "steps_answer_cell", ""),
-    ("empty_answers (base/spec)", "empty_cell", ""),
+    Column("category", "category", ""),
+    Column("pairs", "pairs", "int"),
+    Column("thinking_share (base/spec)", "share_cell", ""),
+    Column("decode", "decode_speedup", "speedup"),
+    Column("answer_decode", "answer_decode", "speedup"),
+    Column("tok/step thinking (base/spec)", "steps_thinking_cell", ""),
+    Column("tok/step answer (base/spec)", "steps_answer_cell", ""),
+    Column("empty_answers (base/spec)", "empty_cell", ""),
 ]
 
 THINKING_LEGEND = (

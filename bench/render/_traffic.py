@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import matplotlib
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from bench.analysis import RateLevel, RequestTiming
 
 matplotlib.use("Agg")
@@ -22,7 +24,7 @@ from bench.render._plots import BLUE, FORMATS, GREEN, GREY, ORANGE, VERMILLION, 
 _ARM_COLOURS = (BLUE, ORANGE, GREEN, VERMILLION)
 
 
-def timeline_figure(arms: Mapping[str, Sequence[RequestTiming]], *, title: str = "") -> Any:
+def timeline_figure(arms: Mapping[str, Sequence[RequestTiming]], *, title: str = "") -> Figure:
     """One panel per arm: per request (in order of arrival) the queue wait, time to first token and decode."""
     names = list(arms)
     if not names:
@@ -73,7 +75,7 @@ def plot_timeline(arms: Mapping[str, Sequence[RequestTiming]], out_dir: Path, *,
     return _save(timeline_figure(arms, title=title), out_dir, stem, formats)
 
 
-def goodput_rate_figure(levels: Sequence[RateLevel], *, target: float | None = None, title: str = "") -> Any:
+def goodput_rate_figure(levels: Sequence[RateLevel], *, target: float | None = None, title: str = "") -> Figure:
     """Goodput and SLO attainment against the requested rate, one line per arm with its interval band."""
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7.0), sharex=True)
     arms = list(dict.fromkeys(level.arm for level in levels))

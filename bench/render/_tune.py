@@ -13,19 +13,19 @@ if TYPE_CHECKING:
     from bench.analysis import Tune
 
 TUNE_COLUMNS: list[Column] = [
-    ("draft_max", "draft_max", "int"),
-    ("category", "category", ""),
-    ("concurrency", "concurrency", "int"),
-    ("measured", "measured_cell", ""),
-    ("predicted", "predicted", "speedup"),
-    ("verdict", "verdict", ""),
+    Column("draft_max", "draft_max", "int"),
+    Column("category", "category", ""),
+    Column("concurrency", "concurrency", "int"),
+    Column("measured", "measured_cell", ""),
+    Column("predicted", "predicted", "speedup"),
+    Column("verdict", "verdict", ""),
 ]
 CHECK_COLUMNS: list[Column] = [
-    ("draft_max", "draft_max", "int"),
-    ("concurrency", "concurrency", "int"),
-    ("predicted_before", "predicted", "speedup"),
-    ("measured", "measured", "speedup"),
-    ("error", "error", "percent"),
+    Column("draft_max", "draft_max", "int"),
+    Column("concurrency", "concurrency", "int"),
+    Column("predicted_before", "predicted", "speedup"),
+    Column("measured", "measured", "speedup"),
+    Column("error", "error", "percent"),
 ]
 
 
@@ -87,7 +87,7 @@ def _deploy_lines(tune: Tune) -> list[str]:
 
 
 def _cells(tune: Tune) -> list[dict[str, CellValue]]:
-    cells = []
+    cells: list[dict[str, CellValue]] = []
     for row in tune.rows:
         measured = "n/a" if row.measured is None else f"{row.measured:.2f}x"
         if row.low is not None and row.high is not None:
@@ -139,16 +139,16 @@ def plot_tune(tune: Tune, out_dir: Path, *, formats: Sequence[str] = ("png",)) -
     figure, axis = plt.subplots(figsize=(7.0, 4.4))
     for level in tune.levels:
         rows = [row for row in tune.rows if row.category == "overall" and row.concurrency == level]
-        measured = [row for row in rows if row.measured is not None]
+        measured = [(row, row.measured) for row in rows if row.measured is not None]
         if measured:
-            points = [row.measured for row in measured]
-            low = [row.measured - (row.low if row.low is not None else row.measured) for row in measured]
-            high = [(row.high if row.high is not None else row.measured) - row.measured for row in measured]
-            axis.errorbar([row.draft_max for row in measured], points, yerr=[low, high], fmt="o", capsize=3,
+            points = [value for _, value in measured]
+            low = [value - (row.low if row.low is not None else value) for row, value in measured]
+            high = [(row.high if row.high is not None else value) - value for row, value in measured]
+            axis.errorbar([row.draft_max for row, _ in measured], points, yerr=[low, high], fmt="o", capsize=3,
                           label=f"measured, concurrency {level}")
-        predicted = [row for row in rows if row.predicted is not None]
+        predicted = [(row.draft_max, row.predicted) for row in rows if row.predicted is not None]
         if predicted:
-            axis.plot([row.draft_max for row in predicted], [row.predicted for row in predicted], "--",
+            axis.plot([draft_max for draft_max, _ in predicted], [value for _, value in predicted], "--",
                       label=f"predicted, concurrency {level}")
     axis.axhline(1.0, color="black", linewidth=0.8)
     axis.set_xlabel("draft_max (K)")
