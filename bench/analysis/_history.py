@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._intervals import t_quantile
 from bench.analysis._metrics import ACCEPT_RATE, DECODE_SPEEDUP, DRAFTED, LATENCY_SPEEDUP, Metric
 from bench.records import HISTORY_METRICS, HistoryPoint, Machine, PointRow
+
+if TYPE_CHECKING:
+    from bench.analysis._regress import Gate
 
 HISTORY_METRIC: dict[str, Metric] = {
     "decode": DECODE_SPEEDUP, "latency": LATENCY_SPEEDUP, "accept_rate": ACCEPT_RATE, "drafted_share": DRAFTED,
@@ -405,7 +408,7 @@ def window_references(analysis: HistoryAnalysis, workload: str, fingerprint: str
 
 def history_gate(analysis: HistoryAnalysis, candidate: Sequence[PointRow], workload: str,
                  fingerprint: str | None = None, *, thresholds: Mapping[str, float] | None = None,
-                 window: int = DEFAULT_TREND_WINDOW, alpha: float = FAMILY_ALPHA) -> object:
+                 window: int = DEFAULT_TREND_WINDOW, alpha: float = FAMILY_ALPHA) -> Gate:
     """The gate of a candidate's rows against the history's recent window: a `Gate` (overall rows gated, category
     rows reported), each row's ratio candidate / window level with the window's and the candidate's precision."""
     from bench.analysis._regress import INCONCLUSIVE, NON_INFERIOR, REGRESSED, Gate, GateRow

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench._constants import DEFAULT_THRESHOLD, MIN_SAMPLES_FOR_CI, OVERALL
+from bench._types import JsonObject
 from bench.analysis._achieved import LevelLoad, level_load
 from bench.analysis._compare import Comparison
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
@@ -221,7 +222,7 @@ class TuneRow:
     predicted: float | None
     verdict: str
 
-    def as_cells(self) -> dict[str, object]:
+    def as_cells(self) -> JsonObject:
         """The row exactly as tune.json holds it."""
         return {"draft_max": self.draft_max, "category": self.category, "concurrency": self.concurrency,
                 "measured": self.measured, "low": self.low, "high": self.high, "predicted": self.predicted,

@@ -14,6 +14,7 @@ from bench.server._embedded import (
 )
 from bench.server._factory import (
     SERVER_ENGINES,
+    EngineServer,
     ServerRequest,
     engine_display_name,
     folder_prefix,
