@@ -11,7 +11,7 @@ import pytest
 
 from bench.analysis import PAIRED_METRICS, Metric, PairedMetric, compare, family_size
 from bench.records import Run, SampleResult, summarize
-from bench.render import console_text, render_json, render_markdown, render_text
+from bench.render import console_text, render_json, render_markdown, render_pairs_report, render_text
 
 CATEGORIES = ("coding", "qa", "chat")
 
@@ -78,6 +78,11 @@ def test_an_added_compared_metric_reaches_every_output() -> None:
     console = console_text(comparison).splitlines()
     paired_header = next(line for line in console if line.startswith("category ") and "decode_verdict" in line)
     assert paired_header.split()[6:8] == ["client_speedup", "client_verdict"]
+
+    summary = render_pairs_report([("one pair", comparison)]).split("## Summary\n\n")[1].splitlines()
+    assert summary[0].split(" | ")[1:4] == ["decode speedup [95% CI]", "latency speedup [95% CI]",
+                                             "client decode speedup [95% CI]"]
+    assert summary[1].count("---") == 8 and summary[2].count(" | ") == 7
 
 
 def test_without_an_added_metric_the_tables_are_unchanged() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.analysis import paired_metrics
 from bench.records import report_file, write_text_file
 from bench.render._report import _attachments, _body, _decision_legend, _decision_part, _overall, _safe_name
 from bench.render._stats import ci_cell
@@ -15,17 +16,22 @@ from bench.render._tables import format_value, markdown_escape
 if TYPE_CHECKING:
     from bench.analysis import Comparison
 
-SUMMARY_HEADER = ("| pair | decode speedup [95% CI] | latency speedup [95% CI] | accept rate | acceptance length "
-                  "| drafted share | verdict |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+def _summary_header() -> str:
+    """The summary table's header: the pair, each compared metric with its interval, the acceptance columns, the
+    verdict of the primary metric."""
+    names = ["pair", *(f"{paired.label} [95% CI]" for paired in paired_metrics()), "accept rate",
+             "acceptance length", "drafted share", "verdict"]
+    return "| " + " | ".join(names) + " |\n" + "| --- " * len(names) + "|\n"
 
 
 def _summary_row(name: str, comparison: Comparison) -> str:
     """One pair's overall row of the summary table (`n/a` where the comparison has no paired statistics)."""
     row = _overall(comparison)
     if row is None:
-        return f"| {markdown_escape(name)} | n/a | n/a | n/a | n/a | n/a | no paired statistics |\n"
-    cells = [markdown_escape(name), ci_cell(row.decode.point, row.decode.low, row.decode.high),
-             ci_cell(row.latency.point, row.latency.low, row.latency.high), format_value(row.accept_rate, "rate"),
+        empty = ["n/a"] * (len(paired_metrics()) + 3)
+        return "| " + " | ".join([markdown_escape(name), *empty, "no paired statistics"]) + " |\n"
+    intervals = [ci_cell(estimate.point, estimate.low, estimate.high) for _, estimate in row.compared()]
+    cells = [markdown_escape(name), *intervals, format_value(row.accept_rate, "rate"),
              format_value(row.acceptance_length, "speed"), format_value(row.drafted_share, "percent"),
              markdown_escape(row.decode.word)]
     return "| " + " | ".join(cells) + " |\n"
@@ -40,7 +46,7 @@ def render_pairs_report(pairs: Sequence[tuple[str, Comparison]], *, title: str |
     parts.extend(f"- **{markdown_escape(name)}**: {markdown_escape(_decision_part(comparison))}.\n"
                  for name, comparison in pairs)
     parts.append("\n" + _decision_legend([comparison for _, comparison in pairs]) + "\n")
-    parts.append("## Summary\n\n" + SUMMARY_HEADER)
+    parts.append("## Summary\n\n" + _summary_header())
     parts.extend(_summary_row(name, comparison) for name, comparison in pairs)
     for name, comparison in pairs:
         parts.append(f"\n## Pair: {markdown_escape(name)}\n\n{_body(comparison, level=3)}")
