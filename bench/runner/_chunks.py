@@ -12,7 +12,7 @@ import json
 import math
 import re
 from _json import scanstring
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from bench._redact import one_line
 from bench._types import JsonMapping, JsonObject, JsonValue
@@ -148,7 +148,7 @@ class StreamChunks:
         self._misses = 0
         self._shapes = shapes and not logprobs
 
-    def feed(self, events: list[tuple[str, float]]) -> bool:
+    def feed(self, events: Iterable[tuple[str, float]]) -> bool:
         """Take (data, arrival time) events in order; True once `[DONE]` has come (what follows it is not read)."""
         prefix, suffix = self._prefix, self._suffix
         times, chars, evidence, content = self.token_times, self.chunk_chars, self.evidence, self.content
