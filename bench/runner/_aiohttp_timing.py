@@ -212,7 +212,7 @@ class TimedProtocol(ResponseHandler):
         again on a fresh connection.
         """
         if isinstance(exc, aiohttp.ServerDisconnectedError) and self.requests > 1 and not self.heard:
-            exc.stale_connection = True  # type: ignore[attr-defined]
+            exc.stale_connection = True  # type: ignore[attr-defined]  # our mark, read by Transport._send
         if exc_cause is _NO_CAUSE:
             super().set_exception(exc)
         else:
