@@ -18,10 +18,13 @@ import socket
 import struct
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from bench.runner._pacer import Pacer
 
@@ -99,7 +102,7 @@ class StampedSocket(socket.socket):
         self._stamp(ancillary)
         return data
 
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+    def recv_into(self, buffer: WriteableBuffer, nbytes: int = 0, flags: int = 0) -> int:
         """Read like socket.recv_into (asyncio's path for TLS) and record `received_at` likewise."""
         view = memoryview(buffer).cast("B")
         size = min(nbytes or len(view), len(view), READ_BYTES)
@@ -119,7 +122,7 @@ class StampedSocket(socket.socket):
                     self.received_at = now - age_ns / 1e9
 
 
-def stamped_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+def stamped_socket(addr_info: aiohttp.AddrInfoType) -> socket.socket:
     """aiohttp's socket factory: a socket with kernel receive timestamps where the platform has them."""
     family, type_, proto = addr_info[0], addr_info[1], addr_info[2]
     if not _STAMP_SPACE or not sys.platform.startswith("linux"):
@@ -133,7 +136,8 @@ def stamped_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     return sock
 
 
-_NO_CAUSE: Any = object()
+_NO_CAUSE = BaseException()
+"""`set_exception` called without a cause (aiohttp's own default is such a sentinel too)."""
 
 
 class TimedProtocol(ResponseHandler):
@@ -153,7 +157,7 @@ class TimedProtocol(ResponseHandler):
     heard = False
     """Whether any byte came back since the current request was sent."""
 
-    def set_response_params(self, **params: Any) -> None:
+    def set_response_params(self, **params: Any) -> None:  # Any: aiohttp's own keywords, passed on as given
         """Count the request about to be sent; nothing of its answer has been heard yet."""
         self.requests += 1
         self.heard = False
@@ -208,7 +212,7 @@ class TimedProtocol(ResponseHandler):
         again on a fresh connection.
         """
         if isinstance(exc, aiohttp.ServerDisconnectedError) and self.requests > 1 and not self.heard:
-            exc.stale_connection = True  # type: ignore[attr-defined]
+            exc.stale_connection = True  # type: ignore[attr-defined]  # our mark, read by Transport._send
         if exc_cause is _NO_CAUSE:
             super().set_exception(exc)
         else:
@@ -221,7 +225,8 @@ def install_timed_protocol(connector: aiohttp.TCPConnector) -> bool:
     """Make `connector` build `TimedProtocol` connections; False when this aiohttp has no such hook."""
     if not hasattr(connector, "_factory"):
         return False
-    connector._factory = functools.partial(TimedProtocol, loop=asyncio.get_running_loop())
+    handler: type[ResponseHandler] = TimedProtocol  # the factory's type names aiohttp's class, of which this is one
+    connector._factory = functools.partial(handler, loop=asyncio.get_running_loop())
     return True
 
 

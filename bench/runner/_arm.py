@@ -24,7 +24,6 @@ from bench._version import __version__
 from bench.engines import Engine, engine_from_metrics
 from bench.prompts import PromptSet, Sample, Shard
 from bench.records import (
-    SHARD_KEY,
     Acceptance,
     ClientLag,
     Interleaving,
@@ -44,6 +43,7 @@ from bench.records import (
 )
 from bench.runner._config import RunConfig, normalize_base_url, server_root
 from bench.runner._loops import choose_loop
+from bench.runner._narrow import json_value
 from bench.runner._probes import (
     SampleMeter,
     choose_engine,
@@ -146,6 +146,11 @@ def _header(prompts: PromptSet, config: RunConfig) -> RunHeader:
     }
 
 
+def header_json(header: RunHeader) -> JsonObject:
+    """The header as the journal's JSON object, its keys in the order they were set."""
+    return {key: json_value(value) for key, value in header.items()}
+
+
 def _check_resumable(header: JsonMapping, prompts: PromptSet, config: RunConfig, source: str) -> None:
     """Refuse to resume a journal whose run identity or prompts differ from the run asked for now."""
     old = header.get("config")
@@ -208,9 +213,11 @@ def prepare_arm(
                 raise BenchError(f"{journal_file}: no journal to resume from")
             old_header, previous = read_journal(journal_file)
             _check_resumable(old_header, prompts, config, str(journal_file))
-            header["started_at"] = old_header.get("started_at", header["started_at"])
-            if "server_start" in old_header:
-                header["server_start"] = old_header["server_start"]
+            started, server_start = old_header.get("started_at"), old_header.get("server_start")
+            if isinstance(started, str):
+                header["started_at"] = started
+            if isinstance(server_start, dict):
+                header["server_start"] = server_start
         else:
             refuse_existing_output(output, force=force)
     return ArmRun(prompts, config, output, header, previous, _plan(prompts, config, previous), base_urls)
@@ -225,7 +232,7 @@ def refuse_existing_output(output: str | os.PathLike[str], *, force: bool) -> No
 def open_journal(arm: ArmRun, *, resume: bool) -> None:
     """Start (or continue) the arm's journal; opened once the server answered, so a refused start keeps the output."""
     if arm.output is not None:
-        arm.journal = Journal(journal_path(arm.output), arm.header, append=resume)
+        arm.journal = Journal(journal_path(arm.output), header_json(arm.header), append=resume)
 
 
 def close_journal(arm: ArmRun, stop: Stop) -> None:
@@ -363,7 +370,8 @@ def build_run(
         interleaved=header.get("interleaved"),
         served_models=tuple(sorted(arm.engine.models)),
         server_start=ServerStart.from_mapping(header.get("server_start")),
-        extra={key: value for key, value in header.items() if key not in _HEADER_READ},  # a shard's marker, ...
+        # the header's other keys: a shard's marker, ...
+        extra={key: json_value(value) for key, value in header.items() if key not in _HEADER_READ},
     )
     run = Run(
         config=arm.header["config"],
@@ -425,7 +433,7 @@ def shard_run(prompts: PromptSet, repeat: int, shard: Shard | None) -> tuple[Pro
     if shard is None:
         return prompts, {}
     own = shard.prompts(prompts)
-    return own, {SHARD_KEY: shard_header(shard, prompts, own, repeat)}
+    return own, {"shard": shard_header(shard, prompts, own, repeat)}  # `shard`: the records' SHARD_KEY
 
 
 def shard_header(shard: Shard, prompts: PromptSet, own: PromptSet, repeat: int) -> JsonObject:

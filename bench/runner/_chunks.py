@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from _json import scanstring
+from collections.abc import Callable, Iterable, Mapping
 
 from bench._redact import one_line
 from bench._types import JsonMapping, JsonObject, JsonValue
@@ -28,8 +29,9 @@ class SampleFailure(Exception):
         self.retry_after = retry_after
 
 
-_SCAN = json.JSONDecoder().scan_once
-_SCAN_STRING = json.decoder.scanstring  # the C scanner, strict as json.loads is
+_SCAN: Callable[[str, int], tuple[JsonValue, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The decoder's value scanner (set by its `__init__`, which typeshed's `JSONDecoder` stub does not declare)."""
+_SCAN_STRING = scanstring  # the C scanner, strict as json.loads is
 
 
 def loads(text: str) -> JsonValue:
@@ -46,17 +48,23 @@ def loads(text: str) -> JsonValue:
 def delta_text(chunk: JsonMapping) -> tuple[str, str, str | None]:
     """(content, reasoning, finish reason) of a chunk's first choice: the chat `delta` or the completions `text`."""
     choices = chunk.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+    if not isinstance(choices, list) or not choices:
         return "", "", None
     choice = choices[0]
-    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-    content = delta.get("content") if isinstance(delta.get("content"), str) else choice.get("text")
+    if not isinstance(choice, dict):
+        return "", "", None
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        delta = {}
+    content = delta.get("content")
+    if not isinstance(content, str):
+        content = choice.get("text")
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    finish = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+    finish = choice.get("finish_reason")
     return (
         content if isinstance(content, str) else "",
         reasoning if isinstance(reasoning, str) else "",
-        finish,
+        finish if isinstance(finish, str) else None,
     )
 
 
@@ -140,7 +148,7 @@ class StreamChunks:
         self._misses = 0
         self._shapes = shapes and not logprobs
 
-    def feed(self, events: list[tuple[str, float]]) -> bool:
+    def feed(self, events: Iterable[tuple[str, float]]) -> bool:
         """Take (data, arrival time) events in order; True once `[DONE]` has come (what follows it is not read)."""
         prefix, suffix = self._prefix, self._suffix
         times, chars, evidence, content = self.token_times, self.chunk_chars, self.evidence, self.content
@@ -222,8 +230,9 @@ class StreamChunks:
 def _shape(data: str, chunk: JsonObject, text: str) -> tuple[str, str] | None:
     """(what precedes the text's string body, what follows it from its closing quote) when a chunk with any other
     text there would parse to this chunk with only its text changed; None when that cannot be shown."""
-    choice = chunk["choices"][0]
-    delta = choice.get("delta")
+    choices = chunk["choices"]
+    choice = choices[0] if isinstance(choices, list) else None
+    delta = choice.get("delta") if isinstance(choice, dict) else None
     key = '"content"' if isinstance(delta, dict) and isinstance(delta.get("content"), str) else '"text"'
     if data.count(key) != 1:
         return None

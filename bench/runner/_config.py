@@ -6,14 +6,14 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse, urlsplit
 
 from bench._errors import BenchError
 from bench._redact import SENSITIVE_HEADER, key_secrets, masked_by_key, redact, redact_url, url_secrets
-from bench._types import JsonMapping, JsonObject
+from bench._types import JsonMapping, JsonObject, JsonValue
 from bench.engines import ENGINE_NAMES
-from bench.records import REASONING_SETTINGS, check_limits, default
+from bench.records import REASONING_SETTINGS, SettingValue, check_limits, default
 from bench.runner._arrivals import ARRIVAL_PROCESSES
 from bench.runner._limits import checked_number
 from bench.runner._loops import choose_loop
@@ -78,13 +78,13 @@ class RunConfig(RunSettings):
     loop: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: RunSettings, **own: Any) -> RunConfig:
+    def from_settings(cls, settings: RunSettings, **own: SettingValue) -> RunConfig:
         """A run's config from the run settings and its own fields (`url`, `label`, `tags`, ...)."""
-        return cls(**{**settings.values(), **own})
+        return cls.from_values(settings.values(), **own)
 
     def settings(self) -> RunSettings:
         """The run settings this config holds."""
-        return RunSettings(**RunSettings.values(self))
+        return RunSettings.from_values(RunSettings.values(self))
 
     @property
     def open_loop(self) -> bool:
@@ -185,7 +185,7 @@ class RunConfig(RunSettings):
         data.pop("api_key")
         data.pop("loop")  # the client's environment, recorded under `machine.event_loop`
         data["url"] = redact_url(self.url)
-        data["headers"] = sorted(data["headers"])
+        data["headers"] = list[JsonValue](sorted(self.headers))
         data["extra_inputs"] = masked_by_key(dict(self.extra_inputs))
         data["tags"] = dict(self.tags)
         if self.chat_template_kwargs is not None:

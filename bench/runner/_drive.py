@@ -113,5 +113,6 @@ async def release(schedule: Schedule, count: int, send: Send, stop: Stop, progre
         running.cancel()
     stop_wait.cancel()
     await asyncio.gather(running, stop_wait, return_exceptions=True)
-    if not running.cancelled() and running.exception() is not None:
-        raise running.exception()  # a schedule that cannot run these jobs (e.g. too few arrival offsets)
+    failure = None if running.cancelled() else running.exception()
+    if failure is not None:
+        raise failure  # a schedule that cannot run these jobs (e.g. too few arrival offsets)

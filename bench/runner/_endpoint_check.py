@@ -15,14 +15,13 @@ import asyncio
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import aiohttp
 
 from bench._errors import BenchError
 from bench._redact import redact_url
 from bench.runner._stop import Stop, signals_to
-from bench.runner._transport import Transport, TransportError
+from bench.runner._transport import Response, Transport, TransportError
 
 CHECK_TIMEOUT_S = 10.0
 """How long one check request may take, connecting included."""
@@ -101,13 +100,13 @@ def _completes(status: int) -> bool:
     return 200 <= status < 300
 
 
-def _no_route(asked: Any) -> bool:
+def _no_route(asked: Response) -> bool:
     """An answer that says the route is not there: 404, 405, 501, or a refusal that is not JSON."""
     return asked.status in NO_ROUTE or (asked.status < 500 and not _json_object(asked.body))
 
 
 async def _post(transport: Transport, base_url: str, endpoint_path: str,
-                body: bytes) -> tuple[Any, str | None]:
+                body: bytes) -> tuple[Response | None, str | None]:
     """(the answer to one check POST or None, what is wrong: a failure below HTTP or a redirect)."""
     try:
         asked = await asyncio.wait_for(transport.post(base_url + endpoint_path, body), CHECK_TIMEOUT_S)

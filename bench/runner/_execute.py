@@ -76,9 +76,9 @@ def _prepare(prompts: PromptSet, arms: Sequence[Arm], strategy: Strategy, option
                 options.shard, options.team is not None)
     plan = strategy.plan(work)
     if plan.marker is not None:
-        for name, arm in prepared.items():
+        for name, run in prepared.items():
             partners = [other for other in names if other != name]
-            arm.header["interleaved"] = {**plan.marker, "partner": partners[0] if len(partners) == 1 else partners}
+            run.header["interleaved"] = {**plan.marker, "partner": partners[0] if len(partners) == 1 else partners}
     return prepared, plan
 
 

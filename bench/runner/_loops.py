@@ -11,9 +11,11 @@ callbacks, polling, TLS connections) is uvloop's own.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 import os
 import socket
+import ssl as tls
 from collections.abc import Callable
 from typing import Any
 
@@ -190,12 +192,12 @@ class SocketTransport(asyncio.Transport):
         self._buffer.clear()
         self._loop.call_soon(self._lose, None)
 
-    def _fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: Exception) -> None:
         self._closing = True
         self.pause_reading()
         self._loop.call_soon(self._lose, exc)
 
-    def _lose(self, exc: BaseException | None) -> None:
+    def _lose(self, exc: Exception | None) -> None:
         if self._lost:
             return
         self._lost = True
@@ -212,14 +214,18 @@ def _stamped_uvloop_class() -> type[asyncio.AbstractEventLoop]:
     """uvloop's Loop, carrying plain TCP connections on stamped sockets over SocketTransport (made once)."""
     global _STAMPED_UVLOOP
     if _STAMPED_UVLOOP is None:
-        import uvloop
+        # uvloop is optional: imported by name, its loop class is the same unknown base to a type checker whether or
+        # not uvloop is installed (where it is, its stub's create_connection names the transport a protocol)
+        uvloop_loop: Any = importlib.import_module("uvloop").Loop
 
-        class StampedUvloop(uvloop.Loop):  # type: ignore[misc, name-defined]
+        class StampedUvloop(uvloop_loop):
             """uvloop, whose connections on sockets with kernel receive times read through the socket object."""
 
-            async def create_connection(self, protocol_factory: Callable[[], asyncio.Protocol], host: Any = None,
-                                        port: Any = None, *, sock: socket.socket | None = None, ssl: Any = None,
-                                        **kwargs: Any) -> tuple[asyncio.Transport, asyncio.Protocol]:
+            async def create_connection(
+                self, protocol_factory: Callable[[], asyncio.Protocol], host: str | None = None,
+                port: int | None = None, *, sock: socket.socket | None = None,
+                ssl: bool | tls.SSLContext | None = None, **kwargs: object,
+            ) -> tuple[asyncio.Transport, asyncio.Protocol]:
                 """A SocketTransport for a given stamped plain-TCP socket; uvloop's own connection otherwise."""
                 if sock is not None and not ssl and hasattr(sock, "received_at"):
                     protocol = protocol_factory()

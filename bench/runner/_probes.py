@@ -119,7 +119,7 @@ class SampleMeter:
 
 def _core(counters: CounterSnapshot) -> tuple[float | None, ...]:
     """The totals of a counter snapshot (drafts, drafted, accepted): what other traffic would move."""
-    return tuple(counters.get(key) for key in COUNTER_KEYS)
+    return counters.get("drafts"), counters.get("draft_tokens"), counters.get("accepted")  # the COUNTER_KEYS
 
 
 def without_counter_deltas(result: SampleResult) -> SampleResult:
@@ -130,17 +130,20 @@ def without_counter_deltas(result: SampleResult) -> SampleResult:
 def resumed_acceptance(results: list[SampleResult], acceptance: Acceptance | None) -> Acceptance | None:
     """After a resume the counters cover only the resumed part: rebuild from per-sample deltas, or say so."""
     ok = [result for result in results if result.ok]
-    if ok and all("drafts" in result.spec for result in ok):
+    if ok and all(result.spec.get("drafts") is not None for result in ok):
         return Acceptance.from_mapping(acceptance_summary(
-            sum(result.spec["drafts"] for result in ok),
-            sum(result.spec.get("draft_tokens", 0.0) for result in ok),
-            sum(result.spec.get("accepted", 0.0) for result in ok),
+            _spec_total(ok, "drafts"), _spec_total(ok, "draft_tokens"), _spec_total(ok, "accepted"),
             source="per-sample metrics",
             server_wide=False,
         ))
     if acceptance is None:
         return None
     return replace(acceptance, partial="counters cover only the resumed part of the run", server_wide=True)
+
+
+def _spec_total(results: Sequence[SampleResult], key: str) -> float:
+    """The sum of one `spec` figure over the results that have it."""
+    return sum((value for result in results if (value := result.spec.get(key)) is not None), 0.0)
 
 
 def run_acceptance(

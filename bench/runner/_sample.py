@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from bench.engines import Engine, TurnStats
 from bench.prompts import Sample
@@ -61,11 +62,18 @@ async def run_sample(
             scheduled_s=_since(scheduled_at, origin),
             sent_s=_since(turns[0].sent_at if turns and turns[0].sent_at else began, origin),
         )
-    timing = {"scheduled_s": _since(scheduled_at, origin), "sent_s": _since(turns[0].sent_at or began, origin)}
+    timing = _Sent(_since(scheduled_at, origin), _since(turns[0].sent_at or began, origin))
     result = _aggregate(sample, turns, total_latency, repeat, timing)
     if not result.reasoning:
         return result
     return await with_thinking(result, turns, transport, engine, settings.endpoint)
+
+
+class _Sent(NamedTuple):
+    """When a sample became due and when its first request went out, in seconds since the run's start."""
+
+    scheduled_s: float | None
+    sent_s: float | None
 
 
 def _since(at: float | None, origin: float) -> float | None:
@@ -79,7 +87,7 @@ def _margins(turns: list[Turn]) -> tuple[str, ...]:
     return tuple(turn.margins or "" for turn in turns)
 
 
-def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: Mapping[str, float | None]) -> SampleResult:
+def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: _Sent) -> SampleResult:
     """The common case (one non-streamed turn) without the multi-turn bookkeeping."""
     stats = turn.stats
     server_decode, server_prompt = server_rates([stats])
@@ -108,7 +116,8 @@ def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: Mapping[str, f
         replaced_chars=replaced_out + replaced_reasoning,
         cache_n=stats.cache_n,
         retries=turn.retries,
-        **timing,
+        scheduled_s=timing.scheduled_s,
+        sent_s=timing.sent_s,
         server_decode_t_s=server_decode,
         server_prompt_t_s=server_prompt,
         token_margins=(turn.margins,) if turn.margins is not None else (),
@@ -116,7 +125,7 @@ def _single_turn(sample: Sample, turn: Turn, repeat: int, timing: Mapping[str, f
 
 
 def _aggregate(
-    sample: Sample, turns: list[Turn], total_latency: float, repeat: int, timing: Mapping[str, float | None]
+    sample: Sample, turns: list[Turn], total_latency: float, repeat: int, timing: _Sent
 ) -> SampleResult:
     if len(turns) == 1 and turns[0].ttft_s is None and turns[0].stats.spec_steps is None:
         return _single_turn(sample, turns[0], repeat, timing)
@@ -169,7 +178,8 @@ def _aggregate(
         chunk_tokens_source=_sources(turns),
         itl_token_s=_rounded(turn.itl_token_s for turn in turns),
         tpot_s=_tpot(turns),
-        **timing,
+        scheduled_s=timing.scheduled_s,
+        sent_s=timing.sent_s,
         server_decode_t_s=server_decode,
         server_prompt_t_s=server_prompt,
         token_margins=_margins(turns),

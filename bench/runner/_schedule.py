@@ -21,7 +21,6 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from bench.runner._stop import Stop
 
@@ -98,7 +97,7 @@ class OpenLoop(Schedule):
         began = time.perf_counter() if self.start is None else self.start
         gate = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
         shift = 0.0
-        started: list[asyncio.Task[Any]] = []
+        started: list[asyncio.Task[None]] = []
 
         async def one(index: int, due: float) -> None:
             try:
@@ -135,7 +134,7 @@ def seeded_order(seed: int, keys: Sequence[str], names: Sequence[str]) -> list[s
     return order
 
 
-async def _run_all(tasks: list[asyncio.Task[Any]]) -> None:
+async def _run_all(tasks: list[asyncio.Task[None]]) -> None:
     """Wait for every task (their exceptions are not raised); cancel them all if the wait is cancelled."""
     try:
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -143,7 +142,7 @@ async def _run_all(tasks: list[asyncio.Task[Any]]) -> None:
         await _cancel_all(tasks)
 
 
-async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
     pending = [task for task in tasks if not task.done()]
     for task in pending:
         task.cancel()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Self
+from typing import Any, Self
 
 from bench._types import JsonMapping, JsonValue
 from bench.records import SettingValue, default
@@ -57,7 +57,10 @@ class RunSettings:
         """Settings from named values (parsed options, a config file's keys): each one's value where given, then
         `fixed`; names that are no setting are ignored."""
         known = {item.name for item in fields(cls)} - set(fixed)
-        return cls(**{key: value for key, value in values.items() if key in known}, **fixed)
+        # each value is of its setting's declared kind (the option parser and the config-file reader give it so),
+        # which a type checker cannot see by name: the constructor checks the names, not the kinds
+        chosen: dict[str, Any] = {**{key: value for key, value in values.items() if key in known}, **fixed}
+        return cls(**chosen)
 
     def values(self) -> dict[str, SettingValue]:
         """The settings by name (to build a `RunConfig` or a changed copy)."""

@@ -10,7 +10,8 @@ import signal
 import threading
 import time
 from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from types import FrameType
+from typing import TypeVar
 
 from bench.runner._loops import choose_loop, loop_factory
 
@@ -59,7 +60,7 @@ class Stop:
             self.fatal = exc
         self.requested.set()
 
-    async def guard(self, coro: Coroutine[Any, Any, _T], default: _T, *, closing: bool = False) -> _T:
+    async def guard(self, coro: Coroutine[object, None, _T], default: _T, *, closing: bool = False) -> _T:
         """Await `coro` unless a stop arrives first (then cancel it and return `default`).
 
         Before a stop request any stop ends it. Once a stop was requested only a `closing` probe
@@ -124,7 +125,7 @@ def stopped_like_ctrl_c() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     previous = {signum: signal.signal(signum, interrupt) for signum in _routed((signal.SIGTERM, signal.SIGHUP))}
@@ -139,7 +140,7 @@ FULL_COLLECTIONS_HELD = 1_000_000_000
 """The collector's third threshold during a run: that many young collections before a full one, i.e. none."""
 
 
-def run_loop(coroutine: Coroutine[Any, Any, _T], loop: str | None = None) -> _T:
+def run_loop(coroutine: Coroutine[object, None, _T], loop: str | None = None) -> _T:
     """asyncio.run(coroutine) on the named loop, the objects made before it frozen, its result handed back outside.
 
     The loop is `choose_loop(loop)`'s: the name given, else $SPEEDBENCH_LOOP, else asyncio's.

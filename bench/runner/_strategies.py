@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from bench._errors import BenchError
 from bench._types import JsonMapping, JsonObject
@@ -34,6 +34,15 @@ from bench.runner._arrivals import (
     load_trace as read_trace,
 )
 from bench.runner._config import RunConfig
+from bench.runner._narrow import (
+    number_field,
+    object_field,
+    optional_number_field,
+    optional_text_field,
+    optional_whole_field,
+    text_field,
+    whole_field,
+)
 from bench.runner._schedule import seeded_order
 from bench.runner._worker_count import worker_shares
 
@@ -91,8 +100,9 @@ class Plan:
     """Each arm counts time from its own turns only (ABBA blocks); else every record counts from the run's start."""
 
 
+@dataclass(frozen=True)
 class Strategy(abc.ABC):
-    """How a run releases work: the one interface every strategy implements."""
+    """How a run releases work: the one interface every strategy implements (each a frozen dataclass)."""
 
     kind: ClassVar[str]
     comparison: ClassVar[bool] = False
@@ -112,18 +122,30 @@ class Strategy(abc.ABC):
 
     def to_dict(self) -> JsonObject:
         """The strategy as JSON-safe data (`from_dict` reads it back)."""
-        return {"kind": self.kind, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        return {"kind": self.kind, **dataclasses.asdict(self)}
 
     @staticmethod
     def from_dict(data: JsonMapping) -> Strategy:
-        """The strategy `to_dict` wrote."""
-        fields = {key: value for key, value in data.items() if key != "kind"}
+        """The strategy `to_dict` wrote; a one-line BenchError for an unknown kind or a field it does not have."""
         kinds: dict[str, type[Strategy]] = {kind.kind: kind for kind in (Concurrent, OpenArrivals, LockStep, Blocks)}
-        if data.get("kind") not in kinds:
-            raise BenchError(f"unknown run strategy {data.get('kind')!r}; known: {', '.join(kinds)}")
-        if data["kind"] == Blocks.kind:
-            fields["arrivals"] = OpenArrivals(**fields["arrivals"])
-        return kinds[data["kind"]](**fields)
+        kind = data.get("kind")
+        if not isinstance(kind, str) or kind not in kinds:
+            raise BenchError(f"unknown run strategy {kind!r}; known: {', '.join(kinds)}")
+        return kinds[kind].from_fields(data)
+
+    @classmethod
+    def from_fields(cls, data: JsonMapping) -> Self:
+        """The strategy of this kind whose fields `data` holds (a field left out keeps its default)."""
+        known = {item.name for item in dataclasses.fields(cls)} | {"kind"}
+        unknown = sorted(key for key in data if key not in known)
+        if unknown:
+            raise BenchError(f"a {cls.kind} run strategy has no field {', '.join(map(repr, unknown))}")
+        return cls._read(data)
+
+    @classmethod
+    @abc.abstractmethod
+    def _read(cls, data: JsonMapping) -> Self:
+        """The strategy of this kind from its fields (`from_fields` checked that it has no others)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +154,11 @@ class Concurrent(Strategy):
 
     kind: ClassVar[str] = "concurrent"
     concurrency: int = 1
+
+    @classmethod
+    def _read(cls, data: JsonMapping) -> Self:
+        """Its concurrency."""
+        return cls(whole_field(data, "concurrency", cls.concurrency))
 
     def __str__(self) -> str:
         """`concurrent@8`."""
@@ -164,6 +191,13 @@ class OpenArrivals(Strategy):
         """The open loop a run's settings ask for."""
         return cls(config.request_rate, config.trace, config.arrival, config.burstiness, config.arrival_seed,
                    config.max_concurrency)
+
+    @classmethod
+    def _read(cls, data: JsonMapping) -> Self:
+        """Its rate or trace, process, burstiness, seed and cap."""
+        return cls(optional_number_field(data, "rate"), optional_text_field(data, "trace"),
+                   text_field(data, "process", cls.process), number_field(data, "burstiness", cls.burstiness),
+                   whole_field(data, "arrival_seed", cls.arrival_seed), optional_whole_field(data, "max_concurrency"))
 
     def __str__(self) -> str:
         """`poisson@2.5/s`, `trace@file.jsonl`, with `,max8` for a cap."""
@@ -203,6 +237,10 @@ class OpenArrivals(Strategy):
 
     def split(self, workers: int) -> list[Strategy]:
         """The whole run's schedule in every worker; the cap, if any, split like a concurrency."""
+        return list(self.shares(workers))
+
+    def shares(self, workers: int) -> list[OpenArrivals]:
+        """Each of `workers` processes' open loop: the whole run's schedule, its share of the cap (if any)."""
         if self.max_concurrency is None:
             return [self] * workers
         return [dataclasses.replace(self, max_concurrency=share)
@@ -220,6 +258,12 @@ class LockStep(Strategy):
     turn_batches: int = 1
     """Batches of `batch` jobs per turn, run by a closed loop of `batch`: with more than one, the drain at the turn's
     end (the faster arm's requests finishing at a lower batch) is a smaller share of the turn."""
+
+    @classmethod
+    def _read(cls, data: JsonMapping) -> Self:
+        """Its batch, order seed and batches per turn."""
+        return cls(whole_field(data, "batch", cls.batch), whole_field(data, "order_seed", cls.order_seed),
+                   whole_field(data, "turn_batches", cls.turn_batches))
 
     def __str__(self) -> str:
         """`lockstep@8`."""
@@ -283,6 +327,12 @@ class Blocks(Strategy):
     order_seed: int = 0
     """Seeds which arm runs the first block."""
 
+    @classmethod
+    def _read(cls, data: JsonMapping) -> Self:
+        """Its open loop (an object of that strategy's fields), block size and order seed."""
+        return cls(OpenArrivals.from_fields(object_field(data, "arrivals")), optional_whole_field(data, "block_size"),
+                   whole_field(data, "order_seed", cls.order_seed))
+
     def __str__(self) -> str:
         """`abba:poisson@2.5/s`."""
         return f"abba:{self.arrivals}"
@@ -301,7 +351,7 @@ class Blocks(Strategy):
 
     def split(self, workers: int) -> list[Strategy]:
         """Every worker runs the whole run's blocks; the cap, if any, split like a concurrency."""
-        return [dataclasses.replace(self, arrivals=arrivals) for arrivals in self.arrivals.split(workers)]
+        return [dataclasses.replace(self, arrivals=arrivals) for arrivals in self.arrivals.shares(workers)]
 
     def title(self, names: Sequence[str]) -> str:
         """`open loop a vs b`."""

@@ -17,11 +17,19 @@ import multiprocessing
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from bench.runner._stop import Stop
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import BaseContext
+
 ARRIVE, GO, STOP = "arrive", "go", "stop"
+Message: TypeAlias = "str | tuple[str, float]"
+"""What a team's pipes carry: `ARRIVE` or `STOP`, or (`GO`, the turn's start)."""
+PipeEnd: TypeAlias = "Connection[Message, Message]"
+"""One end of a worker's pipe."""
 
 
 @dataclass
@@ -30,7 +38,7 @@ class Team:
 
     size: int
     batch: int
-    ends: list[tuple[Any, Any]]
+    ends: list[tuple[PipeEnd, PipeEnd]]
     """(the parent's end, the worker's end) of each worker's pipe."""
     index: int | None = None
     """This worker's index (None in the parent)."""
@@ -38,7 +46,7 @@ class Team:
     stopped: bool = False
 
     @classmethod
-    def create(cls, size: int, batch: int = 1, context: Any = None) -> Team:
+    def create(cls, size: int, batch: int = 1, context: BaseContext | None = None) -> Team:
         """A team of `size` processes (made before they are forked)."""
         context = context or multiprocessing.get_context("fork")
         return cls(size, batch, [context.Pipe(duplex=True) for _ in range(size)])
@@ -61,11 +69,11 @@ class Team:
 
     # the parent's side
 
-    def connections(self) -> list[Any]:
+    def connections(self) -> list[PipeEnd]:
         """The parent's ends, to wait on beside the workers' sentinels."""
         return [parent for parent, _ in self.ends]
 
-    def handle(self, ready: Sequence[Any]) -> None:
+    def handle(self, ready: Sequence[object]) -> None:
         """Answer the workers whose messages are ready: a turn starts when all arrived; a stop stops them all."""
         for index, (parent, _) in enumerate(self.ends):
             if parent not in ready:
@@ -97,7 +105,7 @@ class Team:
             self._send(waiting, STOP)
         self.arrived.clear()
 
-    def _send(self, index: int, message: Any) -> None:
+    def _send(self, index: int, message: Message) -> None:
         with contextlib.suppress(OSError):
             self.ends[index][0].send(message)
 

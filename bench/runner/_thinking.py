@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 from bench.engines import Engine
 from bench.records import SOURCE_NONE, SOURCE_STREAM, SOURCE_TOKENIZE, SOURCE_USAGE, THINKING_CHUNK, SampleResult
@@ -60,30 +61,53 @@ async def with_thinking(
         if tokens is None and root is not None:
             tokens = await tokenized_count(transport, engine, root, turn.stats.reasoning)
         if tokens is None:
-            return replace(result, **stream_timing(turns))
+            return timed(result, stream_timing(turns))
         counts.append(min(tokens, turn.stats.completion_tokens) if turn.stats.completion_tokens else tokens)
         sources.append(source)
     thinking = sum(counts)
-    return replace(
+    counted = replace(
         result, thinking_tokens=thinking, answer_tokens=max(0, result.completion_tokens - thinking),
-        thinking_source=max(sources, key=_STRENGTH.__getitem__), **stream_timing(turns),
+        thinking_source=max(sources, key=_STRENGTH.__getitem__),
+    )
+    return timed(counted, stream_timing(turns))
+
+
+class StreamTiming(NamedTuple):
+    """The timing of a sample's thinking and answer segments, as its streamed chunks tell it."""
+
+    answer_ttft_s: float | None
+    """The time to the first answer chunk (the first turn's)."""
+    thinking_decode_t_s: float | None
+    answer_decode_t_s: float | None
+    """Each segment's decode rate: tokens after the segment's first chunk over its span, summed over turns."""
+    chunk_segments: str
+    """One letter per token-carrying chunk of every turn (`t` thinking, `a` answer)."""
+
+
+def timed(result: SampleResult, timing: StreamTiming | None) -> SampleResult:
+    """The sample with its segments' timing, when its stream told one."""
+    if timing is None:
+        return result
+    return replace(
+        result, answer_ttft_s=timing.answer_ttft_s, thinking_decode_t_s=timing.thinking_decode_t_s,
+        answer_decode_t_s=timing.answer_decode_t_s, chunk_segments=timing.chunk_segments,
     )
 
 
-def stream_timing(turns: Sequence[Turn]) -> dict[str, float | str | None]:
+def stream_timing(turns: Sequence[Turn]) -> StreamTiming | None:
     """Streamed turns that carried thinking: the time to the first answer chunk (the first turn's), each
     segment's decode rate (tokens after the segment's first chunk over its span, summed over turns) and the
-    chunks' segment letters; nothing when no streamed turn carried thinking."""
+    chunks' segment letters; None when no streamed turn carried thinking."""
     if not any(turn.segments for turn in turns) or any(not turn.token_times for turn in turns):
-        return {}
+        return None
     first = turns[0]
     answer_ttft = None
     letters = first.segments or "a" * len(first.token_times)
     if first.ttft_s is not None and "a" in letters:
         start = first.token_times[0] - first.ttft_s
         answer_ttft = round(first.token_times[letters.index("a")] - start, 6)
-    rates = {}
-    for kind, name in ((THINKING_CHUNK, "thinking_decode_t_s"), ("a", "answer_decode_t_s")):
+    rates: list[float | None] = []
+    for kind in (THINKING_CHUNK, "a"):
         tokens, span = 0, 0.0
         for turn in turns:
             kinds = turn.segments or "a" * len(turn.token_times)
@@ -92,6 +116,7 @@ def stream_timing(turns: Sequence[Turn]) -> dict[str, float | str | None]:
             if len(picked) >= 2:
                 tokens += sum(count for _, count in picked[1:])
                 span += picked[-1][0] - picked[0][0]
-        rates[name] = tokens / span if tokens and span > 0 else None
-    return {"answer_ttft_s": answer_ttft, **rates,
-            "chunk_segments": "".join(turn.segments or "a" * len(turn.token_times) for turn in turns)}
+        rates.append(tokens / span if tokens and span > 0 else None)
+    thinking_rate, answer_rate = rates
+    return StreamTiming(answer_ttft, thinking_rate, answer_rate,
+                        "".join(turn.segments or "a" * len(turn.token_times) for turn in turns))

@@ -17,7 +17,7 @@ import socket
 import ssl
 import time
 import zlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple
@@ -242,7 +242,7 @@ class Transport:
         """Wait for this task's turn to start a stream: one start per event-loop iteration (see `Pacer`)."""
         await self._pacer.turn()
 
-    async def stream(self, url: str, body: bytes) -> AsyncIterator[Response | StreamEvent]:
+    async def stream(self, url: str, body: bytes) -> AsyncGenerator[Response | StreamEvent, None]:
         """POST and yield server-sent events as they arrive; a non-200 answer is yielded as a Response."""
         async for batch in self.stream_batches(url, body):
             if isinstance(batch, Response):
@@ -251,7 +251,7 @@ class Transport:
             for event in batch:
                 yield event
 
-    async def stream_batches(self, url: str, body: bytes) -> AsyncIterator[Response | list[StreamEvent]]:
+    async def stream_batches(self, url: str, body: bytes) -> AsyncGenerator[Response | list[StreamEvent], None]:
         """POST and yield the server-sent events in lists, a batch at a time; a non-200 answer as a Response.
 
         Each event's `at` is when its last byte reached the socket (see `TimedProtocol`), not when it was
@@ -281,7 +281,7 @@ class Transport:
 
 async def _batched_events(
     reader: aiohttp.StreamReader, protocol: TimedProtocol, limit: int, deadline: float | None, pacer: Pacer
-) -> AsyncIterator[list[StreamEvent]]:
+) -> AsyncGenerator[list[StreamEvent], None]:
     """The events of a streamed body, parsed in batches of a few KiB (`WAKE_BYTES`), each timed by its arrival.
 
     The reader sleeps until the protocol says the batch is ready; each event's `at` is when the read that
@@ -324,7 +324,7 @@ async def _batched_events(
     decoder.close()
 
 
-async def _events(reader: aiohttp.StreamReader, limit: int) -> AsyncIterator[list[StreamEvent]]:
+async def _events(reader: aiohttp.StreamReader, limit: int) -> AsyncGenerator[list[StreamEvent], None]:
     """The events of a streamed body, a list per read, each timed when it is parsed (no socket-side times)."""
     decoder = SSEDecoder()
     received = 0

@@ -64,7 +64,7 @@ def build_payload(
     if settings.api == "completions":
         payload["prompt"] = "\n\n".join(message["content"] for message in messages)
     else:
-        payload["messages"] = messages
+        payload["messages"] = [dict(message) for message in messages]
     if settings.model:
         payload["model"] = settings.model
     if settings.stream:
@@ -77,8 +77,9 @@ def build_payload(
     kwargs = settings.extra_inputs.get("chat_template_kwargs")
     payload.update(settings.extra_inputs)
     payload.update(switch)
-    if isinstance(kwargs, dict) and "chat_template_kwargs" in switch:  # the template's other kwargs kept
-        payload["chat_template_kwargs"] = {**kwargs, **switch["chat_template_kwargs"]}
+    template = switch.get("chat_template_kwargs")
+    if isinstance(kwargs, dict) and isinstance(template, dict):  # the template's other kwargs kept
+        payload["chat_template_kwargs"] = {**kwargs, **template}
     payload["max_tokens"] = settings.osl
     return payload
 
@@ -135,7 +136,9 @@ async def _stream_turn(
     if not parsed.chunks:
         raise SampleFailure("missing_fields", "stream ended ([DONE]) without a single chunk carrying choices")
     merged = parsed.merged
-    message = {"role": "assistant", "content": "".join(parsed.content), "reasoning_content": "".join(parsed.reasoning)}
+    message: JsonObject = {
+        "role": "assistant", "content": "".join(parsed.content), "reasoning_content": "".join(parsed.reasoning),
+    }
     merged["choices"] = [{"message": message, "finish_reason": parsed.finish_reason}]
     stats = engine.parse(merged)
     token_times = parsed.token_times

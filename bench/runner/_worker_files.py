@@ -22,6 +22,7 @@ from bench.records import (
     SHARD_KEY,
     Journal,
     Run,
+    RunMeta,
     journal_path,
     load_run,
     merge_shards,
@@ -59,9 +60,11 @@ class WorkersMarker:
     @classmethod
     def from_mapping(cls, data: JsonValue) -> WorkersMarker | None:
         """The marker a file holds, None when it is none (no `outputs` object); entries of other kinds are left out."""
-        if not isinstance(data, dict) or not isinstance(data.get("outputs"), dict):
+        if not isinstance(data, dict):
             return None
-        outputs, configs = data["outputs"], data.get("configs")
+        outputs, configs = data.get("outputs"), data.get("configs")
+        if not isinstance(outputs, dict):
+            return None
         return cls(outputs={name: path for name, path in outputs.items() if isinstance(path, str)},
                    configs={name: config for name, config in configs.items() if isinstance(config, dict)}
                    if isinstance(configs, dict) else {})
@@ -111,10 +114,11 @@ def _gather(paths: Sequence[Path]) -> list[Run]:
             runs.append(load_run(path))
         elif journal_path(path).exists():
             recovered = load_run(journal_path(path))
-            runs.append(replace(recovered, meta={**recovered.meta, "interrupted": True}, path=str(path)))
+            runs.append(replace(recovered, meta=RunMeta.from_mapping({**recovered.meta, "interrupted": True}),
+                                path=str(path)))
     engine = next((run.meta.get("engine") for run in runs if run.meta.get("engine")), None)
-    return [run if run.meta.get("engine") or engine is None else replace(run, meta={**run.meta, "engine": engine})
-            for run in runs]
+    return [run if run.meta.get("engine") or engine is None
+            else replace(run, meta=RunMeta.from_mapping({**run.meta, "engine": engine})) for run in runs]
 
 
 def join_outputs(
@@ -131,7 +135,7 @@ def join_outputs(
     meta["interrupted"] = bool(meta.get("interrupted")) or interrupted or len(runs) < len(paths)
     whole = recorded if recorded is not None else config.recorded()
     run = Run(config={**whole, "workers": len(paths)}, selected_samples=merged.selected_samples,
-              results=merged.results, summary=merged.summary, meta=meta,
+              results=merged.results, summary=merged.summary, meta=RunMeta.from_mapping(meta),
               path=str(output) if output is not None else None)
     if output is not None:
         _write_journal(run, paths, output, [sample.id for sample in prompts.samples])
@@ -147,8 +151,9 @@ def _write_journal(run: Run, paths: Sequence[Path], output: str | os.PathLike[st
             header = read_journal(journal_path(path))[0]
             break
     header = {key: value for key, value in header.items() if key not in ("type", "schema_version", SHARD_KEY)}
-    header.update(config=run.config, selected_samples=run.selected_samples, prompts_sha256=run.meta["prompts_sha256"],
-                  sample_ids=sample_ids, started_at=run.meta.get("started_at"))
+    header.update(config=dict(run.config), selected_samples=run.selected_samples,
+                  prompts_sha256=run.meta["prompts_sha256"], sample_ids=list[JsonValue](sample_ids),
+                  started_at=run.meta.get("started_at"))
     target = journal_path(output)
     building = target.with_name(target.name + ".joining")
     journal = Journal(building, header)
@@ -174,7 +179,7 @@ def split_journal(
         ids = [sample.id for sample in own.samples]
         own_header = {key: value for key, value in header.items() if key not in ("type", "schema_version")}
         own_header.update(
-            config=own_config.recorded(), sample_ids=ids,
+            config=own_config.recorded(), sample_ids=list[JsonValue](ids),
             prompts_sha256=prompts_digest(own), selected_samples=len(own.samples) * config.repeat,
         )
         own_header[SHARD_KEY] = shard_header(shard, prompts, own, config.repeat)

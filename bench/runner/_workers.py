@@ -26,8 +26,10 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Protocol
 
 from bench._errors import BenchError
 from bench.prompts import PromptSet, Shard
@@ -70,10 +72,23 @@ def _shares(config: RunConfig, workers: int) -> list[int | None]:
     return list(worker_shares(config.concurrency, workers))
 
 
+class _Counts(Protocol):
+    """Counters in memory shared with the worker processes: a fixed number of whole numbers."""
+
+    def __getitem__(self, index: int, /) -> int:
+        """One counter."""
+
+    def __setitem__(self, index: int, value: int, /) -> None:
+        """Set one counter."""
+
+    def __len__(self) -> int:
+        """How many counters there are."""
+
+
 class _Tally:
     """A worker's progress: finished and failed counts in memory shared with the parent, which shows them."""
 
-    def __init__(self, counts: Any, index: int) -> None:
+    def __init__(self, counts: _Counts, index: int) -> None:
         """Count into slots 2 * index (finished) and 2 * index + 1 (failed) of `counts`."""
         self.counts, self.slot = counts, 2 * index
 
@@ -92,7 +107,7 @@ class _Tally:
         """The parent ends the display."""
 
 
-def _show(counts: Any, shown: list[int], progress: Progress) -> None:
+def _show(counts: _Counts, shown: list[int], progress: Progress) -> None:
     """Advance the parent's display by what the workers finished since it was last shown."""
     for index in range(0, len(shown), 2):
         done, failed = counts[index], counts[index + 1]
@@ -127,8 +142,13 @@ def _child(index: int, body: Callable[[], None], parent: int, team: Team) -> Non
         sys.exit(2)
 
 
+def _work(body: Body, shard: Shard, team: Team, mine: list[Arm], counts: _Counts) -> None:
+    """A worker process's body: its shard, its member of the team, its own arms, its progress tally."""
+    body(shard, team.member(shard.index), mine, _Tally(counts, shard.index))
+
+
 def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress, title: str, total: int,
-            counts: Any) -> tuple[list[int | None], bool]:
+            counts: _Counts) -> tuple[list[int | None], bool]:
     """Start one process per body and wait for all; (exit codes, whether the parent was asked to stop).
 
     This process keeps the team's turns. SIGINT/SIGTERM to it are forwarded to every worker as one SIGTERM (a
@@ -139,7 +159,7 @@ def _launch(bodies: Sequence[Callable[[], None]], team: Team, progress: Progress
                  for index, body in enumerate(bodies)]
     asked = {"stop": False}
 
-    def forward(signum: int, frame: Any) -> None:
+    def forward(signum: int, frame: FrameType | None) -> None:
         asked["stop"] = True
         for process in processes:
             if process.pid is not None and process.exitcode is None:
@@ -177,7 +197,7 @@ def _join_left(specs: Sequence[Arm], prompts: PromptSet, progress: Progress) -> 
     left = {spec.name: left_workers(spec.output) for spec in specs if spec.output is not None}
     for spec in specs:
         folder = left.get(spec.name)
-        if folder is not None:
+        if folder is not None and spec.output is not None:
             progress.message(f"speedbench: {spec.output}: "
                              f"{join_left_workers(folder, spec.output, spec.name, prompts, spec.config)}")
     for folder in set(left.values()):
@@ -199,14 +219,14 @@ def spread(
     if len(prompts.samples) < workers:
         raise BenchError(f"--workers {workers}: {len(prompts.samples)} samples cannot fill that many workers")
     shares = _shares(config, workers)
-    if not config.open_loop or config.max_concurrency is not None:  # else each worker checks its own arrivals
+    whole = config.max_concurrency if config.open_loop else config.concurrency
+    if whole is not None:  # else (an uncapped open loop) each worker checks its own arrivals
         per_run = len(config.urls()) * len(specs)
-        ensure_file_limit(max(share or 1 for share in shares) * per_run, workers=workers,
-                          whole=(config.max_concurrency if config.open_loop else config.concurrency) * per_run)
+        ensure_file_limit(max(share or 1 for share in shares) * per_run, workers=workers, whole=whole * per_run)
     outputs = _checked_outputs(specs, resume=resume, force=force)
     shards = [Shard(index, workers) for index in range(workers)]
     team = Team.create(workers, batch)
-    counts = multiprocessing.get_context("fork").Array("q", 2 * workers, lock=False)
+    counts: _Counts = multiprocessing.get_context("fork").Array("q", 2 * workers, lock=False)
     with contextlib.ExitStack() as held:
         for output in outputs:
             held.enter_context(output_lock(output))
@@ -229,8 +249,7 @@ def spread(
                 shutil.rmtree(folder, ignore_errors=True)  # nothing ran: the output's journal is as it was
                 raise
         codes, stopped = _launch(
-            [lambda shard=shard, mine=mine: body(shard, team.member(shard.index), mine, _Tally(counts, shard.index))
-             for shard, mine in zip(shards, own, strict=True)],
+            [partial(_work, body, shard, team, mine, counts) for shard, mine in zip(shards, own, strict=True)],
             team, progress, f"{title} ({workers} workers)", len(prompts.samples) * config.repeat * len(specs), counts,
         )
         try:
