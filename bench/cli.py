@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from bench._constants import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench._errors import BenchError
@@ -43,7 +44,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 class _Parser(argparse.ArgumentParser):
     """argparse with usage errors reported on one line (exit 2)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """Print `speedbench <command>: error: ...` and exit 2."""
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
         raise SystemExit(EXIT_BAD_INPUT)

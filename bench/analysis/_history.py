@@ -28,9 +28,11 @@ from bench.analysis._change_points import (
 from bench.analysis._family import FAMILY_ALPHA, holm_levels
 from bench.analysis._intervals import t_quantile
 from bench.analysis._metrics import ACCEPT_RATE, DECODE_SPEEDUP, DRAFTED, LATENCY_SPEEDUP, Metric
-from bench.records import HISTORY_METRICS, HistoryPoint, Machine, PointRow
+from bench.records import HISTORY_METRICS, HistoryPoint, Machine, PointRow, Run
 
 if TYPE_CHECKING:
+    from bench.analysis._compare import Comparison
+    from bench.analysis._estimate import Estimate
     from bench.analysis._regress import Gate
 
 HISTORY_METRIC: dict[str, Metric] = {
@@ -47,12 +49,11 @@ DEFAULT_TREND_WINDOW = 20
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 
 
-def history_rows(comparison: object) -> tuple[PointRow, ...]:
+def history_rows(comparison: Comparison) -> tuple[PointRow, ...]:
     """The rows a history point records of one comparison: every category row and the overall row, each metric."""
     rows: list[PointRow] = []
-    speculative = comparison.speculative  # type: ignore[attr-defined]
-    counts = _per_sample_counts(speculative)
-    for row in comparison.stats:  # type: ignore[attr-defined]
+    counts = _per_sample_counts(comparison.speculative)
+    for row in comparison.stats:
         for name, estimate in (("decode", row.decode), ("latency", row.latency)):
             rows.append(_speedup_row(row.category, name, estimate, row.n))
         for name, numerator, denominator in (("accept_rate", "accepted", "drafted"),
@@ -63,10 +64,10 @@ def history_rows(comparison: object) -> tuple[PointRow, ...]:
     return tuple(rows)
 
 
-def _speedup_row(category: str, name: str, estimate: object, n: int) -> PointRow:
+def _speedup_row(category: str, name: str, estimate: Estimate, n: int) -> PointRow:
     """A speedup row: the estimate and the log standard error its interval and level imply."""
-    point, low, high = estimate.point, estimate.low, estimate.high  # type: ignore[attr-defined]
-    confidence, df = estimate.confidence, estimate.df  # type: ignore[attr-defined]
+    point, low, high = estimate.point, estimate.low, estimate.high
+    confidence, df = estimate.confidence, estimate.df
     if not (math.isfinite(low) and math.isfinite(high) and low > 0 and point > 0):
         return PointRow(category, name, point, math.nan, math.nan, math.nan, math.nan, n)
     degrees = df if math.isfinite(df) and df > 0 else max(n - 1.0, 1.0)
@@ -75,10 +76,10 @@ def _speedup_row(category: str, name: str, estimate: object, n: int) -> PointRow
     return PointRow(category, name, point, point * math.exp(-half), point * math.exp(half), se, degrees, n)
 
 
-def _per_sample_counts(run: object) -> dict[str, dict[str, np.ndarray]]:
+def _per_sample_counts(run: Run) -> dict[str, dict[str, np.ndarray]]:
     """Per category: each successful sample's accepted, drafted and output tokens (summed over its repeats)."""
     found: dict[str, dict[str, list[float]]] = {}
-    for result in run.latest:  # type: ignore[attr-defined]
+    for result in run.latest:
         if not result.ok:
             continue
         own = found.setdefault(result.category, {"accepted": [], "drafted": [], "output": []})

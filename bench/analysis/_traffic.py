@@ -225,9 +225,8 @@ def paired_speedups(
                     elif chosen_logs is not None:  # by block: strata, blocks as units
                         chosen_logs = blocked[(category, metric.key)]
                 found.append((category, metric, logs, blocks, chosen_logs))
-    family = [index for index, item in enumerate(found) if item[0] != OVERALL and item[4] is not None]
-    holm = dict(zip(family, holm_levels([found[index][4].p_value() for index in family], alpha),  # type: ignore[union-attr]
-                    strict=True))
+    tested = {index: item[4] for index, item in enumerate(found) if item[0] != OVERALL and item[4] is not None}
+    holm = dict(zip(tested, holm_levels([chosen.p_value() for chosen in tested.values()], alpha), strict=True))
     out = []
     for index, (category, metric, logs, blocks, chosen_logs) in enumerate(found):
         level = alpha if category == OVERALL else holm.get(index, alpha)

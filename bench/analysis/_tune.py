@@ -4,8 +4,7 @@ The pick (per scope: a category or overall, at one concurrency) is one family of
 configuration against the baseline, and the leader (highest measured speedup) against each other configuration.
 The leader is picked when it is shown better than every other; when some cannot be told apart from it, the
 smallest draft length among them, with the margin the tie was shown within, or "not separable at this n"; 0 (do
-not speculate) when no configuration is shown faster than the baseline. The prediction model is
-`bench.analysis._predict`.
+not speculate) when no configuration is shown faster than the baseline. The prediction model: `_predict`.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import numpy as np
 
@@ -94,7 +94,7 @@ def _differences(first: Measured, second: Measured) -> LogMean | None:
     return log_mean([first.logs[key] - second.logs[key] for key in shared])
 
 
-def _testable(value: LogMean | None) -> bool:
+def _testable(value: LogMean | None) -> TypeGuard[LogMean]:
     return value is not None and value.n >= MIN_SAMPLES_FOR_CI and math.isfinite(value.se) and value.se > 0
 
 
@@ -110,17 +110,18 @@ def decide(
     leaders: dict[tuple[str, int], Measured | None] = {}
     for key, configs in scopes.items():
         points = {config.draft_max: config.against_baseline() for config in configs}
-        ranked = [config for config in configs if points[config.draft_max] is not None]
-        leader = max(ranked, key=lambda config: (points[config.draft_max].mean, -config.draft_max), default=None)  # type: ignore[union-attr]
+        means = {draft_max: point.mean for draft_max, point in points.items() if point is not None}
+        leader = max((config for config in configs if config.draft_max in means),
+                     key=lambda config: (means[config.draft_max], -config.draft_max), default=None)
         leaders[key] = leader
         for config in configs:
             estimate = points[config.draft_max]
             if _testable(estimate):
-                tests.append((key, "baseline", config.draft_max, estimate))  # type: ignore[arg-type]
+                tests.append((key, "baseline", config.draft_max, estimate))
             if leader is not None and config is not leader:
                 difference = _differences(leader, config)
                 if _testable(difference):
-                    tests.append((key, "leader", config.draft_max, difference))  # type: ignore[arg-type]
+                    tests.append((key, "leader", config.draft_max, difference))
     levels = holm_levels([test[3].p_value() for test in tests], alpha)
     level_of = {(test[0], test[1], test[2]): level for test, level in zip(tests, levels, strict=True)}
     estimate_of = {(test[0], test[1], test[2]): test[3] for test in tests}

@@ -149,15 +149,15 @@ def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
     if known is not None:
         return known
 
-    class Recording(base):  # type: ignore[misc,valid-type]
-        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                     option_string: str | None = None) -> None:
-            setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
-            super().__call__(parser, namespace, values, option_string)
+    def record(self: argparse.Action, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+               values: str | Sequence[object] | None, option_string: str | None = None) -> None:
+        """Add the destination to the given options, then act as `base` does."""
+        setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
+        base.__call__(self, parser, namespace, values, option_string)
 
-    Recording.__name__ = base.__name__
-    _RECORDING[base] = Recording
-    return Recording
+    recording = type(base.__name__, (base,), {"__call__": record})
+    _RECORDING[base] = recording
+    return recording
 
 
 def given_options(args: argparse.Namespace) -> frozenset[str]:

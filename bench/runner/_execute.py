@@ -202,10 +202,14 @@ def run_arms(
 
 
 def run_benchmark(
-    prompts: PromptSet, config: RunConfig, *, output: str | os.PathLike[str] | None = None, **options: object,
+    prompts: PromptSet, config: RunConfig, *, output: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None, resume: bool = False, force: bool = False,
+    install_signal_handlers: bool = True, shard: Shard | None = None, team: Team | None = None,
+    start_at: float | None = None,
 ) -> tuple[Run, bool]:
     """One endpoint's run as its settings ask (closed or open loop, over `config.workers` processes): `run_arms`
-    with one arm; `options` are `RunOptions`'."""
-    runs, interrupted = run_arms(prompts, [Arm("run", config, output)], strategy_for(config),
-                            RunOptions(**options))  # type: ignore[arg-type]
+    with one arm; the keywords after `output` are `RunOptions`'."""
+    options = RunOptions(progress=progress, resume=resume, force=force, install_signal_handlers=install_signal_handlers,
+                         shard=shard, team=team, start_at=start_at)
+    runs, interrupted = run_arms(prompts, [Arm("run", config, output)], strategy_for(config), options)
     return runs["run"], interrupted
