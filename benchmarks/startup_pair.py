@@ -53,6 +53,8 @@ def main() -> int:
     parser.add_argument("--after", type=Path, required=True, help="the checkout measured second in each pair")
     parser.add_argument("--pairs", type=int, default=40, help="timed pairs per command (default: 40)")
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error(f"--pairs must be at least 1, not {args.pairs}")
     for tree in (args.before, args.after):
         if not (tree / "bench" / "__init__.py").is_file():
             parser.error(f"{tree} holds no bench package")

@@ -58,13 +58,19 @@ class Module:
     """The package's modules this one imports at run time (not under `if TYPE_CHECKING:`)."""
 
 
+class BadInput(Exception):
+    """A revision, walk or document the command cannot read: one line for the user, exit 2."""
+
+
 def read_sources(at: str | None, root: Path = ROOT) -> dict[str, str]:
     """The package's Python files by path under bench/: the working tree's, or those of commit `at` (`git archive`)."""
     if at is None:
         base = root / PACKAGE
         return {str(path.relative_to(base)): path.read_text(encoding="utf-8") for path in sorted(base.rglob("*.py"))}
-    data = subprocess.run(["git", "archive", "--format=tar", at, PACKAGE], cwd=root, check=True,
-                          capture_output=True).stdout
+    archived = subprocess.run(["git", "archive", "--format=tar", at, PACKAGE], cwd=root, capture_output=True)
+    if archived.returncode != 0:
+        raise BadInput(f"structure: git cannot read {PACKAGE}/ at {at!r}")
+    data = archived.stdout
     sources = {}
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         for member in archive.getmembers():
@@ -393,10 +399,12 @@ class Walk:
 def walk(modules: Mapping[str, Module], entry: str) -> Walk:
     """Follow `path:function:parameter` through the calls that pass it on, depth first in code order, each function
     with each parameter once."""
+    if entry.count(":") != 2:
+        raise BadInput(f"structure: --walk {entry!r} is not PATH:FUNCTION:PARAMETER")
     path, qualname, param = entry.split(":")
     start = next((module.name for module in modules.values() if module.path == path), None)
     if start is None or qualname not in modules[start].functions:
-        raise SystemExit(f"structure: no function {qualname} in bench/{path}")
+        raise BadInput(f"structure: no function {qualname} in bench/{path}")
     layer, _ = layers({module.name: module.imports for module in modules.values()})
     steps: list[str] = []
     back_up = 0
@@ -454,7 +462,7 @@ def replaced(document: str, block: str, at: str | None) -> str:
     begin, end = markers(at)
     head, found, rest = document.partition(begin)
     if not found or end not in rest:
-        raise SystemExit(f"structure: {DOC.relative_to(ROOT)} has no {begin.strip()} ... {end} block")
+        raise BadInput(f"structure: {DOC.relative_to(ROOT)} has no {begin.strip()} ... {end} block")
     return head + begin + block + end + rest.split(end, 1)[1]
 
 
@@ -484,16 +492,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.at or args.walk:
         command = " ".join(["python benchmarks/structure.py", *(["--at", args.at] if args.at else []),
                             *(f"--walk {entry}" for entry in args.walk or ()), "--write"])
-    block = compute(args.at, entries, command)
-    document = DOC.read_text(encoding="utf-8")
-    if args.check:
-        same = documented(document, args.at) == block
-        print("structure: docs/structure.md is up to date" if same else "structure: run `make structure`")
-        return 0 if same else 1
-    if args.write:
-        DOC.write_text(replaced(document, block, args.at), encoding="utf-8")
-        print(f"structure: wrote the block into {DOC.relative_to(ROOT)}")
-        return 0
+    try:
+        block = compute(args.at, entries, command)
+        document = DOC.read_text(encoding="utf-8")
+        if args.check:
+            same = documented(document, args.at) == block
+            print("structure: docs/structure.md is up to date" if same else "structure: run `make structure`")
+            return 0 if same else 1
+        if args.write:
+            DOC.write_text(replaced(document, block, args.at), encoding="utf-8")
+            print(f"structure: wrote the block into {DOC.relative_to(ROOT)}")
+            return 0
+    except BadInput as error:
+        print(error, file=sys.stderr)
+        return 2
     sys.stdout.write(block)
     return 0
 

@@ -112,3 +112,15 @@ def test_the_block_is_replaced_between_its_markers(structure: ModuleType) -> Non
     assert structure.replaced(document, "new\n", None) == (
         "head\n<!-- structure: begin -->\nnew\n<!-- structure: end -->\ntail\n")
     assert structure.documented(structure.replaced(document, "new\n", None)) == "new\n"
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--at", "no-such-revision"], "git cannot read bench/ at 'no-such-revision'"),
+    (["--walk", "runner"], "--walk 'runner' is not PATH:FUNCTION:PARAMETER"),
+    (["--walk", "runner/nothing.py:f:x"], "no function f in bench/runner/nothing.py"),
+])
+def test_bad_input_is_one_line_and_exit_2(structure: ModuleType, capsys: pytest.CaptureFixture[str],
+                                          arguments: list[str], message: str) -> None:
+    assert structure.main(arguments) == 2
+    err = capsys.readouterr().err
+    assert err == f"structure: {message}\n"
